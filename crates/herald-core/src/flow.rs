@@ -1,0 +1,1 @@
+//! Flow control: token buckets and backoff. (Filled in by the flow-control work.)

@@ -1,0 +1,15 @@
+//! Herald's shared vocabulary.
+//!
+//! Everything here is free of I/O and of any async runtime so that the client library
+//! (`herald-runtime`), the event store (`herald-server`) and the command line can all
+//! build on it:
+//!
+//! - [`clock`]: the injected time source every time-dependent piece takes.
+//! - [`flow`]: token buckets and exponential backoff with client-go's arithmetic.
+//! - [`watch`]: the bounded, ordered fan-out [`watch::Broadcaster`].
+//! - [`naming`]: event names and DNS-1123 validation.
+
+pub mod clock;
+pub mod flow;
+pub mod naming;
+pub mod watch;

@@ -1,0 +1,1 @@
+//! The bounded, ordered fan-out broadcaster. (Filled in by the broadcaster work.)

@@ -1,0 +1,1 @@
+//! Informers and caches. (In progress.)

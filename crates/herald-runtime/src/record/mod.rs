@@ -1,0 +1,1 @@
+//! Event recording. (In progress.)

@@ -1,0 +1,1 @@
+//! Work queues. (In progress.)

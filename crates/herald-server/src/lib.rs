@@ -1,0 +1,5 @@
+//! Herald's Kubernetes-compatible event store.
+//!
+//! - [`storage`]: the revisioned key-value contract and its backends.
+
+pub mod storage;

@@ -1,0 +1,1 @@
+//! The revisioned key-value store contract and its backends. (In progress.)
