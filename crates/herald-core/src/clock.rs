@@ -160,6 +160,9 @@ mod tests {
     fn elapsed_never_negative() {
         let later = add_saturating(t0(), Duration::from_secs(3));
         assert_eq!(elapsed(later, t0()), Duration::ZERO);
-        assert_eq!(add_saturating(Timestamp::MAX, Duration::from_secs(1)), Timestamp::MAX);
+        assert_eq!(
+            add_saturating(Timestamp::MAX, Duration::from_secs(1)),
+            Timestamp::MAX
+        );
     }
 }

@@ -8,8 +8,10 @@
 //! - [`flow`]: token buckets and exponential backoff with client-go's arithmetic.
 //! - [`watch`]: the bounded, ordered fan-out [`watch::Broadcaster`].
 //! - [`naming`]: event names and DNS-1123 validation.
+//! - [`status`]: Kubernetes `Status` errors with kube-apiserver's messages.
 
 pub mod clock;
 pub mod flow;
 pub mod naming;
+pub mod status;
 pub mod watch;

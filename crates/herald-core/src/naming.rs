@@ -78,7 +78,10 @@ mod tests {
         ] {
             let name = event_name(&bad, t);
             assert!(is_dns1123_subdomain(&name), "{bad:?} gave {name:?}");
-            assert!(uuid::Uuid::parse_str(&name).is_ok(), "{bad:?} should fall back to a UUID");
+            assert!(
+                uuid::Uuid::parse_str(&name).is_ok(),
+                "{bad:?} should fall back to a UUID"
+            );
         }
     }
 
