@@ -4,7 +4,9 @@
 //!   spam control), never blocking the caller and never losing an event silently.
 //! - [`cache`]: informers — a local, indexed cache kept in sync by list+watch.
 //! - [`workqueue`]: rate-limited work queues that feed your reconcile loop.
+//! - [`time`]: a clock that follows tokio's (paused) time, for deterministic tests.
 
 pub mod cache;
 pub mod record;
+pub mod time;
 pub mod workqueue;

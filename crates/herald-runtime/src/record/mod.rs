@@ -1,1 +1,61 @@
-//! Event recording. (In progress.)
+//! Recording Kubernetes events with client-go's semantics — and without its silent losses.
+//!
+//! A [`Recorder`] turns "this happened to that object" into a core/v1 `Event` and queues it
+//! without ever blocking. An [`EventBroadcaster`] fans queued events out to watchers: a
+//! logging watcher, your own handlers, and sinks. Each sink runs an [`EventCorrelator`]
+//! (aggregate similar events → count identical ones → rate-limit spam, exactly as client-go)
+//! and writes the result through an [`EventSink`] — [`KubeSink`] for any Kubernetes API
+//! server, [`MemorySink`] for tests — with retries, strict per-event ordering and bounded
+//! concurrency.
+//!
+//! Beyond client-go, on by default:
+//! - **Storm-proof queue**: when the queue is full, an event identical to a queued one is
+//!   merged into it (its count grows) instead of being dropped.
+//! - **Exact counts**: occurrences the spam filter holds back are carried into the next write,
+//!   and once a storm stops a trailing write flushes the final count as soon as the rate
+//!   budget allows ([`CorrelatorOptions::trailing_flush`]).
+//! - **Accounting**: every event ends in exactly one counted outcome; see [`RecordStats`] and
+//!   the Prometheus counters in [`Metrics`].
+//!
+//! ```
+//! use herald_runtime::record::*;
+//! use k8s_openapi::api::core::v1::Pod;
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! let broadcaster = EventBroadcaster::new(BroadcasterOptions::default());
+//! let recorder = broadcaster.new_recorder(EventSource::new("my-controller", "node-1"));
+//! broadcaster.start_logging();
+//! let sink = MemorySink::new(); // KubeSink::new(client) for a real API server
+//! broadcaster.start_recording_to_sink(sink.clone());
+//!
+//! let mut pod = Pod::default();
+//! pod.metadata.name = Some("web-1".into());
+//! pod.metadata.namespace = Some("prod".into());
+//! for _ in 0..3 {
+//!     recorder.event(&pod, EventType::Warning, "BackOff", "Back-off restarting failed container");
+//! }
+//! broadcaster.shutdown().await; // flushes what is queued
+//!
+//! let stored = sink.events();
+//! assert_eq!(stored.len(), 1);
+//! assert_eq!(stored[0].count, Some(3));
+//! assert_eq!(broadcaster.stats().unaccounted(0), 0);
+//! # }
+//! ```
+
+mod broadcaster;
+pub mod correlator;
+mod event;
+mod queue;
+mod recorder;
+pub mod sink;
+mod stats;
+mod writer;
+
+pub use broadcaster::{BroadcasterOptions, EventBroadcaster, WatchHandle};
+pub use correlator::{CorrelateError, CorrelateResult, CorrelatorOptions, EventCorrelator};
+pub use event::{EventSource, EventType, object_reference};
+pub use recorder::Recorder;
+pub use sink::{EventSink, KubeSink, MemorySink, RetryClass, SinkCall, SinkError, SinkOp};
+pub use stats::{Metrics, RecordStats, SinkOutcome, SinkStats};
+pub use writer::RetryOptions;

@@ -1,0 +1,402 @@
+//! [`EventBroadcaster`]: fans recorded events out to watchers — logging, your own handlers,
+//! and sinks that correlate and write them.
+//!
+//! ```text
+//! Recorder ─► incoming queue (bounded, merges identical events when full)
+//!               └─► distributor task ─► watch::Broadcaster (ordered fan-out, waits for slow watchers)
+//!                                         ├─► logging watcher (tracing)
+//!                                         ├─► your event watchers
+//!                                         └─► sink task per sink: EventCorrelator ─► KeyedWriter ─► EventSink
+//! ```
+//!
+//! The fan-out waits for a slow watcher instead of dropping its events; back-pressure ends in
+//! the incoming queue, where identical events merge and only distinct events beyond its bound
+//! are dropped (and counted). A sink task never blocks on the network: writes run in their
+//! own tasks, at most `max_concurrent_writes` at once, ordered per event.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use herald_core::clock::{Clock, SystemClock, elapsed};
+use herald_core::watch::{Broadcaster, FullChannelBehavior, Watcher};
+use k8s_openapi::api::core::v1::Event;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::correlator::{CorrelatorOptions, EventCorrelator};
+use super::event::{EventSource, object_key};
+use super::queue::IncomingQueue;
+use super::recorder::{Recorder, RecorderInner};
+use super::sink::EventSink;
+use super::stats::{Metrics, RecordStats, SinkCounters, SinkOutcome};
+use super::writer::{KeyedWriter, RetryOptions, Tally, Write, WriteResult};
+
+/// Settings of an [`EventBroadcaster`]. `Default` gives client-go's limits plus Herald's
+/// improvements (storm merging, exact counts, concurrent ordered writes).
+#[derive(Clone)]
+pub struct BroadcasterOptions {
+    /// Distinct events the incoming queue holds (client-go: 1000). At the bound, identical
+    /// events merge into queued ones and distinct ones are dropped and counted.
+    pub queue_capacity: usize,
+    /// Events buffered per watcher (client-go: 1000). At the bound the fan-out waits for that
+    /// watcher (and so, in turn, the incoming queue fills).
+    pub watcher_queue: usize,
+    /// Correlator settings; every sink gets a fresh correlator built from them.
+    pub correlator: CorrelatorOptions,
+    /// How sinks retry failed writes.
+    pub retry: RetryOptions,
+    /// Writes a sink runs at once, each for a different event (writes for one event are
+    /// always sequential).
+    pub max_concurrent_writes: usize,
+    /// Distinct events a sink may have writes pending for. At the bound the sink stops taking
+    /// events from its watcher until a write completes.
+    pub max_pending_writes: usize,
+    /// How long [`EventBroadcaster::shutdown`] waits for queued events to be written. Writes
+    /// still pending then are abandoned and counted as `dropped_shutdown`.
+    pub shutdown_timeout: Duration,
+    /// The recorder's clock: event names and first/last timestamps.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for BroadcasterOptions {
+    fn default() -> Self {
+        Self {
+            queue_capacity: 1000,
+            watcher_queue: 1000,
+            correlator: CorrelatorOptions::default(),
+            retry: RetryOptions::default(),
+            max_concurrent_writes: 8,
+            max_pending_writes: 4096,
+            shutdown_timeout: Duration::from_secs(10),
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+impl std::fmt::Debug for BroadcasterOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BroadcasterOptions")
+            .field("queue_capacity", &self.queue_capacity)
+            .field("watcher_queue", &self.watcher_queue)
+            .field("retry", &self.retry)
+            .field("max_concurrent_writes", &self.max_concurrent_writes)
+            .field("max_pending_writes", &self.max_pending_writes)
+            .field("shutdown_timeout", &self.shutdown_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Fans events from its [`Recorder`]s out to watchers and sinks. Cheap to clone.
+///
+/// Must be created inside a tokio runtime (it spawns its tasks there). Call
+/// [`shutdown`](Self::shutdown) before exiting: it writes what is queued within
+/// `shutdown_timeout` and stops every task it started.
+#[derive(Clone)]
+pub struct EventBroadcaster {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    opts: BroadcasterOptions,
+    queue: Arc<IncomingQueue>,
+    fanout: Broadcaster<Arc<Event>>,
+    metrics: Metrics,
+    tasks: TaskTracker,
+    /// Cancelled at the shutdown deadline: abandon whatever is still pending.
+    deadline: CancellationToken,
+    shutdown_started: tokio::sync::Mutex<bool>,
+}
+
+/// Stops one watcher started by an [`EventBroadcaster`]; dropping it does not stop it.
+#[derive(Debug, Clone)]
+pub struct WatchHandle {
+    stop: CancellationToken,
+}
+
+impl WatchHandle {
+    /// Stops the watcher: it receives nothing more. Idempotent. A sink stopped this way
+    /// abandons its pending writes (counted as `dropped_shutdown`).
+    pub fn stop(&self) {
+        self.stop.cancel();
+    }
+}
+
+impl EventBroadcaster {
+    /// A broadcaster with `opts`; starts its distributor task.
+    pub fn new(opts: BroadcasterOptions) -> Self {
+        let queue = Arc::new(IncomingQueue::new(opts.queue_capacity));
+        let fanout = Broadcaster::with_incoming_capacity(
+            opts.watcher_queue.max(1),
+            opts.watcher_queue,
+            FullChannelBehavior::WaitIfChannelFull,
+        );
+        let inner = Arc::new(Inner {
+            queue: queue.clone(),
+            fanout: fanout.clone(),
+            metrics: Metrics::default(),
+            tasks: TaskTracker::new(),
+            deadline: CancellationToken::new(),
+            shutdown_started: tokio::sync::Mutex::new(false),
+            opts,
+        });
+        inner.tasks.spawn(distribute(queue, fanout));
+        Self { inner }
+    }
+
+    /// A recorder stamping `source` on its events.
+    pub fn new_recorder(&self, source: EventSource) -> Recorder {
+        Recorder::new(RecorderInner {
+            queue: self.inner.queue.clone(),
+            metrics: self.inner.metrics.clone(),
+            clock: self.inner.opts.clock.clone(),
+            source,
+        })
+    }
+
+    /// The broadcaster's counters (register them with
+    /// [`Metrics::register`](super::Metrics::register)).
+    pub fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
+    }
+
+    /// A snapshot of the accounting.
+    pub fn stats(&self) -> RecordStats {
+        self.inner.metrics.snapshot()
+    }
+
+    /// Tasks started by this broadcaster that are still running (0 after `shutdown`).
+    pub fn running_tasks(&self) -> usize {
+        self.inner.tasks.len()
+    }
+
+    fn watch(&self) -> Option<Watcher<Arc<Event>>> {
+        match self.inner.fanout.watch() {
+            Ok(w) => Some(w),
+            Err(e) => {
+                tracing::error!(error = %e, "Unable to start event watcher (will not retry!)");
+                None
+            }
+        }
+    }
+
+    /// Calls `handler` for every event recorded from now on, one at a time, in order.
+    /// After shutdown this returns a handle to a watcher that never runs.
+    pub fn start_event_watcher(
+        &self,
+        mut handler: impl FnMut(&Event) + Send + 'static,
+    ) -> WatchHandle {
+        let stop = CancellationToken::new();
+        if let Some(mut watcher) = self.watch() {
+            let stop = stop.clone();
+            let deadline = self.inner.deadline.clone();
+            self.inner.tasks.spawn(async move {
+                loop {
+                    tokio::select! {
+                        biased;
+                        _ = stop.cancelled() => break,
+                        _ = deadline.cancelled() => break,
+                        item = watcher.recv() => match item {
+                            Some(e) => handler(&e),
+                            None => break,
+                        },
+                    }
+                }
+                watcher.stop();
+            });
+        }
+        WatchHandle { stop }
+    }
+
+    /// Logs every event through `tracing` (target `herald::event`, level INFO) with the
+    /// fields client-go's structured logging uses: object, fieldPath, kind, apiVersion, type,
+    /// reason, message.
+    pub fn start_logging(&self) -> WatchHandle {
+        self.start_event_watcher(|e| {
+            let r = &e.involved_object;
+            tracing::info!(
+                target: "herald::event",
+                object = %object_key(r),
+                fieldPath = r.field_path.as_deref().unwrap_or(""),
+                kind = r.kind.as_deref().unwrap_or(""),
+                apiVersion = r.api_version.as_deref().unwrap_or(""),
+                r#type = e.type_.as_deref().unwrap_or(""),
+                reason = e.reason.as_deref().unwrap_or(""),
+                message = e.message.as_deref().unwrap_or(""),
+                "Event occurred"
+            );
+        })
+    }
+
+    /// Correlates every event recorded from now on with a fresh [`EventCorrelator`] and
+    /// writes the results to `sink`. Its metrics are labelled `sink="sink"`.
+    pub fn start_recording_to_sink(&self, sink: impl EventSink) -> WatchHandle {
+        self.start_recording_to_named_sink("sink", sink)
+    }
+
+    /// As [`start_recording_to_sink`](Self::start_recording_to_sink), labelling the sink's
+    /// metrics with `name`.
+    pub fn start_recording_to_named_sink(&self, name: &str, sink: impl EventSink) -> WatchHandle {
+        let stop = CancellationToken::new();
+        let Some(watcher) = self.watch() else {
+            return WatchHandle { stop };
+        };
+        let opts = &self.inner.opts;
+        let counters = self.inner.metrics.new_sink(name);
+        let writer = KeyedWriter::new(
+            Arc::new(sink),
+            Arc::new(opts.retry.clone()),
+            counters.clone(),
+            self.inner.deadline.clone(),
+            opts.max_concurrent_writes,
+            opts.max_pending_writes,
+        );
+        let task = SinkTask {
+            correlator: EventCorrelator::new(opts.correlator.clone()),
+            clock: opts.correlator.clock.clone(),
+            writer,
+            counters,
+            watcher,
+            stop: stop.clone(),
+            deadline: self.inner.deadline.clone(),
+        };
+        self.inner.tasks.spawn(task.run());
+        WatchHandle { stop }
+    }
+
+    /// Stops accepting events, delivers everything queued to every watcher, lets sinks write
+    /// what they hold (including counts the spam filter held back) for up to
+    /// `shutdown_timeout`, then stops every task this broadcaster started. Idempotent;
+    /// concurrent callers all return once it is done.
+    pub async fn shutdown(&self) {
+        let mut started = self.inner.shutdown_started.lock().await;
+        if *started {
+            return;
+        }
+        *started = true;
+        self.inner.queue.close();
+        self.inner.tasks.close();
+        let timeout = self.inner.opts.shutdown_timeout;
+        if tokio::time::timeout(timeout, self.inner.tasks.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                ?timeout,
+                "event broadcaster shutdown deadline passed; abandoning unwritten events"
+            );
+            self.inner.deadline.cancel();
+            self.inner.tasks.wait().await;
+        }
+    }
+}
+
+/// Moves events from the incoming queue into the fan-out, then shuts the fan-out down once
+/// the queue is closed and drained.
+async fn distribute(queue: Arc<IncomingQueue>, fanout: Broadcaster<Arc<Event>>) {
+    while let Some(event) = queue.pop().await {
+        if fanout.action(Arc::new(event)).await.is_err() {
+            break;
+        }
+    }
+    fanout.shutdown().await;
+}
+
+struct SinkTask {
+    correlator: EventCorrelator,
+    clock: Arc<dyn Clock>,
+    writer: KeyedWriter,
+    counters: SinkCounters,
+    watcher: Watcher<Arc<Event>>,
+    stop: CancellationToken,
+    deadline: CancellationToken,
+}
+
+impl SinkTask {
+    async fn run(mut self) {
+        let mut input_open = true;
+        loop {
+            if !input_open && self.writer.is_idle() {
+                // The last writes are done: flush any count the spam filter still holds
+                // back, once, ignoring the rate budget (the process is going away).
+                let flushes = self.correlator.drain_flushes();
+                if flushes.is_empty() {
+                    break;
+                }
+                for f in flushes {
+                    self.submit_trailing(f.event, f.patch);
+                }
+                continue;
+            }
+            let flush_in = self
+                .correlator
+                .next_flush_at()
+                .map(|t| elapsed(self.clock.now(), t));
+            tokio::select! {
+                biased;
+                _ = self.deadline.cancelled() => {
+                    self.writer.abandon().await;
+                    break;
+                }
+                _ = self.stop.cancelled() => {
+                    self.writer.abandon().await;
+                    break;
+                }
+                done = self.writer.next_completed(), if !self.writer.is_idle() => {
+                    if let Some(done) = done
+                        && let WriteResult::Written { event, .. } = &done.result
+                    {
+                        self.correlator.update_state(event);
+                    }
+                }
+                item = self.watcher.recv(), if input_open && !self.writer.is_full() => {
+                    match item {
+                        Some(event) => self.handle((*event).clone()),
+                        None => input_open = false,
+                    }
+                }
+                _ = tokio::time::sleep(flush_in.unwrap_or_default()), if input_open && flush_in.is_some() => {
+                    for f in self.correlator.take_due_flushes() {
+                        self.submit_trailing(f.event, f.patch);
+                    }
+                }
+            }
+        }
+        self.watcher.stop();
+    }
+
+    fn handle(&mut self, event: Event) {
+        self.counters.delivered();
+        let result = match self.correlator.correlate(event) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(error = %e, "unable to correlate event; dropping it");
+                self.counters.outcome(SinkOutcome::Failed, 1);
+                return;
+            }
+        };
+        if result.skip {
+            self.counters.outcome(SinkOutcome::Skipped, 1);
+            return;
+        }
+        let tally = if result.aggregated {
+            Tally {
+                plain: 0,
+                aggregated: 1,
+            }
+        } else {
+            Tally {
+                plain: 1,
+                aggregated: 0,
+            }
+        };
+        self.writer
+            .submit(Write::for_event(result.event, result.patch, tally));
+    }
+
+    fn submit_trailing(&mut self, event: Event, patch: Option<Vec<u8>>) {
+        self.counters.trailing_flush();
+        let mut w = Write::for_event(event, patch, Tally::default());
+        w.trailing = true;
+        self.writer.submit(w);
+    }
+}

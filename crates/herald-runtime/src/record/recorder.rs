@@ -1,0 +1,217 @@
+//! [`Recorder`]: the non-blocking call a controller makes to report an event.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use herald_core::clock::Clock;
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::Resource;
+
+use super::event::{EventSource, EventSpec, EventType, make_event, object_reference};
+use super::queue::{IncomingQueue, Push};
+use super::stats::Metrics;
+
+/// Records events about Kubernetes objects. Cheap to clone; every clone feeds the same
+/// [`EventBroadcaster`](super::EventBroadcaster).
+///
+/// Every method returns at once: the event is queued for the broadcaster's watchers and
+/// sinks, or — when the queue is full of other events, or the broadcaster is shut down — it
+/// is dropped, counted in [`RecordStats`](super::RecordStats) and logged. An event identical
+/// to one still queued is merged into it when the queue is full, so storms are counted
+/// rather than lost.
+///
+/// ```
+/// # use herald_runtime::record::*;
+/// # use k8s_openapi::api::core::v1::Pod;
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let broadcaster = EventBroadcaster::new(BroadcasterOptions::default());
+/// let sink = MemorySink::new();
+/// broadcaster.start_recording_to_sink(sink.clone());
+/// let recorder = broadcaster.new_recorder(EventSource::new("my-controller", "node-1"));
+///
+/// let mut pod = Pod::default();
+/// pod.metadata.name = Some("web-1".into());
+/// pod.metadata.namespace = Some("prod".into());
+/// recorder.event(&pod, EventType::Warning, "BackOff", "Back-off restarting failed container");
+/// recorder.eventf(&pod, EventType::Normal, "Pulled", format_args!("pulled {} in {}s", "nginx", 3));
+///
+/// broadcaster.shutdown().await;
+/// assert_eq!(sink.events().len(), 2);
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Recorder {
+    inner: Arc<RecorderInner>,
+}
+
+pub(crate) struct RecorderInner {
+    pub(crate) queue: Arc<IncomingQueue>,
+    pub(crate) metrics: Metrics,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) source: EventSource,
+}
+
+impl fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Recorder")
+            .field("source", &self.inner.source)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Recorder {
+    pub(crate) fn new(inner: RecorderInner) -> Self {
+        Self {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// The source this recorder stamps on its events.
+    pub fn source(&self) -> &EventSource {
+        &self.inner.source
+    }
+
+    /// Records an event about `obj` with `message` used verbatim.
+    pub fn event<K>(&self, obj: &K, type_: EventType, reason: &str, message: &str)
+    where
+        K: Resource,
+        K::DynamicType: Default,
+    {
+        self.record(
+            object_reference(obj, None),
+            type_.as_str(),
+            reason,
+            message.to_string(),
+            None,
+        );
+    }
+
+    /// Records an event whose message is formatted at the call site:
+    /// `recorder.eventf(&pod, Warning, "Failed", format_args!("pull {image}: {err}"))`.
+    /// (Rust's formatting is checked at compile time, so client-go's `%!` artefacts cannot
+    /// happen.)
+    pub fn eventf<K>(&self, obj: &K, type_: EventType, reason: &str, message: fmt::Arguments<'_>)
+    where
+        K: Resource,
+        K::DynamicType: Default,
+    {
+        self.record(
+            object_reference(obj, None),
+            type_.as_str(),
+            reason,
+            message.to_string(),
+            None,
+        );
+    }
+
+    /// Records an event carrying `annotations` on the Event object itself.
+    pub fn annotated_event<K>(
+        &self,
+        obj: &K,
+        annotations: BTreeMap<String, String>,
+        type_: EventType,
+        reason: &str,
+        message: &str,
+    ) where
+        K: Resource,
+        K::DynamicType: Default,
+    {
+        self.record(
+            object_reference(obj, None),
+            type_.as_str(),
+            reason,
+            message.to_string(),
+            Some(annotations),
+        );
+    }
+
+    /// Records an event about an existing object reference (for instance one with a
+    /// `fieldPath` such as `spec.containers{web}`), used as is.
+    pub fn event_for_ref(
+        &self,
+        reference: &ObjectReference,
+        type_: EventType,
+        reason: &str,
+        message: &str,
+    ) {
+        self.record(
+            reference.clone(),
+            type_.as_str(),
+            reason,
+            message.to_string(),
+            None,
+        );
+    }
+
+    /// Records an event whose type is only known as a string (from a command line or a
+    /// config file). Anything but exactly `Normal` or `Warning` is dropped, counted as
+    /// `dropped_invalid` and logged, as client-go does.
+    pub fn event_with_type_str(
+        &self,
+        reference: &ObjectReference,
+        annotations: Option<BTreeMap<String, String>>,
+        type_: &str,
+        reason: &str,
+        message: &str,
+    ) {
+        self.record(
+            reference.clone(),
+            type_,
+            reason,
+            message.to_string(),
+            annotations,
+        );
+    }
+
+    fn record(
+        &self,
+        reference: ObjectReference,
+        type_: &str,
+        reason: &str,
+        message: String,
+        annotations: Option<BTreeMap<String, String>>,
+    ) {
+        let inner = &*self.inner;
+        inner.metrics.emitted();
+        if EventType::parse(type_).is_none() {
+            inner.metrics.dropped_invalid();
+            tracing::error!(
+                r#type = type_,
+                reason,
+                "Unsupported event type: only Normal and Warning are valid; event dropped"
+            );
+            return;
+        }
+        let t = inner.clock.now();
+        let event = make_event(
+            EventSpec {
+                reference,
+                type_,
+                reason,
+                message,
+                annotations,
+            },
+            &inner.source,
+            t,
+        );
+        match inner.queue.push(event) {
+            Push::Queued => {}
+            Push::Merged => inner.metrics.merged(),
+            Push::Full => {
+                inner.metrics.dropped_queue_full();
+                tracing::warn!(
+                    reason,
+                    "Unable to record event: too many queued events, dropped event"
+                );
+            }
+            Push::Closed => {
+                inner.metrics.dropped_shutdown();
+                tracing::warn!(
+                    reason,
+                    "Unable to record event: broadcaster already stopped (will not retry!)"
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! [`KubeSink`]: writes core/v1 events to any Kubernetes API server through `kube::Client`.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Event;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+
+use super::{EventSink, SinkError, SinkFuture};
+
+/// Writes events with `POST …/namespaces/{ns}/events`, strategic-merge
+/// `PATCH …/events/{name}` and `PUT`, like client-go's `EventSinkImpl` bound to all
+/// namespaces. Works against kube-apiserver and herald-server alike.
+///
+/// Each method is one HTTP request; the recorder owns retries. kube errors are classified
+/// into [`SinkError`]: a `Status` body keeps its code, reason, cause types and
+/// `retryAfterSeconds`; an undecodable body is [`SinkError::UnexpectedObject`]; a request that
+/// cannot be built is [`SinkError::RequestConstruction`]; everything else (connection
+/// refused, timeouts, TLS) is [`SinkError::Transport`].
+#[derive(Clone)]
+pub struct KubeSink {
+    client: kube::Client,
+    field_manager: Option<String>,
+}
+
+impl std::fmt::Debug for KubeSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeSink")
+            .field("field_manager", &self.field_manager)
+            .finish_non_exhaustive()
+    }
+}
+
+impl KubeSink {
+    /// A sink writing through `client`.
+    pub fn new(client: kube::Client) -> Self {
+        Self {
+            client,
+            field_manager: None,
+        }
+    }
+
+    /// Sends `fieldManager=<name>` with every write (shows up in `managedFields`).
+    pub fn with_field_manager(mut self, name: impl Into<String>) -> Self {
+        self.field_manager = Some(name.into());
+        self
+    }
+
+    fn api(&self, event: &Event) -> Api<Event> {
+        let ns = event.metadata.namespace.as_deref().unwrap_or("default");
+        Api::namespaced(self.client.clone(), ns)
+    }
+
+    fn post_params(&self) -> PostParams {
+        PostParams {
+            field_manager: self.field_manager.clone(),
+            ..PostParams::default()
+        }
+    }
+}
+
+fn name_of(event: &Event) -> Result<&str, SinkError> {
+    event
+        .metadata
+        .name
+        .as_deref()
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| SinkError::RequestConstruction("event has no name".into()))
+}
+
+/// Classifies a kube error for the recorder's retry decision.
+pub(crate) fn classify(err: kube::Error) -> SinkError {
+    match err {
+        kube::Error::Api(status) => {
+            let (cause_types, retry_after) = match &status.details {
+                Some(d) => (
+                    d.causes.iter().map(|c| c.reason.clone()).collect(),
+                    (d.retry_after_seconds > 0)
+                        .then(|| Duration::from_secs(u64::from(d.retry_after_seconds))),
+                ),
+                None => (Vec::new(), None),
+            };
+            SinkError::Status {
+                code: status.code,
+                reason: status.reason.clone(),
+                message: status.message.clone(),
+                cause_types,
+                retry_after,
+            }
+        }
+        kube::Error::SerdeError(e) => SinkError::UnexpectedObject(e.to_string()),
+        kube::Error::BuildRequest(e) => SinkError::RequestConstruction(e.to_string()),
+        kube::Error::HttpError(e) => SinkError::RequestConstruction(e.to_string()),
+        other => SinkError::Transport(other.to_string()),
+    }
+}
+
+impl EventSink for KubeSink {
+    fn create<'a>(&'a self, event: &'a Event) -> SinkFuture<'a> {
+        Box::pin(async move {
+            self.api(event)
+                .create(&self.post_params(), event)
+                .await
+                .map_err(classify)
+        })
+    }
+
+    fn update<'a>(&'a self, event: &'a Event) -> SinkFuture<'a> {
+        Box::pin(async move {
+            let name = name_of(event)?;
+            self.api(event)
+                .replace(name, &self.post_params(), event)
+                .await
+                .map_err(classify)
+        })
+    }
+
+    fn patch<'a>(&'a self, event: &'a Event, patch: &'a [u8]) -> SinkFuture<'a> {
+        Box::pin(async move {
+            let name = name_of(event)?;
+            let body: serde_json::Value = serde_json::from_slice(patch)
+                .map_err(|e| SinkError::RequestConstruction(format!("patch is not JSON: {e}")))?;
+            let params = PatchParams {
+                field_manager: self.field_manager.clone(),
+                ..PatchParams::default()
+            };
+            self.api(event)
+                .patch(name, &params, &Patch::Strategic(body))
+                .await
+                .map_err(classify)
+        })
+    }
+}

@@ -1,0 +1,169 @@
+//! Where recorded events are written: the [`EventSink`] trait and its error taxonomy.
+//!
+//! A sink performs one API call per method; retries, ordering and coalescing are the
+//! recorder's job. What the recorder does after a failure depends only on the
+//! [`SinkError`] variant (see [`SinkError::retry_class`]), so sinks must classify precisely.
+
+mod kube;
+mod memory;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Event;
+
+pub use self::kube::KubeSink;
+pub use self::memory::{MemorySink, SinkCall, SinkOp};
+
+/// A boxed future returned by [`EventSink`] methods (keeps the trait dyn-compatible).
+pub type SinkFuture<'a> = Pin<Box<dyn Future<Output = Result<Event, SinkError>> + Send + 'a>>;
+
+/// Writes core/v1 events to an API server (or anything shaped like one).
+///
+/// Each call is one attempt; it returns the object as the server stored it.
+pub trait EventSink: Send + Sync + 'static {
+    /// Creates `event` in its namespace (POST).
+    fn create<'a>(&'a self, event: &'a Event) -> SinkFuture<'a>;
+    /// Replaces `event` (PUT). The recorder never calls this; it exists for completeness.
+    fn update<'a>(&'a self, event: &'a Event) -> SinkFuture<'a>;
+    /// Applies a strategic-merge `patch` to the event named like `event` (PATCH).
+    fn patch<'a>(&'a self, event: &'a Event, patch: &'a [u8]) -> SinkFuture<'a>;
+}
+
+/// Why a sink call failed. The variants are the recorder's decision table.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum SinkError {
+    /// The request could not be built (bad input): never retried.
+    #[error("unable to construct request: {0}")]
+    RequestConstruction(String),
+    /// The server answered with a `Status` failure.
+    #[error("server rejected the request ({code} {reason}): {message}")]
+    Status {
+        /// HTTP status code (0 when the server sent none).
+        code: u16,
+        /// `Status.reason`, e.g. `AlreadyExists`.
+        reason: String,
+        /// `Status.message`.
+        message: String,
+        /// `details.causes[].type` values, e.g. `NamespaceTerminating`.
+        cause_types: Vec<String>,
+        /// How long the server asked us to wait (`Retry-After` / `retryAfterSeconds`).
+        retry_after: Option<Duration>,
+    },
+    /// The server answered with something that is not the expected object: retried.
+    #[error("unexpected object in response: {0}")]
+    UnexpectedObject(String),
+    /// The server could not be reached or the connection failed: retried.
+    #[error("transport error: {0}")]
+    Transport(String),
+}
+
+/// What the recorder does after a failed attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryClass {
+    /// Try again after a backoff (at least `Some(d)` when the server said so).
+    Retry(Option<Duration>),
+    /// Give up and log it as an error.
+    GiveUp,
+    /// Give up quietly: an expected rejection (AlreadyExists, NamespaceTerminating).
+    GiveUpQuietly,
+}
+
+impl SinkError {
+    /// A `Status` error with only a code and reason.
+    pub fn status(code: u16, reason: &str, message: impl Into<String>) -> Self {
+        SinkError::Status {
+            code,
+            reason: reason.to_string(),
+            message: message.into(),
+            cause_types: Vec::new(),
+            retry_after: None,
+        }
+    }
+
+    /// True for a `Status` with HTTP code 404 (reason ignored, like client-go's
+    /// `IsKeyNotFoundError`): a patch target that expired, so the recorder creates instead.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, SinkError::Status { code: 404, .. })
+    }
+
+    /// The recorder's decision for this error. Transport errors, unexpected objects, 429
+    /// and 5xx are retried (honouring the server's retry-after); any other `Status` gives up
+    /// at once; AlreadyExists and NamespaceTerminating give up quietly.
+    pub fn retry_class(&self) -> RetryClass {
+        match self {
+            SinkError::RequestConstruction(_) => RetryClass::GiveUp,
+            SinkError::UnexpectedObject(_) | SinkError::Transport(_) => RetryClass::Retry(None),
+            SinkError::Status {
+                code,
+                reason,
+                cause_types,
+                retry_after,
+                ..
+            } => {
+                if *code == 429 || (500..600).contains(code) {
+                    RetryClass::Retry(*retry_after)
+                } else if reason == "AlreadyExists"
+                    || cause_types.iter().any(|c| c == "NamespaceTerminating")
+                {
+                    RetryClass::GiveUpQuietly
+                } else {
+                    RetryClass::GiveUp
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classification_follows_the_issue() {
+        assert_eq!(
+            SinkError::RequestConstruction("x".into()).retry_class(),
+            RetryClass::GiveUp
+        );
+        assert_eq!(
+            SinkError::Transport("refused".into()).retry_class(),
+            RetryClass::Retry(None)
+        );
+        assert_eq!(
+            SinkError::UnexpectedObject("x".into()).retry_class(),
+            RetryClass::Retry(None)
+        );
+        // An empty StatusError (code 0) gives up, as client-go's TestWriteEventError expects.
+        assert_eq!(SinkError::status(0, "", "").retry_class(), RetryClass::GiveUp);
+        assert_eq!(SinkError::status(422, "Invalid", "").retry_class(), RetryClass::GiveUp);
+        assert_eq!(
+            SinkError::status(409, "AlreadyExists", "").retry_class(),
+            RetryClass::GiveUpQuietly
+        );
+        let terminating = SinkError::Status {
+            code: 403,
+            reason: "Forbidden".into(),
+            message: "namespace is being terminated".into(),
+            cause_types: vec!["NamespaceTerminating".into()],
+            retry_after: None,
+        };
+        assert_eq!(terminating.retry_class(), RetryClass::GiveUpQuietly);
+        let throttled = SinkError::Status {
+            code: 429,
+            reason: "TooManyRequests".into(),
+            message: String::new(),
+            cause_types: vec![],
+            retry_after: Some(Duration::from_secs(3)),
+        };
+        assert_eq!(
+            throttled.retry_class(),
+            RetryClass::Retry(Some(Duration::from_secs(3)))
+        );
+        assert_eq!(
+            SinkError::status(503, "ServiceUnavailable", "").retry_class(),
+            RetryClass::Retry(None)
+        );
+        assert!(SinkError::status(404, "", "").is_not_found());
+    }
+}

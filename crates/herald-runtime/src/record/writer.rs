@@ -1,0 +1,543 @@
+//! Writing correlated events to a sink: one write with retries, and the per-key writer that
+//! keeps writes for one event strictly ordered while writes for different events run
+//! concurrently.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use herald_core::flow::ExponentialBackoff;
+use k8s_openapi::api::core::v1::Event;
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::sink::{EventSink, RetryClass, SinkError};
+use super::stats::{SinkCounters, SinkOutcome};
+
+/// How a sink retries a failed write.
+///
+/// Transport errors, unexpected responses, 429 and 5xx are retried up to `max_attempts`
+/// attempts in all, sleeping an exponentially growing, jittered delay between attempts (and
+/// at least as long as the server's retry-after). Other errors give up at once.
+#[derive(Debug, Clone)]
+pub struct RetryOptions {
+    /// Attempts per write, the first included (client-go: 12). At the bound the write is
+    /// given up and its events are counted as `failed`. `0` behaves as `1`.
+    pub max_attempts: u32,
+    /// Delay before retry *n* (n = 0 for the first retry).
+    pub backoff: ExponentialBackoff,
+}
+
+impl Default for RetryOptions {
+    fn default() -> Self {
+        Self {
+            max_attempts: 12,
+            backoff: ExponentialBackoff::default(),
+        }
+    }
+}
+
+/// How many events a write settles when it completes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Tally {
+    /// Events written as themselves (outcome created or patched).
+    pub plain: u64,
+    /// Events folded into a "combined" event (outcome aggregated).
+    pub aggregated: u64,
+}
+
+impl Tally {
+    fn add(&mut self, o: Tally) {
+        self.plain += o.plain;
+        self.aggregated += o.aggregated;
+    }
+
+    fn settle(self, counters: &SinkCounters, written: Option<bool>) {
+        match written {
+            Some(created) => {
+                let o = if created {
+                    SinkOutcome::Created
+                } else {
+                    SinkOutcome::Patched
+                };
+                counters.outcome(o, self.plain);
+                counters.outcome(SinkOutcome::Aggregated, self.aggregated);
+            }
+            None => counters.outcome(SinkOutcome::Failed, self.plain + self.aggregated),
+        }
+    }
+
+    pub(crate) fn dropped(self, counters: &SinkCounters) {
+        counters.outcome(SinkOutcome::DroppedShutdown, self.plain + self.aggregated);
+    }
+}
+
+/// One pending write: the full event (for a create) and the patch (for an update).
+#[derive(Debug, Clone)]
+pub(crate) struct Write {
+    pub event: Event,
+    pub patch: Option<Vec<u8>>,
+    /// Create rather than patch.
+    pub create: bool,
+    pub tally: Tally,
+    /// Written only to flush a count the spam filter held back.
+    pub trailing: bool,
+}
+
+impl Write {
+    /// The write client-go's `recordToSink` would make for a correlated event: a patch when
+    /// the count is above one and there is something to patch, a create otherwise.
+    pub(crate) fn for_event(event: Event, patch: Option<Vec<u8>>, tally: Tally) -> Self {
+        let has_target = patch.is_some()
+            || event
+                .metadata
+                .resource_version
+                .as_deref()
+                .is_some_and(|rv| !rv.is_empty());
+        let create = !(event.count.unwrap_or(0) > 1 && has_target);
+        Write {
+            event,
+            patch,
+            create,
+            tally,
+            trailing: false,
+        }
+    }
+
+    /// Folds a newer write for the same event into this one. Counts in patches are absolute,
+    /// so the newer state wins; a create that has not been sent stays a create (of the newer
+    /// state), so the object is never patched before it exists.
+    fn coalesce(&mut self, newer: Write) {
+        let mut tally = self.tally;
+        tally.add(newer.tally);
+        let create = self.create || newer.create;
+        let trailing = self.trailing && newer.trailing;
+        *self = newer;
+        self.create = create;
+        self.tally = tally;
+        self.trailing = trailing;
+    }
+}
+
+/// The end of one write.
+#[derive(Debug)]
+pub(crate) enum WriteResult {
+    /// Stored; the server's object and whether it was created.
+    Written { event: Event, created: bool },
+    /// Given up.
+    Failed(SinkError),
+}
+
+/// The patch the recorder sends when it has none from the correlator (an event that arrives
+/// with a count above one and a resourceVersion): the same three absolute fields.
+fn fallback_patch(event: &Event) -> Vec<u8> {
+    let mut m = serde_json::Map::new();
+    if let Some(c) = event.count {
+        m.insert("count".into(), c.into());
+    }
+    if let Ok(v) = serde_json::to_value(&event.last_timestamp) {
+        m.insert("lastTimestamp".into(), v);
+    }
+    if let Some(msg) = event.message.as_deref().filter(|m| !m.is_empty()) {
+        m.insert("message".into(), msg.into());
+    }
+    serde_json::to_vec(&m).unwrap_or_else(|_| b"{}".to_vec())
+}
+
+/// One attempt, as client-go's `recordEvent`: patch when updating, and create when not
+/// updating or when the patch target is gone (404), with an empty resourceVersion.
+async fn attempt(sink: &dyn EventSink, w: &Write) -> Result<(Event, bool), SinkError> {
+    if !w.create {
+        let owned;
+        let patch = match &w.patch {
+            Some(p) => p.as_slice(),
+            None => {
+                owned = fallback_patch(&w.event);
+                owned.as_slice()
+            }
+        };
+        match sink.patch(&w.event, patch).await {
+            Ok(e) => return Ok((e, false)),
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let mut ev = w.event.clone();
+    ev.metadata.resource_version = None;
+    sink.create(&ev).await.map(|e| (e, true))
+}
+
+/// Writes `w` with retries. Stops retrying once `stop` is cancelled (the current attempt
+/// finishes; a retry sleep is cut short and the write is given up).
+pub(crate) async fn write_with_retries(
+    sink: &dyn EventSink,
+    w: &Write,
+    opts: &RetryOptions,
+    counters: &SinkCounters,
+    stop: &CancellationToken,
+    rng: &mut SmallRng,
+) -> WriteResult {
+    let max = opts.max_attempts.max(1);
+    let mut tries = 0u32;
+    loop {
+        let result = attempt(sink, w).await;
+        counters.write(w.create, result.is_ok());
+        let err = match result {
+            Ok((event, created)) => return WriteResult::Written { event, created },
+            Err(e) => e,
+        };
+        tries += 1;
+        let wait = match err.retry_class() {
+            RetryClass::GiveUpQuietly => {
+                tracing::debug!(event = ?w.event.metadata.name, error = %err, "Server rejected event (will not retry!)");
+                return WriteResult::Failed(err);
+            }
+            RetryClass::GiveUp => {
+                tracing::error!(event = ?w.event.metadata.name, error = %err, "Server rejected event (will not retry!)");
+                return WriteResult::Failed(err);
+            }
+            RetryClass::Retry(after) => after,
+        };
+        if tries >= max {
+            tracing::error!(event = ?w.event.metadata.name, error = %err, attempts = tries, "Unable to write event (retry limit exceeded!)");
+            return WriteResult::Failed(err);
+        }
+        if stop.is_cancelled() {
+            tracing::warn!(event = ?w.event.metadata.name, error = %err, "Unable to write event (broadcaster is shut down)");
+            return WriteResult::Failed(err);
+        }
+        let delay = opts.backoff.delay(tries - 1, rng).max(wait.unwrap_or_default());
+        tracing::debug!(event = ?w.event.metadata.name, error = %err, ?delay, "Unable to write event (may retry after sleeping)");
+        counters.retry();
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = stop.cancelled() => {
+                tracing::warn!(event = ?w.event.metadata.name, error = %err, "Unable to write event (broadcaster is shut down)");
+                return WriteResult::Failed(err);
+            }
+        }
+    }
+}
+
+/// The identity a write targets on the server: namespace and name.
+pub(crate) type WriteKey = (String, String);
+
+pub(crate) fn write_key(e: &Event) -> WriteKey {
+    (
+        e.metadata.namespace.clone().unwrap_or_default(),
+        e.metadata.name.clone().unwrap_or_default(),
+    )
+}
+
+enum Slot {
+    /// Waiting for a concurrency slot.
+    Waiting(Write),
+    /// A write is in flight (settling `tally`); `next` follows it.
+    Running { tally: Tally, next: Option<Write> },
+}
+
+/// A completed write as the sink task sees it.
+pub(crate) struct Completed {
+    pub write: Write,
+    pub result: WriteResult,
+}
+
+/// Runs writes with bounded concurrency, strictly ordered per [`WriteKey`], coalescing a
+/// key's queued writes into one (its newest state).
+///
+/// Bounds: at most `max_concurrent` writes in flight; at most `max_keys` keys with a write in
+/// flight or queued — at that bound [`KeyedWriter::is_full`] is true and the caller stops
+/// taking input until a write completes (back-pressure, nothing dropped).
+pub(crate) struct KeyedWriter {
+    sink: Arc<dyn EventSink>,
+    opts: Arc<RetryOptions>,
+    counters: SinkCounters,
+    stop: CancellationToken,
+    slots: HashMap<WriteKey, Slot>,
+    ready: VecDeque<WriteKey>,
+    running: JoinSet<(WriteKey, Completed)>,
+    running_ids: HashMap<tokio::task::Id, WriteKey>,
+    max_concurrent: usize,
+    max_keys: usize,
+    seed: u64,
+}
+
+impl KeyedWriter {
+    pub(crate) fn new(
+        sink: Arc<dyn EventSink>,
+        opts: Arc<RetryOptions>,
+        counters: SinkCounters,
+        stop: CancellationToken,
+        max_concurrent: usize,
+        max_keys: usize,
+    ) -> Self {
+        Self {
+            sink,
+            opts,
+            counters,
+            stop,
+            slots: HashMap::new(),
+            ready: VecDeque::new(),
+            running: JoinSet::new(),
+            running_ids: HashMap::new(),
+            max_concurrent: max_concurrent.max(1),
+            max_keys: max_keys.max(1),
+            seed: rand::random(),
+        }
+    }
+
+    pub(crate) fn is_full(&self) -> bool {
+        self.slots.len() >= self.max_keys
+    }
+
+    pub(crate) fn is_idle(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// Queues `w` behind any write for the same key.
+    pub(crate) fn submit(&mut self, w: Write) {
+        let key = write_key(&w.event);
+        match self.slots.get_mut(&key) {
+            Some(Slot::Waiting(p)) | Some(Slot::Running { next: Some(p), .. }) => p.coalesce(w),
+            Some(Slot::Running { next, .. }) => *next = Some(w),
+            None => {
+                self.slots.insert(key.clone(), Slot::Waiting(w));
+                self.ready.push_back(key);
+                self.pump();
+            }
+        }
+    }
+
+    fn pump(&mut self) {
+        while self.running.len() < self.max_concurrent {
+            let Some(key) = self.ready.pop_front() else {
+                return;
+            };
+            let Some(Slot::Waiting(w)) = self.slots.remove(&key) else {
+                continue;
+            };
+            self.slots.insert(
+                key.clone(),
+                Slot::Running {
+                    tally: w.tally,
+                    next: None,
+                },
+            );
+            let sink = self.sink.clone();
+            let opts = self.opts.clone();
+            let counters = self.counters.clone();
+            let stop = self.stop.clone();
+            self.seed = self.seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut rng = SmallRng::seed_from_u64(self.seed);
+            let task_key = key.clone();
+            let handle = self.running.spawn(async move {
+                let result =
+                    write_with_retries(&*sink, &w, &opts, &counters, &stop, &mut rng).await;
+                (task_key, Completed { write: w, result })
+            });
+            self.running_ids.insert(handle.id(), key);
+        }
+    }
+
+    /// The next completed write, with its events settled in the counters; `None` when
+    /// nothing is in flight.
+    pub(crate) async fn next_completed(&mut self) -> Option<Completed> {
+        loop {
+            let (key, done) = match self.running.join_next_with_id().await? {
+                Ok((id, (key, done))) => {
+                    self.running_ids.remove(&id);
+                    (key, Some(done))
+                }
+                Err(e) => {
+                    // A panicking sink: settle what the slot says was in flight as failed.
+                    tracing::error!(error = %e, "event sink write task failed");
+                    match self.running_ids.remove(&e.id()) {
+                        Some(key) => (key, None),
+                        None => continue,
+                    }
+                }
+            };
+            let in_flight = match self.slots.remove(&key) {
+                Some(Slot::Running { tally, next }) => {
+                    if let Some(w) = next {
+                        self.slots.insert(key.clone(), Slot::Waiting(w));
+                        self.ready.push_back(key);
+                    }
+                    tally
+                }
+                Some(other) => {
+                    self.slots.insert(key, other);
+                    Tally::default()
+                }
+                None => Tally::default(),
+            };
+            let written = match &done {
+                Some(Completed {
+                    result: WriteResult::Written { created, .. },
+                    ..
+                }) => Some(*created),
+                _ => None,
+            };
+            in_flight.settle(&self.counters, written);
+            self.pump();
+            if let Some(done) = done {
+                return Some(done);
+            }
+        }
+    }
+
+    /// Abandons every queued and in-flight write, counting their events as dropped at
+    /// shutdown.
+    pub(crate) async fn abandon(&mut self) {
+        self.running.shutdown().await;
+        self.running_ids.clear();
+        for (_, slot) in self.slots.drain() {
+            match slot {
+                Slot::Waiting(w) => w.tally.dropped(&self.counters),
+                Slot::Running { tally, next } => {
+                    tally.dropped(&self.counters);
+                    if let Some(w) = next {
+                        w.tally.dropped(&self.counters);
+                    }
+                }
+            }
+        }
+        self.ready.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::sink::{MemorySink, SinkCall, SinkOp};
+    use crate::record::stats::Metrics;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    fn event(name: &str, count: i32, rv: Option<&str>) -> Event {
+        Event {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("default".into()),
+                resource_version: rv.map(str::to_string),
+                ..ObjectMeta::default()
+            },
+            count: Some(count),
+            message: Some("m".into()),
+            ..Event::default()
+        }
+    }
+
+    async fn run(sink: &MemorySink, w: &Write, stop: &CancellationToken) -> (WriteResult, u64) {
+        let metrics = Metrics::default();
+        let counters = metrics.new_sink("t");
+        let mut rng = SmallRng::seed_from_u64(1);
+        let r = write_with_retries(sink, w, &RetryOptions::default(), &counters, stop, &mut rng)
+            .await;
+        let calls = metrics.snapshot().sinks[0].api_calls();
+        (r, calls)
+    }
+
+    /// client-go TestWriteEventError: attempts per error class are 1/1/12/12/2.
+    #[tokio::test(start_paused = true)]
+    async fn write_event_error_attempt_counts() {
+        type Fault = fn(u32) -> Option<SinkError>;
+        let cases: [(&str, Fault, u64, bool); 5] = [
+            ("giveUp1", |_| Some(SinkError::RequestConstruction("bad".into())), 1, false),
+            ("giveUp2", |_| Some(SinkError::status(0, "", "")), 1, false),
+            ("retry1", |_| Some(SinkError::UnexpectedObject("?".into())), 12, false),
+            ("retry2", |_| Some(SinkError::Transport("A weird error".into())), 12, false),
+            (
+                "succeedEventually",
+                |n| (n == 1).then(|| SinkError::Transport("A weird error".into())),
+                2,
+                true,
+            ),
+        ];
+        for (name, fault, attempts, ok) in cases {
+            let n = std::sync::Arc::new(AtomicU32::new(0));
+            let n2 = n.clone();
+            let sink = MemorySink::new().with_faults(move |_: &SinkCall| {
+                fault(n2.fetch_add(1, Ordering::SeqCst) + 1)
+            });
+            // An event with count 0 never deduplicates: always a create.
+            let w = Write::for_event(event(name, 0, None), None, Tally::default());
+            assert!(w.create);
+            let (r, calls) = run(&sink, &w, &CancellationToken::new()).await;
+            assert_eq!(calls, attempts, "{name}");
+            assert_eq!(sink.count_calls(SinkOp::Create) as u64, attempts, "{name}");
+            assert_eq!(matches!(r, WriteResult::Written { .. }), ok, "{name}");
+        }
+    }
+
+    /// client-go TestUpdateExpiredEvent: count 2 with a resourceVersion patches; the 404 makes
+    /// it create, with an empty resourceVersion.
+    #[tokio::test(start_paused = true)]
+    async fn update_expired_event_creates_after_404() {
+        let sink = MemorySink::new();
+        let w = Write::for_event(
+            event("expired", 2, Some("updated-resource-version")),
+            None,
+            Tally::default(),
+        );
+        assert!(!w.create);
+        let (r, calls) = run(&sink, &w, &CancellationToken::new()).await;
+        assert_eq!(calls, 2);
+        let ops: Vec<_> = sink.calls().iter().map(|c| (c.op, c.ok)).collect();
+        assert_eq!(ops, [(SinkOp::Patch, false), (SinkOp::Create, true)]);
+        let WriteResult::Written { event, created } = r else {
+            panic!("not written")
+        };
+        assert!(created);
+        assert_eq!(event.count, Some(2));
+        // The sink saw no resourceVersion on the create (it assigned its own).
+        assert_eq!(event.metadata.resource_version.as_deref(), Some("2"));
+    }
+
+    /// client-go TestCancelEvent: after cancellation a failing write gets exactly one attempt.
+    #[tokio::test(start_paused = true)]
+    async fn cancelled_context_means_one_attempt() {
+        let sink = MemorySink::new()
+            .with_faults(|_: &SinkCall| Some(SinkError::UnexpectedObject("?".into())));
+        let stop = CancellationToken::new();
+        stop.cancel();
+        let w = Write::for_event(event("c", 1, None), None, Tally::default());
+        let (r, calls) = run(&sink, &w, &stop).await;
+        assert_eq!(calls, 1);
+        assert!(matches!(r, WriteResult::Failed(_)));
+    }
+
+    /// 429 with a retry-after waits at least that long before the next attempt.
+    #[tokio::test(start_paused = true)]
+    async fn honours_retry_after() {
+        let n = std::sync::Arc::new(AtomicU32::new(0));
+        let n2 = n.clone();
+        let sink = MemorySink::new().with_faults(move |_: &SinkCall| {
+            (n2.fetch_add(1, Ordering::SeqCst) == 0).then(|| SinkError::Status {
+                code: 429,
+                reason: "TooManyRequests".into(),
+                message: "slow down".into(),
+                cause_types: vec![],
+                retry_after: Some(std::time::Duration::from_secs(42)),
+            })
+        });
+        let start = tokio::time::Instant::now();
+        let w = Write::for_event(event("r", 1, None), None, Tally::default());
+        let (r, calls) = run(&sink, &w, &CancellationToken::new()).await;
+        assert!(matches!(r, WriteResult::Written { .. }));
+        assert_eq!(calls, 2);
+        assert!(start.elapsed() >= std::time::Duration::from_secs(42));
+    }
+
+    #[test]
+    fn coalescing_keeps_a_create_a_create() {
+        let t1 = Tally { plain: 1, aggregated: 0 };
+        let mut a = Write::for_event(event("k", 1, None), None, t1);
+        let b = Write::for_event(event("k", 2, None), Some(b"{}".to_vec()), t1);
+        assert!(a.create && !b.create);
+        a.coalesce(b);
+        assert!(a.create);
+        assert_eq!(a.event.count, Some(2));
+        assert_eq!(a.tally, Tally { plain: 2, aggregated: 0 });
+    }
+}
