@@ -1,4 +1,4 @@
-//! Flow control: token buckets and backoff, with client-go's arithmetic.
+//! The passive token bucket.
 //!
 //! [`TokenBucket`] is the passive bucket behind client-go's spam filter
 //! (`golang.org/x/time/rate` semantics): it starts full, refills continuously at `qps`
@@ -100,6 +100,46 @@ impl TokenBucket {
             _ => now,
         });
         true
+    }
+
+    /// Takes one token at `now` even if that puts the bucket into debt, and returns how long
+    /// the caller must wait before acting on it (`golang.org/x/time/rate` `Reserve`): zero if a
+    /// token was available, otherwise the time the refill needs to pay the debt back.
+    ///
+    /// Bound: returns `None` and leaves the state unchanged when no token will ever be
+    /// available (`burst == 0`, or no refill and no token left).
+    pub fn reserve_at(&mut self, now: Timestamp) -> Option<Duration> {
+        self.reserve_within_at(now, Duration::MAX)
+    }
+
+    /// Like [`reserve_at`](Self::reserve_at), but only reserves if the wait is at most
+    /// `max_wait`; otherwise returns `None` and leaves the state unchanged (the way
+    /// x/time/rate's `Wait` refuses a reservation that would outlive its deadline).
+    pub fn reserve_within_at(&mut self, now: Timestamp, max_wait: Duration) -> Option<Duration> {
+        if self.rate.is_infinite() && self.rate > 0.0 {
+            return Some(Duration::ZERO);
+        }
+        if self.burst == 0 {
+            return None;
+        }
+        let remaining = self.tokens_at(now) - 1.0;
+        let wait = if remaining >= 0.0 {
+            Duration::ZERO
+        } else if self.rate > 0.0 {
+            // x/time/rate truncates the debt's duration to whole nanoseconds.
+            Duration::from_nanos((-remaining / self.rate * 1e9) as u64)
+        } else {
+            return None;
+        };
+        if wait > max_wait {
+            return None;
+        }
+        self.tokens = remaining;
+        self.last = Some(match self.last {
+            Some(last) if last > now => last,
+            _ => now,
+        });
+        Some(wait)
     }
 
     /// How long after `now` until one token is available; `Duration::ZERO` if one is now,

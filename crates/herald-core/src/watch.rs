@@ -1,1 +1,0 @@
-//! The bounded, ordered fan-out broadcaster. (Filled in by the broadcaster work.)
