@@ -93,6 +93,12 @@ async fn patch_event(
 }
 
 async fn start() -> (Shared, kube::Client) {
+    start_with(true).await
+}
+
+/// `kube_retry: false` turns off kube's own retry layer (it retries 429/503/504 with a
+/// real-time backoff), so a test sees every answer the server gives.
+async fn start_with(kube_retry: bool) -> (Shared, kube::Client) {
     let state: Shared = Arc::default();
     let app = Router::new()
         .route("/api/v1/namespaces/{ns}/events", post(create))
@@ -101,7 +107,8 @@ async fn start() -> (Shared, kube::Client) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
-    let config = kube::Config::new(format!("http://{addr}").parse().unwrap());
+    let mut config = kube::Config::new(format!("http://{addr}").parse().unwrap());
+    config.default_retry = kube_retry;
     (state, kube::Client::try_from(config).unwrap())
 }
 
@@ -146,7 +153,7 @@ async fn creates_and_patches_with_strategic_merge() {
 
 #[tokio::test]
 async fn classifies_server_answers() {
-    let (state, client) = start().await;
+    let (state, client) = start_with(false).await;
     {
         let mut f = state.lock().unwrap();
         f.script.push_back(status(500, "InternalError", "etcd is sad"));
@@ -189,7 +196,8 @@ async fn unreachable_server_is_a_transport_error() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let config = kube::Config::new(format!("http://127.0.0.1:{port}").parse().unwrap());
+    let mut config = kube::Config::new(format!("http://127.0.0.1:{port}").parse().unwrap());
+    config.default_retry = false;
     let sink = KubeSink::new(kube::Client::try_from(config).unwrap());
     let err = sink.create(&event("e", 1)).await.unwrap_err();
     assert!(matches!(err, SinkError::Transport(_)), "{err:?}");

@@ -328,7 +328,7 @@ async fn similar_events_aggregate_and_are_counted() {
     let stats = b.stats();
     assert_eq!(stats.unaccounted(0), 0);
     assert_eq!(stats.sinks[0].created, 9, "9 individual events");
-    assert_eq!(stats.sinks[0].aggregated, 6);
+    assert_eq!(stats.sinks[0].aggregated, 6, "{stats:?}");
     let combined: Vec<_> = sink
         .events()
         .into_iter()
@@ -594,7 +594,7 @@ async fn logging_watcher_writes_structured_fields() {
         "apiVersion=v1",
         "type=Normal",
         "reason=Started",
-        "message=some verbose message: 1",
+        "note=some verbose message: 1",
     ] {
         assert!(line.contains(field), "{field} missing from {line:?}");
     }

@@ -15,6 +15,7 @@
 //! own tasks, at most `max_concurrent_writes` at once, ordered per event.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicI64;
 use std::time::Duration;
 
 use herald_core::clock::{Clock, SystemClock, elapsed};
@@ -101,6 +102,7 @@ struct Inner {
     queue: Arc<IncomingQueue>,
     fanout: Broadcaster<Arc<Event>>,
     metrics: Metrics,
+    last_name_nanos: Arc<AtomicI64>,
     tasks: TaskTracker,
     /// Cancelled at the shutdown deadline: abandon whatever is still pending.
     deadline: CancellationToken,
@@ -134,6 +136,7 @@ impl EventBroadcaster {
             queue: queue.clone(),
             fanout: fanout.clone(),
             metrics: Metrics::default(),
+            last_name_nanos: Arc::new(AtomicI64::new(0)),
             tasks: TaskTracker::new(),
             deadline: CancellationToken::new(),
             shutdown_started: tokio::sync::Mutex::new(false),
@@ -146,6 +149,7 @@ impl EventBroadcaster {
     /// A recorder stamping `source` on its events.
     pub fn new_recorder(&self, source: EventSource) -> Recorder {
         Recorder::new(RecorderInner {
+            last_name_nanos: self.inner.last_name_nanos.clone(),
             queue: self.inner.queue.clone(),
             metrics: self.inner.metrics.clone(),
             clock: self.inner.opts.clock.clone(),
@@ -209,19 +213,20 @@ impl EventBroadcaster {
 
     /// Logs every event through `tracing` (target `herald::event`, level INFO) with the
     /// fields client-go's structured logging uses: object, fieldPath, kind, apiVersion, type,
-    /// reason, message.
+    /// reason, and the message as `note` (its events.k8s.io name: `message` is the log line's
+    /// own field in `tracing`).
     pub fn start_logging(&self) -> WatchHandle {
         self.start_event_watcher(|e| {
             let r = &e.involved_object;
             tracing::info!(
                 target: "herald::event",
                 object = %object_key(r),
-                fieldPath = r.field_path.as_deref().unwrap_or(""),
-                kind = r.kind.as_deref().unwrap_or(""),
-                apiVersion = r.api_version.as_deref().unwrap_or(""),
-                r#type = e.type_.as_deref().unwrap_or(""),
-                reason = e.reason.as_deref().unwrap_or(""),
-                message = e.message.as_deref().unwrap_or(""),
+                fieldPath = %r.field_path.as_deref().unwrap_or(""),
+                kind = %r.kind.as_deref().unwrap_or(""),
+                apiVersion = %r.api_version.as_deref().unwrap_or(""),
+                r#type = %e.type_.as_deref().unwrap_or(""),
+                reason = %e.reason.as_deref().unwrap_or(""),
+                note = %e.message.as_deref().unwrap_or(""),
                 "Event occurred"
             );
         })

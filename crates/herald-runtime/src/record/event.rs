@@ -70,6 +70,8 @@ where
     K::DynamicType: Default,
 {
     let mut r = obj.object_ref(&K::DynamicType::default());
+    // client-go puts the object's resourceVersion in the reference; kube's object_ref does not.
+    r.resource_version.clone_from(&obj.meta().resource_version);
     r.field_path = field_path.map(str::to_string);
     r
 }
@@ -85,11 +87,18 @@ pub(crate) struct EventSpec<'a> {
 }
 
 /// Builds the event client-go's `makeEvent` builds, at time `t` (one clock read per event):
-/// namespace from the reference (or `default`), name `<object>.<hex nanos>` (UUID when that
-/// is not a valid name), count 1, first = last timestamp = `t`.
-pub(crate) fn make_event(spec: EventSpec<'_>, source: &EventSource, t: Timestamp) -> Event {
+/// namespace from the reference (or `default`), name `<object>.<hex name_nanos>` (UUID when
+/// that is not a valid name), count 1, first = last timestamp = `t`. `name_nanos` is `t` in
+/// nanoseconds unless that was already used (see the recorder).
+pub(crate) fn make_event(
+    spec: EventSpec<'_>,
+    source: &EventSource,
+    t: Timestamp,
+    name_nanos: i128,
+) -> Event {
     let namespace = event_namespace(spec.reference.namespace.as_deref()).to_string();
-    let name = event_name(spec.reference.name.as_deref().unwrap_or(""), t);
+    let stamp = Timestamp::from_nanosecond(name_nanos).unwrap_or(t);
+    let name = event_name(spec.reference.name.as_deref().unwrap_or(""), stamp);
     Event {
         metadata: ObjectMeta {
             name: Some(name),
@@ -168,7 +177,7 @@ mod tests {
             message: "m".into(),
             annotations: None,
         };
-        let e = make_event(spec, &EventSource::new("c1", "i1"), t);
+        let e = make_event(spec, &EventSource::new("c1", "i1"), t, t.as_nanosecond());
         assert_eq!(e.metadata.namespace.as_deref(), Some("default"));
         assert_eq!(e.metadata.name.as_deref(), Some("foo.17362d8e1c698000"));
         assert_eq!(e.count, Some(1));

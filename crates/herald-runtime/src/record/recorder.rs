@@ -3,6 +3,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+
 
 use herald_core::clock::Clock;
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -46,6 +48,9 @@ pub struct Recorder {
 }
 
 pub(crate) struct RecorderInner {
+    /// Last nanosecond stamp used in an event name, shared by every recorder of a
+    /// broadcaster: names stay unique even when the clock does not move between two events.
+    pub(crate) last_name_nanos: Arc<AtomicI64>,
     pub(crate) queue: Arc<IncomingQueue>,
     pub(crate) metrics: Metrics,
     pub(crate) clock: Arc<dyn Clock>,
@@ -184,6 +189,9 @@ impl Recorder {
             return;
         }
         let t = inner.clock.now();
+        // i64 nanoseconds cover the years 1678..2262; clamp outside.
+        let now_nanos = i64::try_from(t.as_nanosecond()).unwrap_or(i64::MAX);
+        let name_nanos = next_name_nanos(&inner.last_name_nanos, now_nanos);
         let event = make_event(
             EventSpec {
                 reference,
@@ -194,6 +202,7 @@ impl Recorder {
             },
             &inner.source,
             t,
+            i128::from(name_nanos),
         );
         match inner.queue.push(event) {
             Push::Queued => {}
@@ -213,5 +222,31 @@ impl Recorder {
                 );
             }
         }
+    }
+}
+
+/// `max(now, last + 1)`, stored as the new last: a strictly increasing stamp per broadcaster.
+fn next_name_nanos(last: &AtomicI64, now: i64) -> i64 {
+    let mut prev = last.load(Ordering::Relaxed);
+    loop {
+        let next = now.max(prev.saturating_add(1));
+        match last.compare_exchange_weak(prev, next, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return next,
+            Err(p) => prev = p,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn name_stamps_strictly_increase() {
+        let last = AtomicI64::new(0);
+        assert_eq!(next_name_nanos(&last, 100), 100);
+        assert_eq!(next_name_nanos(&last, 100), 101);
+        assert_eq!(next_name_nanos(&last, 50), 102);
+        assert_eq!(next_name_nanos(&last, 500), 500);
     }
 }

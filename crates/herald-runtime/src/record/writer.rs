@@ -4,7 +4,8 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use herald_core::flow::ExponentialBackoff;
+use std::time::Duration;
+use herald_core::flow::{ExponentialBackoff, JitterMode};
 use k8s_openapi::api::core::v1::Event;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
@@ -32,7 +33,8 @@ impl Default for RetryOptions {
     fn default() -> Self {
         Self {
             max_attempts: 12,
-            backoff: ExponentialBackoff::default(),
+            backoff: ExponentialBackoff::new(Duration::from_millis(500), Duration::from_secs(15))
+                .with_jitter(JitterMode::Proportional(0.25)),
         }
     }
 }
@@ -124,8 +126,8 @@ impl Write {
 pub(crate) enum WriteResult {
     /// Stored; the server's object and whether it was created.
     Written { event: Event, created: bool },
-    /// Given up.
-    Failed(SinkError),
+    /// Given up (the error has been logged).
+    Failed,
 }
 
 /// The patch the recorder sends when it has none from the correlator (an event that arrives
@@ -146,7 +148,11 @@ fn fallback_patch(event: &Event) -> Vec<u8> {
 
 /// One attempt, as client-go's `recordEvent`: patch when updating, and create when not
 /// updating or when the patch target is gone (404), with an empty resourceVersion.
-async fn attempt(sink: &dyn EventSink, w: &Write) -> Result<(Event, bool), SinkError> {
+async fn attempt(
+    sink: &dyn EventSink,
+    w: &Write,
+    counters: &SinkCounters,
+) -> Result<(Event, bool), SinkError> {
     if !w.create {
         let owned;
         let patch = match &w.patch {
@@ -156,7 +162,9 @@ async fn attempt(sink: &dyn EventSink, w: &Write) -> Result<(Event, bool), SinkE
                 owned.as_slice()
             }
         };
-        match sink.patch(&w.event, patch).await {
+        let patched = sink.patch(&w.event, patch).await;
+        counters.write(false, patched.is_ok());
+        match patched {
             Ok(e) => return Ok((e, false)),
             Err(e) if e.is_not_found() => {}
             Err(e) => return Err(e),
@@ -164,7 +172,9 @@ async fn attempt(sink: &dyn EventSink, w: &Write) -> Result<(Event, bool), SinkE
     }
     let mut ev = w.event.clone();
     ev.metadata.resource_version = None;
-    sink.create(&ev).await.map(|e| (e, true))
+    let created = sink.create(&ev).await;
+    counters.write(true, created.is_ok());
+    created.map(|e| (e, true))
 }
 
 /// Writes `w` with retries. Stops retrying once `stop` is cancelled (the current attempt
@@ -180,8 +190,7 @@ pub(crate) async fn write_with_retries(
     let max = opts.max_attempts.max(1);
     let mut tries = 0u32;
     loop {
-        let result = attempt(sink, w).await;
-        counters.write(w.create, result.is_ok());
+        let result = attempt(sink, w, counters).await;
         let err = match result {
             Ok((event, created)) => return WriteResult::Written { event, created },
             Err(e) => e,
@@ -190,21 +199,21 @@ pub(crate) async fn write_with_retries(
         let wait = match err.retry_class() {
             RetryClass::GiveUpQuietly => {
                 tracing::debug!(event = ?w.event.metadata.name, error = %err, "Server rejected event (will not retry!)");
-                return WriteResult::Failed(err);
+                return WriteResult::Failed;
             }
             RetryClass::GiveUp => {
                 tracing::error!(event = ?w.event.metadata.name, error = %err, "Server rejected event (will not retry!)");
-                return WriteResult::Failed(err);
+                return WriteResult::Failed;
             }
             RetryClass::Retry(after) => after,
         };
         if tries >= max {
             tracing::error!(event = ?w.event.metadata.name, error = %err, attempts = tries, "Unable to write event (retry limit exceeded!)");
-            return WriteResult::Failed(err);
+            return WriteResult::Failed;
         }
         if stop.is_cancelled() {
             tracing::warn!(event = ?w.event.metadata.name, error = %err, "Unable to write event (broadcaster is shut down)");
-            return WriteResult::Failed(err);
+            return WriteResult::Failed;
         }
         let delay = opts.backoff.delay(tries - 1, rng).max(wait.unwrap_or_default());
         tracing::debug!(event = ?w.event.metadata.name, error = %err, ?delay, "Unable to write event (may retry after sleeping)");
@@ -213,7 +222,7 @@ pub(crate) async fn write_with_retries(
             _ = tokio::time::sleep(delay) => {}
             _ = stop.cancelled() => {
                 tracing::warn!(event = ?w.event.metadata.name, error = %err, "Unable to write event (broadcaster is shut down)");
-                return WriteResult::Failed(err);
+                return WriteResult::Failed;
             }
         }
     }
@@ -238,7 +247,6 @@ enum Slot {
 
 /// A completed write as the sink task sees it.
 pub(crate) struct Completed {
-    pub write: Write,
     pub result: WriteResult,
 }
 
@@ -333,7 +341,7 @@ impl KeyedWriter {
             let handle = self.running.spawn(async move {
                 let result =
                     write_with_retries(&*sink, &w, &opts, &counters, &stop, &mut rng).await;
-                (task_key, Completed { write: w, result })
+                (task_key, Completed { result })
             });
             self.running_ids.insert(handle.id(), key);
         }
@@ -504,7 +512,7 @@ mod tests {
         let w = Write::for_event(event("c", 1, None), None, Tally::default());
         let (r, calls) = run(&sink, &w, &stop).await;
         assert_eq!(calls, 1);
-        assert!(matches!(r, WriteResult::Failed(_)));
+        assert!(matches!(r, WriteResult::Failed));
     }
 
     /// 429 with a retry-after waits at least that long before the next attempt.

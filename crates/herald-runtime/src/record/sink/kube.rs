@@ -16,6 +16,11 @@ use super::{EventSink, SinkError, SinkFuture};
 /// `retryAfterSeconds`; an undecodable body is [`SinkError::UnexpectedObject`]; a request that
 /// cannot be built is [`SinkError::RequestConstruction`]; everything else (connection
 /// refused, timeouts, TLS) is [`SinkError::Transport`].
+///
+/// Note that a `kube::Client` built with kube's defaults already retries 429, 503 and 504
+/// answers itself (honouring `Retry-After`, up to 15 times), like client-go's REST client
+/// does; only what is left after that reaches the recorder's own retries. Set
+/// `kube::Config::default_retry = false` to leave all retrying to the recorder.
 #[derive(Clone)]
 pub struct KubeSink {
     client: kube::Client,
