@@ -113,17 +113,17 @@ pub fn create_strategy_causes(event: &CoreEvent, group: ApiGroup) -> Vec<FieldCa
     }
     let unset = "needs to be unset";
     if !time_is_unset(event.first_timestamp.as_ref()) {
-        out.push(invalid("deprecatedFirstTimestamp", "", unset));
+        out.push(invalid("firstTimestamp", "", unset));
     }
     if !time_is_unset(event.last_timestamp.as_ref()) {
-        out.push(invalid("deprecatedLastTimestamp", "", unset));
+        out.push(invalid("lastTimestamp", "", unset));
     }
     if event.count.unwrap_or(0) != 0 {
-        out.push(invalid("deprecatedCount", "", unset));
+        out.push(invalid("count", "", unset));
     }
     let src = event.source.as_ref();
     if src.is_some_and(|s| !st(&s.component).is_empty() || !st(&s.host).is_empty()) {
-        out.push(invalid("deprecatedSource", "", unset));
+        out.push(invalid("source", "", unset));
     }
     out
 }
@@ -193,10 +193,14 @@ pub fn update_strategy_causes(
             new.count.unwrap_or(0) != old.count.unwrap_or(0),
             new.count.unwrap_or(0).to_string(),
         ),
+        // kube checks reason twice; the duplicate cause is part of the observable answer.
+        s("reason", &new.reason, &old.reason),
         s("type", &new.type_, &old.type_),
         (
             "eventTime".to_string(),
-            micro_key(new.event_time.as_ref()) != micro_key(old.event_time.as_ref()),
+            // Sub-microsecond differences are tolerated (clients truncate to MicroTime).
+            truncate_micros(micro_key(new.event_time.as_ref()))
+                != truncate_micros(micro_key(old.event_time.as_ref())),
             go_time_string(micro_key(new.event_time.as_ref())),
         ),
         s("action", &new.action, &old.action),
@@ -327,6 +331,10 @@ fn time_key(t: Option<&Time>) -> jiff::Timestamp {
 
 fn micro_key(t: Option<&MicroTime>) -> jiff::Timestamp {
     t.map_or(GO_ZERO_TIME, |t| t.0)
+}
+
+fn truncate_micros(t: jiff::Timestamp) -> i128 {
+    t.as_nanosecond().div_euclid(1000)
 }
 
 fn source_key(s: Option<&EventSource>) -> (&str, &str) {
