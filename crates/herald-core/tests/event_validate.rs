@@ -725,7 +725,7 @@ fn core_update_has_no_immutability() {
 
 #[test]
 fn events_v1_update_immutability() {
-    let cases: Vec<(&str, fn(&mut CoreEvent), Vec<(String, String, String)>)> = vec![
+    let cases: Vec<Case> = vec![
         ("no change", |_| {}, vec![]),
         (
             "labels may change",
