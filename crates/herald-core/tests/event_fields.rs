@@ -259,3 +259,53 @@ fn single_object_requests_pin_the_name() {
     let sel = FieldSelector::parse_for(ApiGroup::Core, "metadata.name!=x").unwrap();
     assert_eq!(sel.requires_exact_match("metadata.name"), None);
 }
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn selector_text() -> impl Strategy<Value = String> {
+        let token = prop_oneof![
+            "[a-z.]{1,6}",
+            Just("=".to_string()),
+            Just("==".to_string()),
+            Just("!=".to_string()),
+            Just(",".to_string()),
+            Just("\\".to_string()),
+            Just("\\,".to_string()),
+            Just("\\=".to_string()),
+            Just("!".to_string()),
+        ];
+        prop_oneof![
+            proptest::collection::vec(token, 0..10).prop_map(|v| v.concat()),
+            any::<String>(),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn parse_never_panics_and_canonical_form_reparses(s in selector_text()) {
+            match FieldSelector::parse(&s) {
+                Ok(sel) => {
+                    let again = FieldSelector::parse(&sel.to_string())
+                        .unwrap_or_else(|e| panic!("{s:?} -> {sel}: {e}"));
+                    let mut a = sel.terms().to_vec();
+                    let mut b = again.terms().to_vec();
+                    a.sort_by(|x, y| (&x.field, &x.value).cmp(&(&y.field, &y.value)));
+                    b.sort_by(|x, y| (&x.field, &x.value).cmp(&(&y.field, &y.value)));
+                    prop_assert_eq!(a, b);
+                }
+                Err(e) => prop_assert_eq!(e.code, 400),
+            }
+        }
+
+        #[test]
+        fn escaping_round_trips(v in any::<String>()) {
+            prop_assert_eq!(unescape_value(&escape_value(&v)).unwrap(), v.clone());
+            let sel = FieldSelector::parse_for(ApiGroup::Core, &format!("reason={}", escape_value(&v))).unwrap();
+            let mut ev = event();
+            ev.reason = Some(v);
+            prop_assert!(sel.matches(&ev));
+        }
+    }
+}

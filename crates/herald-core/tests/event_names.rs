@@ -111,6 +111,9 @@ fn namespace_rules() {
     assert_eq!(meta.namespace.as_deref(), Some("ns"));
     ensure_namespace(&mut meta, "ns").unwrap();
     assert!(ensure_namespace(&mut meta, "other").is_err());
+    // No namespace in the URL clears the object's (kube then rejects it in validation).
+    ensure_namespace(&mut meta, "").unwrap();
+    assert_eq!(meta.namespace, None);
 }
 
 #[test]

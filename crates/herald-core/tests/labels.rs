@@ -196,3 +196,53 @@ fn syntax_rule_messages() {
     assert!(label_value_errors("").is_empty());
     assert_eq!(label_value_errors("-x"), [VALUE_MSG]);
 }
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn selector_text() -> impl Strategy<Value = String> {
+        // Mostly selector-shaped input, plus arbitrary strings.
+        let token = prop_oneof![
+            "[a-z]{1,4}",
+            Just("in".to_string()),
+            Just("notin".to_string()),
+            Just("=".to_string()),
+            Just("==".to_string()),
+            Just("!=".to_string()),
+            Just("!".to_string()),
+            Just(",".to_string()),
+            Just("(".to_string()),
+            Just(")".to_string()),
+            Just(">".to_string()),
+            Just("<".to_string()),
+            Just(" ".to_string()),
+            "[0-9]{1,3}",
+        ];
+        prop_oneof![
+            proptest::collection::vec(token, 0..12).prop_map(|v| v.concat()),
+            any::<String>(),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn parse_never_panics_and_canonical_form_reparses(s in selector_text()) {
+            if let Ok(sel) = Selector::parse(&s) {
+                let canonical = sel.to_string();
+                let again = Selector::parse(&canonical)
+                    .unwrap_or_else(|e| panic!("{s:?} -> {canonical:?}: {e}"));
+                prop_assert_eq!(&again, &sel);
+                prop_assert_eq!(again.to_string(), canonical);
+            }
+        }
+
+        #[test]
+        fn every_parse_error_is_a_bad_request(s in any::<String>()) {
+            if let Err(e) = Selector::parse(&s) {
+                prop_assert_eq!(e.code, 400);
+                prop_assert!(!e.message.is_empty());
+            }
+        }
+    }
+}

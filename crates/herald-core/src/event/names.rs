@@ -43,8 +43,9 @@ pub fn generate_name<R: Rng + ?Sized>(base: &str, rng: &mut R) -> String {
     out
 }
 
-/// kube's namespace rule for a write: an object without a namespace takes the request's;
-/// one with a different namespace is 400
+/// kube's namespace rule for a write: an object without a namespace takes the request's; an
+/// empty request namespace (a collection URL without `/namespaces/{ns}`) clears the object's,
+/// so validation then reports it missing; a different namespace is 400
 /// `the namespace of the provided object does not match the namespace sent on the request`.
 pub fn ensure_namespace(meta: &mut ObjectMeta, request_namespace: &str) -> Result<(), ApiError> {
     let ns = st(&meta.namespace);
@@ -54,6 +55,7 @@ pub fn ensure_namespace(meta: &mut ObjectMeta, request_namespace: &str) -> Resul
         meta.namespace = Some(request_namespace.to_string());
         Ok(())
     } else if request_namespace.is_empty() {
+        meta.namespace = None;
         Ok(())
     } else {
         Err(ApiError::bad_request(
