@@ -22,6 +22,7 @@
 
 pub mod discovery;
 pub mod error;
+pub mod field_validation;
 pub mod health;
 pub mod negotiate;
 pub mod openapi;
