@@ -50,7 +50,9 @@ impl Server {
         }
         if let Some(task) = self.task.take() {
             let done = tokio::time::timeout(Duration::from_secs(10), task).await;
-            done.expect("server stops").expect("server task").expect("serve ok");
+            done.expect("server stops")
+                .expect("server task")
+                .expect("serve ok");
         }
     }
 }
@@ -119,9 +121,11 @@ impl Kubectl {
 }
 
 fn show(o: &Output) -> String {
-    format!("rc={:?}\n--- stdout\n{}--- stderr\n{}", o.code, o.stdout, o.stderr)
+    format!(
+        "rc={:?}\n--- stdout\n{}--- stderr\n{}",
+        o.code, o.stdout, o.stderr
+    )
 }
-
 
 const GOOD_CORE: &str = "apiVersion: v1
 kind: Event
@@ -187,13 +191,19 @@ async fn kubectl_version_shows_the_server_version() {
     let o = k.run(&["version"]).await;
     assert_eq!(o.code, Some(0), "{}", show(&o));
     assert!(
-        o.stdout.lines().any(|l| l.trim() == "Server Version: v1.32.4+herald"),
+        o.stdout
+            .lines()
+            .any(|l| l.trim() == "Server Version: v1.32.4+herald"),
         "{}",
         show(&o)
     );
     // The dispatcher picked the 1.32 kubectl from the server's minor.
     assert!(o.stdout.contains("Client Version: v1.32."), "{}", show(&o));
-    assert!(!o.stderr.contains("WARNING: version difference"), "{}", show(&o));
+    assert!(
+        !o.stderr.contains("WARNING: version difference"),
+        "{}",
+        show(&o)
+    );
     server.shutdown().await;
 }
 
@@ -204,16 +214,27 @@ async fn kubectl_api_resources_lists_events_in_both_groups() {
     let o = k.run(&["api-resources"]).await;
     assert_eq!(o.code, Some(0), "{}", show(&o));
     let r = rows(&o.stdout);
-    assert_eq!(r[0], ["NAME", "SHORTNAMES", "APIVERSION", "NAMESPACED", "KIND"], "{}", show(&o));
+    assert_eq!(
+        r[0],
+        ["NAME", "SHORTNAMES", "APIVERSION", "NAMESPACED", "KIND"],
+        "{}",
+        show(&o)
+    );
     assert_eq!(r.len(), 3, "{}", show(&o));
-    assert!(r.contains(&vec!["events", "ev", "v1", "true", "Event"]), "{}", show(&o));
+    assert!(
+        r.contains(&vec!["events", "ev", "v1", "true", "Event"]),
+        "{}",
+        show(&o)
+    );
     assert!(
         r.contains(&vec!["events", "ev", "events.k8s.io/v1", "true", "Event"]),
         "{}",
         show(&o)
     );
 
-    let o = k.run(&["api-resources", "-o", "wide", "--api-group=events.k8s.io"]).await;
+    let o = k
+        .run(&["api-resources", "-o", "wide", "--api-group=events.k8s.io"])
+        .await;
     assert_eq!(o.code, Some(0), "{}", show(&o));
     let r = rows(&o.stdout);
     assert_eq!(r[0][5], "VERBS", "{}", show(&o));
@@ -242,7 +263,11 @@ async fn kubectl_explain_reads_openapi_v3() {
     let o = k.run(&["explain", "events"]).await;
     assert_eq!(o.code, Some(0), "{}", show(&o));
     let out = &o.stdout;
-    assert!(out.contains("KIND:       Event\nVERSION:    v1\n"), "{}", show(&o));
+    assert!(
+        out.contains("KIND:       Event\nVERSION:    v1\n"),
+        "{}",
+        show(&o)
+    );
     for field in [
         "involvedObject\t<ObjectReference> -required-",
         "metadata\t<ObjectMeta> -required-",
@@ -255,7 +280,9 @@ async fn kubectl_explain_reads_openapi_v3() {
         assert!(out.contains(field), "missing {field:?}: {}", show(&o));
     }
 
-    let o = k.run(&["explain", "events", "--api-version=events.k8s.io/v1"]).await;
+    let o = k
+        .run(&["explain", "events", "--api-version=events.k8s.io/v1"])
+        .await;
     assert_eq!(o.code, Some(0), "{}", show(&o));
     let out = &o.stdout;
     assert!(out.contains("GROUP:      events.k8s.io"), "{}", show(&o));
@@ -271,15 +298,27 @@ async fn kubectl_explain_reads_openapi_v3() {
 
     let o = k.run(&["explain", "events.metadata.labels"]).await;
     assert_eq!(o.code, Some(0), "{}", show(&o));
-    assert!(o.stdout.contains("FIELD: labels <map[string]string>"), "{}", show(&o));
+    assert!(
+        o.stdout.contains("FIELD: labels <map[string]string>"),
+        "{}",
+        show(&o)
+    );
 
     let o = k.run(&["explain", "events.series"]).await;
     assert_eq!(o.code, Some(0), "{}", show(&o));
-    assert!(o.stdout.contains("lastObservedTime\t<string>"), "{}", show(&o));
+    assert!(
+        o.stdout.contains("lastObservedTime\t<string>"),
+        "{}",
+        show(&o)
+    );
 
     let o = k.run(&["explain", "events.bogus"]).await;
     assert_ne!(o.code, Some(0), "{}", show(&o));
-    assert!(o.stderr.contains(r#"field "bogus" does not exist"#), "{}", show(&o));
+    assert!(
+        o.stderr.contains(r#"field "bogus" does not exist"#),
+        "{}",
+        show(&o)
+    );
     server.shutdown().await;
 }
 
@@ -288,12 +327,26 @@ async fn kubectl_create_dry_run_client_accepts_a_valid_event() {
     let server = Server::static_api().await;
     let k = Kubectl::new(server.port);
     let f = k.write("event.yaml", GOOD_CORE);
-    let o = k.run(&["create", "-f", f.to_str().unwrap(), "--dry-run=client"]).await;
+    let o = k
+        .run(&["create", "-f", f.to_str().unwrap(), "--dry-run=client"])
+        .await;
     assert_eq!(o.code, Some(0), "{}", show(&o));
-    assert_eq!(o.stdout.trim(), "event/my-event created (dry run)", "{}", show(&o));
+    assert_eq!(
+        o.stdout.trim(),
+        "event/my-event created (dry run)",
+        "{}",
+        show(&o)
+    );
 
     let o = k
-        .run(&["create", "-f", f.to_str().unwrap(), "--dry-run=client", "-o", "jsonpath={.involvedObject.name}/{.message}"])
+        .run(&[
+            "create",
+            "-f",
+            f.to_str().unwrap(),
+            "--dry-run=client",
+            "-o",
+            "jsonpath={.involvedObject.name}/{.message}",
+        ])
         .await;
     assert_eq!(o.code, Some(0), "{}", show(&o));
     assert_eq!(o.stdout, "x/hello from yaml", "{}", show(&o));
@@ -354,7 +407,10 @@ async fn kubectl_create_rejects_unknown_fields_with_kubectls_message() {
     assert_eq!(o.stdout.trim(), "event/my-event created", "{}", show(&o));
     // kubectl found fieldValidation in the OpenAPI document and asked the server to be strict.
     assert!(
-        seen.lock().unwrap().iter().any(|q| q.contains("fieldValidation=Strict")),
+        seen.lock()
+            .unwrap()
+            .iter()
+            .any(|q| q.contains("fieldValidation=Strict")),
         "{:?}",
         seen.lock().unwrap()
     );
@@ -372,13 +428,26 @@ async fn kubectl_create_rejects_unknown_fields_with_kubectls_message() {
         show(&o)
     );
 
-    let o = k.run(&["create", "-f", bad.to_str().unwrap(), "--dry-run=server"]).await;
+    let o = k
+        .run(&["create", "-f", bad.to_str().unwrap(), "--dry-run=server"])
+        .await;
     assert_eq!(o.code, Some(1), "{}", show(&o));
-    assert!(o.stderr.contains(r#"strict decoding error: unknown field "spec""#), "{}", show(&o));
+    assert!(
+        o.stderr
+            .contains(r#"strict decoding error: unknown field "spec""#),
+        "{}",
+        show(&o)
+    );
 
-    let o = k.run(&["create", "-f", bad.to_str().unwrap(), "--validate=warn"]).await;
+    let o = k
+        .run(&["create", "-f", bad.to_str().unwrap(), "--validate=warn"])
+        .await;
     assert_eq!(o.code, Some(0), "{}", show(&o));
-    assert!(o.stderr.contains(r#"Warning: unknown field "spec""#), "{}", show(&o));
+    assert!(
+        o.stderr.contains(r#"Warning: unknown field "spec""#),
+        "{}",
+        show(&o)
+    );
 
     let bad_v1 = k.write("bad-v1.yaml", BAD_EVENTS_V1);
     let o = k.run(&["create", "-f", bad_v1.to_str().unwrap()]).await;
@@ -399,10 +468,20 @@ async fn kubectl_client_dry_run_leaves_unknown_fields_to_the_server() {
     let (server, seen) = server_with_create_fixture().await;
     let k = Kubectl::new(server.port);
     let bad = k.write("bad.yaml", BAD_CORE);
-    let o = k.run(&["create", "-f", bad.to_str().unwrap(), "--dry-run=client"]).await;
+    let o = k
+        .run(&["create", "-f", bad.to_str().unwrap(), "--dry-run=client"])
+        .await;
     assert_eq!(o.code, Some(0), "{}", show(&o));
-    assert_eq!(o.stdout.trim(), "event/my-event created (dry run)", "{}", show(&o));
-    assert!(seen.lock().unwrap().is_empty(), "a client dry run sends nothing");
+    assert_eq!(
+        o.stdout.trim(),
+        "event/my-event created (dry run)",
+        "{}",
+        show(&o)
+    );
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "a client dry run sends nothing"
+    );
     server.shutdown().await;
 }
 
@@ -414,7 +493,12 @@ async fn kubectl_raw_health_endpoints() {
     assert_eq!((o.code, o.stdout.as_str()), (Some(0), "ok"), "{}", show(&o));
     let o = k.run(&["get", "--raw", "/readyz?verbose"]).await;
     assert_eq!(o.code, Some(0), "{}", show(&o));
-    assert_eq!(o.stdout, "[+]ping ok\n[+]log ok\nreadyz check passed\n", "{}", show(&o));
+    assert_eq!(
+        o.stdout,
+        "[+]ping ok\n[+]log ok\nreadyz check passed\n",
+        "{}",
+        show(&o)
+    );
     let o = k.run(&["get", "--raw", "/livez/ping"]).await;
     assert_eq!((o.code, o.stdout.as_str()), (Some(0), "ok"), "{}", show(&o));
     server.shutdown().await;

@@ -101,8 +101,14 @@ mod tests {
 
     #[test]
     fn directives() {
-        assert_eq!(FieldValidation::from_query(None).unwrap(), FieldValidation::Warn);
-        assert_eq!(FieldValidation::from_query(Some("Ignore")).unwrap(), FieldValidation::Ignore);
+        assert_eq!(
+            FieldValidation::from_query(None).unwrap(),
+            FieldValidation::Warn
+        );
+        assert_eq!(
+            FieldValidation::from_query(Some("Ignore")).unwrap(),
+            FieldValidation::Ignore
+        );
         let e = FieldValidation::from_query(Some("strict")).unwrap_err();
         assert_eq!(e.code, 400);
         assert!(e.message.contains("valid values are Ignore, Warn, Strict"));
@@ -110,9 +116,14 @@ mod tests {
 
     #[test]
     fn ignore_strict_warn() {
-        let body = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "note": "n", "message": "m"});
+        let body =
+            json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "note": "n", "message": "m"});
         let gv = GroupVersion::EVENTS_V1;
-        assert!(check_unknown_fields(gv, FieldValidation::Ignore, &body).unwrap().is_empty());
+        assert!(
+            check_unknown_fields(gv, FieldValidation::Ignore, &body)
+                .unwrap()
+                .is_empty()
+        );
         assert_eq!(
             check_unknown_fields(gv, FieldValidation::Warn, &body).unwrap(),
             vec![r#"unknown field "message""#]
@@ -121,7 +132,11 @@ mod tests {
         assert_eq!(e.code, 400);
         assert_eq!(e.reason.as_str(), "BadRequest");
         let clean = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "note": "n"});
-        assert!(check_unknown_fields(gv, FieldValidation::Strict, &clean).unwrap().is_empty());
+        assert!(
+            check_unknown_fields(gv, FieldValidation::Strict, &clean)
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]

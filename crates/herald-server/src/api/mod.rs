@@ -20,6 +20,10 @@
 //! # }
 //! ```
 
+// Handlers answer `Result<_, StatusError>` / helpers `Result<_, ApiError>` (a `Status` body);
+// errors are the cold path, so the size of `ApiError` is not worth a box.
+#![allow(clippy::result_large_err)]
+
 pub mod discovery;
 pub mod error;
 pub mod field_validation;

@@ -22,9 +22,9 @@ use std::collections::BTreeSet;
 use std::sync::LazyLock;
 
 use axum::extract::{Path, Query};
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::response::{IntoResponse, Response};
 use herald_core::status::ApiError;
-use http::{HeaderValue, header};
+use http::{HeaderValue, StatusCode, header};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -649,7 +649,12 @@ pub async fn v3_document(
                 path.trim_end_matches('/'),
                 doc.hash
             );
-            return Ok(Redirect::permanent(&to).into_response());
+            // kube-apiserver answers a stale hash with 301 to the current URL.
+            let mut resp = StatusCode::MOVED_PERMANENTLY.into_response();
+            if let Ok(loc) = HeaderValue::from_str(&to) {
+                resp.headers_mut().insert(header::LOCATION, loc);
+            }
+            return Ok(resp);
         }
         None => "no-cache, private",
     };
