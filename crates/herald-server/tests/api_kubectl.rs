@@ -519,3 +519,221 @@ async fn kubectl_get_events_without_the_events_routes_is_a_clean_404() {
     );
     server.shutdown().await;
 }
+
+fn fixture_events() -> Vec<k8s_openapi::api::core::v1::Event> {
+    use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+    let ev =
+        |ns: &str, name: &str, obj: &str, reason: &str, first: &str, last: &str, count: i32| {
+            Event {
+                metadata: ObjectMeta {
+                    name: Some(name.into()),
+                    namespace: Some(ns.into()),
+                    resource_version: Some("7".into()),
+                    labels: Some([("app".to_string(), "web".to_string())].into()),
+                    ..Default::default()
+                },
+                involved_object: ObjectReference {
+                    kind: Some("Pod".into()),
+                    name: Some(obj.into()),
+                    namespace: Some(ns.into()),
+                    field_path: Some("spec.containers{app}".into()),
+                    ..Default::default()
+                },
+                reason: Some(reason.into()),
+                message: Some(format!("{reason} happened ")),
+                type_: Some("Warning".into()),
+                source: Some(EventSource {
+                    component: Some("kubelet".into()),
+                    host: Some("node-1".into()),
+                }),
+                first_timestamp: Some(Time(first.parse().unwrap())),
+                last_timestamp: Some(Time(last.parse().unwrap())),
+                count: Some(count),
+                ..Default::default()
+            }
+        };
+    vec![
+        ev(
+            "default",
+            "web-1.a",
+            "web-1",
+            "BackOff",
+            "2024-05-08T09:00:00Z",
+            "2024-05-10T11:55:00Z",
+            7,
+        ),
+        ev(
+            "default",
+            "web-2.b",
+            "web-2",
+            "Failed",
+            "2024-05-10T11:59:15Z",
+            "2024-05-10T11:59:15Z",
+            1,
+        ),
+        ev(
+            "kube-system",
+            "dns.c",
+            "dns",
+            "Unhealthy",
+            "2024-05-10T09:00:00Z",
+            "2024-05-10T10:30:00Z",
+            3,
+        ),
+    ]
+}
+
+/// Stands in for the events list handler (built elsewhere): negotiates the output and prints
+/// fixed events through the api module's Table printer.
+async fn list_fixture(
+    ns: Option<String>,
+    headers: axum::http::HeaderMap,
+    query: Option<String>,
+    now: jiff::Timestamp,
+) -> Result<Response, StatusError> {
+    use herald_server::api::negotiate::{
+        IncludeObject, Output, Target, accept_header, negotiate_output,
+    };
+    use herald_server::api::table::{TableMeta, TableOptions, core_v1_object, event_table};
+    let events: Vec<_> = fixture_events()
+        .into_iter()
+        .filter(|e| ns.is_none() || e.metadata.namespace == ns)
+        .collect();
+    let query = query.unwrap_or_default();
+    let include = query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("includeObject="));
+    let meta = TableMeta {
+        resource_version: Some("103".into()),
+        ..Default::default()
+    };
+    let body = match negotiate_output(accept_header(&headers).as_deref(), Target::List)? {
+        Output::Table(version) => {
+            let opts = TableOptions {
+                version,
+                include_object: IncludeObject::from_query(include)?,
+                no_headers: false,
+            };
+            event_table(&events, &meta, now, &opts, &core_v1_object)
+        }
+        _ => serde_json::json!({
+            "kind": "EventList", "apiVersion": "v1", "metadata": {"resourceVersion": "103"},
+            "items": events.iter().map(core_v1_object).collect::<Vec<_>>(),
+        }),
+    };
+    Ok(axum::Json(body).into_response())
+}
+
+async fn server_with_list_fixture() -> Server {
+    use axum::routing::get;
+    let now: jiff::Timestamp = "2024-05-10T12:00:00Z".parse().unwrap();
+    let events = axum::Router::new()
+        .route(
+            "/api/v1/events",
+            get(move |h: axum::http::HeaderMap, RawQuery(q): RawQuery| {
+                list_fixture(None, h, q, now)
+            }),
+        )
+        .route(
+            "/api/v1/namespaces/{ns}/events",
+            get(
+                move |Path(ns): Path<String>, h: axum::http::HeaderMap, RawQuery(q): RawQuery| {
+                    list_fixture(Some(ns), h, q, now)
+                },
+            ),
+        );
+    let clock = Arc::new(FakeClock::new(now));
+    Server::start(api::router_with(ApiState::new(clock), events)).await
+}
+
+#[tokio::test]
+async fn kubectl_get_events_prints_the_server_table() {
+    let server = server_with_list_fixture().await;
+    let k = Kubectl::new(server.port);
+
+    let o = k.run(&["get", "events"]).await;
+    assert_eq!(o.code, Some(0), "{}", show(&o));
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", show(&o));
+    assert_eq!(
+        rows(lines[0]),
+        [vec!["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]],
+        "{}",
+        show(&o)
+    );
+    assert_eq!(
+        rows(lines[1]),
+        [vec![
+            "5m",
+            "Warning",
+            "BackOff",
+            "pod/web-1",
+            "BackOff",
+            "happened"
+        ]],
+        "{}",
+        show(&o)
+    );
+    assert_eq!(
+        rows(lines[2])[0][..4],
+        ["45s", "Warning", "Failed", "pod/web-2"],
+        "{}",
+        show(&o)
+    );
+
+    let o = k.run(&["get", "events", "-o", "wide"]).await;
+    assert_eq!(o.code, Some(0), "{}", show(&o));
+    let header = o.stdout.lines().next().unwrap_or("");
+    let cols: Vec<&str> = header
+        .split("   ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    assert_eq!(
+        cols,
+        [
+            "LAST SEEN",
+            "TYPE",
+            "REASON",
+            "OBJECT",
+            "SUBOBJECT",
+            "SOURCE",
+            "MESSAGE",
+            "FIRST SEEN",
+            "COUNT",
+            "NAME"
+        ],
+        "{}",
+        show(&o)
+    );
+    let line = o.stdout.lines().nth(1).unwrap_or("");
+    for cell in [
+        "spec.containers{app}",
+        "kubelet, node-1",
+        "BackOff happened",
+        "2d3h",
+        " 7 ",
+        "web-1.a",
+    ] {
+        assert!(line.contains(cell), "missing {cell:?}: {}", show(&o));
+    }
+
+    // -A: the NAMESPACE column comes from each row's PartialObjectMetadata.
+    let o = k.run(&["get", "events", "-A", "--show-labels"]).await;
+    assert_eq!(o.code, Some(0), "{}", show(&o));
+    let r = rows(&o.stdout);
+    assert_eq!(r[0][0], "NAMESPACE", "{}", show(&o));
+    assert_eq!(*r[0].last().unwrap(), "LABELS", "{}", show(&o));
+    assert_eq!(r[3][..3], ["kube-system", "90m", "Warning"], "{}", show(&o));
+    assert_eq!(*r[3].last().unwrap(), "app=web", "{}", show(&o));
+
+    // --sort-by needs the full objects embedded (includeObject=Object).
+    let o = k
+        .run(&["get", "events", "-A", "--sort-by=.lastTimestamp"])
+        .await;
+    assert_eq!(o.code, Some(0), "{}", show(&o));
+    let order: Vec<&str> = rows(&o.stdout).iter().skip(1).map(|r| r[3]).collect();
+    assert_eq!(order, ["Unhealthy", "BackOff", "Failed"], "{}", show(&o));
+    server.shutdown().await;
+}
