@@ -737,3 +737,49 @@ async fn kubectl_get_events_prints_the_server_table() {
     assert_eq!(order, ["Unhealthy", "BackOff", "Failed"], "{}", show(&o));
     server.shutdown().await;
 }
+
+/// kubectl against the legacy discovery documents (what kube-rs' `Discovery::run()` reads):
+/// a layer drops the aggregated-discovery Accept clauses, as an older server would ignore them.
+#[tokio::test]
+async fn kubectl_api_resources_through_legacy_discovery() {
+    use axum::http::{HeaderValue, Request, header};
+    let seen = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let log = seen.clone();
+    let clock = Arc::new(FakeClock::new("2024-05-10T12:00:00Z".parse().unwrap()));
+    let app = api::router(ApiState::new(clock)).layer(axum::middleware::map_request(
+        move |mut req: Request<axum::body::Body>| {
+            let log = log.clone();
+            async move {
+                log.lock().unwrap().push(req.uri().path().to_string());
+                if req.uri().path() == "/api" || req.uri().path() == "/apis" {
+                    req.headers_mut()
+                        .insert(header::ACCEPT, HeaderValue::from_static("application/json"));
+                }
+                req
+            }
+        },
+    ));
+    let server = Server::start(app).await;
+    let k = Kubectl::new(server.port);
+    let o = k.run(&["api-resources"]).await;
+    assert_eq!(o.code, Some(0), "{}", show(&o));
+    let r = rows(&o.stdout);
+    assert!(
+        r.contains(&vec!["events", "ev", "v1", "true", "Event"]),
+        "{}",
+        show(&o)
+    );
+    assert!(
+        r.contains(&vec!["events", "ev", "events.k8s.io/v1", "true", "Event"]),
+        "{}",
+        show(&o)
+    );
+    let paths = seen.lock().unwrap().clone();
+    for p in ["/api/v1", "/apis/events.k8s.io/v1"] {
+        assert!(
+            paths.iter().any(|s| s == p),
+            "legacy discovery fetched {p}: {paths:?}"
+        );
+    }
+    server.shutdown().await;
+}

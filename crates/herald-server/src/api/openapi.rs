@@ -569,17 +569,18 @@ pub fn document(gv: GroupVersion) -> Value {
     })
 }
 
-/// A served document: its bytes and content hash.
+/// A served document: the parsed form (for [`unknown_fields`]), its bytes and content hash.
 struct Served {
+    doc: Value,
     bytes: Vec<u8>,
     hash: String,
 }
 
 impl Served {
-    fn new(doc: &Value) -> Self {
-        let bytes = serde_json::to_vec(doc).unwrap_or_default();
+    fn new(doc: Value) -> Self {
+        let bytes = serde_json::to_vec(&doc).unwrap_or_default();
         let hash = content_hash(&bytes);
-        Self { bytes, hash }
+        Self { doc, bytes, hash }
     }
 }
 
@@ -594,11 +595,9 @@ fn content_hash(bytes: &[u8]) -> String {
     format!("{h:016X}")
 }
 
-static CORE_DOC: LazyLock<Served> = LazyLock::new(|| Served::new(&document(GroupVersion::CORE_V1)));
+static CORE_DOC: LazyLock<Served> = LazyLock::new(|| Served::new(document(GroupVersion::CORE_V1)));
 static EVENTS_DOC: LazyLock<Served> =
-    LazyLock::new(|| Served::new(&document(GroupVersion::EVENTS_V1)));
-static CORE_SCHEMAS: LazyLock<Value> = LazyLock::new(|| document(GroupVersion::CORE_V1));
-static EVENTS_SCHEMAS: LazyLock<Value> = LazyLock::new(|| document(GroupVersion::EVENTS_V1));
+    LazyLock::new(|| Served::new(document(GroupVersion::EVENTS_V1)));
 
 fn served(path: &str) -> Option<&'static Served> {
     match path.trim_end_matches('/') {
@@ -758,9 +757,9 @@ fn walk(
 /// ```
 pub fn unknown_fields(gv: GroupVersion, object: &Value) -> Vec<String> {
     let (doc, root) = if gv.group.is_empty() {
-        (&*CORE_SCHEMAS, format!("{CORE}.Event"))
+        (&CORE_DOC.doc, format!("{CORE}.Event"))
     } else {
-        (&*EVENTS_SCHEMAS, format!("{EVENTS}.Event"))
+        (&EVENTS_DOC.doc, format!("{EVENTS}.Event"))
     };
     let Some(schemas) = doc["components"]["schemas"].as_object() else {
         return Vec::new();
