@@ -28,7 +28,7 @@
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {
-//! let queue = RateLimitingQueue::new(ItemExponentialRateLimiter::new(
+//! let queue: RateLimitingQueue<String> = RateLimitingQueue::new(ItemExponentialRateLimiter::new(
 //!     Duration::from_millis(5),
 //!     Duration::from_secs(60),
 //! ));
