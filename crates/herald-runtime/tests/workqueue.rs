@@ -203,7 +203,11 @@ async fn collapse_while_processing_and_never_twice_at_once() {
     q.done(&first);
     assert_eq!(second.await.unwrap(), Some("foo"));
     q.done(&"foo");
-    assert_eq!(get_within(&q, ms(10)).await, None, "the two re-adds collapsed");
+    assert_eq!(
+        get_within(&q, ms(10)).await,
+        None,
+        "the two re-adds collapsed"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -576,5 +580,9 @@ async fn rate_limiting_queue_backs_off_per_item() {
 
     q.shutdown();
     q.add_rate_limited("two");
-    assert_eq!(q.num_requeues(&"two"), 1, "no failure recorded after shutdown");
+    assert_eq!(
+        q.num_requeues(&"two"),
+        1,
+        "no failure recorded after shutdown"
+    );
 }

@@ -80,7 +80,11 @@ fn per_item_tracking_is_bounded() {
     l.when(&"c");
     assert_eq!(l.num_requeues(&"c"), 1);
     let kept = [l.num_requeues(&"a"), l.num_requeues(&"b")];
-    assert_eq!(kept.iter().sum::<u32>(), 1, "one of a/b was forgotten: {kept:?}");
+    assert_eq!(
+        kept.iter().sum::<u32>(),
+        1,
+        "one of a/b was forgotten: {kept:?}"
+    );
 }
 
 #[test]
@@ -102,8 +106,15 @@ fn fast_slow() {
 #[test]
 fn max_of() {
     let l: MaxOfRateLimiter<&str> = MaxOfRateLimiter::new(vec![
-        Box::new(ItemFastSlowRateLimiter::new(ms(5), Duration::from_secs(3), 3)),
-        Box::new(ItemExponentialRateLimiter::new(ms(1), Duration::from_secs(1))),
+        Box::new(ItemFastSlowRateLimiter::new(
+            ms(5),
+            Duration::from_secs(3),
+            3,
+        )),
+        Box::new(ItemExponentialRateLimiter::new(
+            ms(1),
+            Duration::from_secs(1),
+        )),
     ]);
     for _ in 0..3 {
         assert_eq!(l.when(&"one"), ms(5));

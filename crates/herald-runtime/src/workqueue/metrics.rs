@@ -10,7 +10,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 /// The label every work-queue metric carries: the queue's name.
@@ -22,8 +22,9 @@ struct QueueLabel {
 type FloatGauge = Gauge<f64, AtomicU64>;
 
 fn duration_histogram() -> Histogram {
-    // client-go: ExponentialBuckets(10e-7, 10, 10), i.e. 1 µs .. 1000 s.
-    Histogram::new(exponential_buckets(1e-6, 10.0, 10))
+    // client-go: ExponentialBuckets(10e-7, 10, 10), i.e. 1 µs .. 1000 s. Written out so the
+    // bounds print exactly (repeated multiplication gives 0.000009999999999999999).
+    Histogram::new([1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0])
 }
 
 /// The work-queue metric families, registered once in a [`Registry`] and shared by any
