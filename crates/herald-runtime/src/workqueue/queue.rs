@@ -437,3 +437,67 @@ impl<K> Drop for ParkGuard<'_, K> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task_of<K>(q: &WorkQueue<K>) -> Option<JoinHandleState> {
+        q.shared
+            .lock()
+            .task
+            .as_ref()
+            .map(|t| JoinHandleState(t.is_finished()))
+    }
+
+    #[derive(Debug, PartialEq)]
+    struct JoinHandleState(bool);
+
+    #[tokio::test(start_paused = true)]
+    async fn superseded_deadlines_are_compacted() {
+        let q = WorkQueue::new();
+        for i in 0..10_000u64 {
+            q.add_after(i % 10, Duration::from_secs(100_000 - i));
+            let st = q.shared.lock();
+            assert!(
+                st.waiting.len() <= 2 * st.waiting_items + 64,
+                "heap {} for {} items",
+                st.waiting.len(),
+                st.waiting_items
+            );
+        }
+        assert_eq!(q.num_waiting(), 10);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn unmetered_queue_without_delays_starts_no_task() {
+        let q = WorkQueue::new();
+        q.add(1);
+        assert_eq!(q.get().await, Some(1));
+        q.done(&1);
+        assert_eq!(task_of(&q), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn background_task_ends_with_the_last_handle() {
+        let q = WorkQueue::new();
+        q.add_after(1, Duration::from_secs(60));
+        let task = q.shared.lock().task.take().unwrap();
+        // The task holds only a weak reference, so dropping the queue ends it.
+        drop(q);
+        tokio::time::timeout(Duration::from_millis(1), task)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn background_task_ends_at_shutdown() {
+        let mut registry = Registry::default();
+        let q: WorkQueue<u8> = WorkQueue::with_registry("t", &mut registry);
+        assert_eq!(task_of(&q), Some(JoinHandleState(false)));
+        q.shutdown();
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert_eq!(task_of(&q), Some(JoinHandleState(true)));
+    }
+}
