@@ -588,3 +588,64 @@ async fn rate_limiting_queue_backs_off_per_item() {
         "no failure recorded after shutdown"
     );
 }
+
+/// Real threads, no timers: every key's latest add is observed by a later processing round,
+/// and no key is ever held by two workers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_workers_observe_every_latest_add() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    const KEYS: usize = 500;
+    let q: WorkQueue<usize> = WorkQueue::new();
+    let versions: Arc<Vec<AtomicU64>> = Arc::new((0..KEYS).map(|_| AtomicU64::new(0)).collect());
+    let seen: Arc<Vec<AtomicU64>> = Arc::new((0..KEYS).map(|_| AtomicU64::new(0)).collect());
+    let busy: Arc<Vec<AtomicBool>> = Arc::new((0..KEYS).map(|_| AtomicBool::new(false)).collect());
+    let workers: Vec<_> = (0..4)
+        .map(|_| {
+            let (q, versions, seen, busy) =
+                (q.clone(), versions.clone(), seen.clone(), busy.clone());
+            tokio::spawn(async move {
+                while let Some(k) = q.get().await {
+                    assert!(!busy[k].swap(true, Ordering::SeqCst), "{k} held twice");
+                    let v = versions[k].load(Ordering::SeqCst);
+                    tokio::task::yield_now().await;
+                    seen[k].fetch_max(v, Ordering::SeqCst);
+                    busy[k].store(false, Ordering::SeqCst);
+                    q.done(&k);
+                }
+            })
+        })
+        .collect();
+    let producers: Vec<_> = (0..4)
+        .map(|p| {
+            let (q, versions) = (q.clone(), versions.clone());
+            tokio::spawn(async move {
+                for i in 0..20_000usize {
+                    let k = (i * 7 + p) % KEYS;
+                    versions[k].fetch_add(1, Ordering::SeqCst);
+                    q.add(k);
+                    if i % 64 == 0 {
+                        tokio::task::yield_now().await;
+                    }
+                }
+            })
+        })
+        .collect();
+    for p in producers {
+        p.await.unwrap();
+    }
+    // Every add has happened; wait for the queue to go idle, then drain.
+    while !(q.is_empty() && q.num_processing() == 0) {
+        tokio::task::yield_now().await;
+    }
+    q.shutdown_with_drain().await;
+    for w in workers {
+        w.await.unwrap();
+    }
+    for k in 0..KEYS {
+        assert_eq!(
+            seen[k].load(Ordering::SeqCst),
+            versions[k].load(Ordering::SeqCst),
+            "key {k} missed its latest add"
+        );
+    }
+}

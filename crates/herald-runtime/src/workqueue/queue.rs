@@ -273,8 +273,8 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
     /// nothing.
     pub fn done(&self, item: &K) {
         let now = self.metrics_now();
-        let mut st = self.shared.lock();
-        let st = &mut *st;
+        let mut guard = self.shared.lock();
+        let st = &mut *guard;
         let EntryRef::Occupied(mut o) = st.slots.entry_ref(item) else {
             return;
         };
@@ -304,6 +304,7 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
         }
         let wake_worker = requeued && st.parked > 0;
         let drained = st.draining && st.processing == 0 && st.owed == 0;
+        drop(guard);
         if wake_worker {
             self.shared.ready.notify_one();
         }
