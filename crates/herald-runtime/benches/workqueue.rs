@@ -4,6 +4,8 @@
 //!
 //! - `add_get_done/1_worker`: one task adds a batch of distinct keys, then takes and
 //!   finishes each (client-go's single-worker figure: 1.28 M items/s).
+//! - `add_get_done/1_worker_string_keys`: the same with `String` keys like
+//!   `default/pod-123` (includes the caller's clone of each key).
 //! - `add_get_done/producer_and_worker`: a producer task and a worker task on a
 //!   two-thread runtime, handing items over through the queue.
 //! - `rate_limited/exponential`: each item is added with `add_rate_limited` under the
@@ -37,6 +39,23 @@ fn add_get_done(c: &mut Criterion) {
                 for _ in 0..BATCH {
                     let i = q.get().await.unwrap();
                     q.done(black_box(&i));
+                }
+            })
+        })
+    });
+
+    // Typical controller keys ("namespace/name"); the queue clones each key once.
+    let keys: Vec<String> = (0..BATCH).map(|i| format!("default/pod-{i}")).collect();
+    let qs: WorkQueue<String> = WorkQueue::new();
+    g.bench_function("1_worker_string_keys", |b| {
+        b.iter(|| {
+            rt.block_on(async {
+                for k in &keys {
+                    qs.add(k.clone());
+                }
+                for _ in 0..BATCH {
+                    let k = qs.get().await.unwrap();
+                    qs.done(black_box(&k));
                 }
             })
         })
@@ -83,9 +102,8 @@ fn rate_limited(c: &mut Criterion) {
         .start_paused(true)
         .build()
         .unwrap();
-    let q: RateLimitingQueue<u64> = rt.block_on(async {
-        RateLimitingQueue::new(ItemExponentialRateLimiter::<u64>::default())
-    });
+    let q: RateLimitingQueue<u64> =
+        rt.block_on(async { RateLimitingQueue::new(ItemExponentialRateLimiter::<u64>::default()) });
     g.bench_function("exponential", |b| {
         b.iter(|| {
             rt.block_on(async {

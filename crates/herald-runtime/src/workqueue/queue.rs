@@ -3,6 +3,7 @@
 use std::fmt;
 use std::hash::Hash;
 use std::pin::pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -58,6 +59,8 @@ pub(super) struct Shared<K> {
     /// Wakes the background task (new earliest deadline, shutdown, last handle dropped).
     pub(super) wake: Arc<Notify>,
     pub(super) metrics: Option<QueueMetrics>,
+    /// Mirror of `State::shutting_down` for lock-free reads.
+    closed: AtomicBool,
 }
 
 impl<K> Drop for Shared<K> {
@@ -139,6 +142,7 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
                 drained: Notify::new(),
                 wake: Arc::new(Notify::new()),
                 metrics,
+                closed: AtomicBool::new(false),
             }),
         };
         if metered {
@@ -366,6 +370,7 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
     fn begin_shutdown(&self, drain: bool) {
         let mut st = self.shared.lock();
         st.shutting_down = true;
+        self.shared.closed.store(true, Ordering::Release);
         st.draining = drain;
         st.discard_waiting();
         drop(st);
@@ -376,7 +381,7 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
     /// Whether [`shutdown`](Self::shutdown) or
     /// [`shutdown_with_drain`](Self::shutdown_with_drain) has been called.
     pub fn is_shutting_down(&self) -> bool {
-        self.shared.lock().shutting_down
+        self.shared.closed.load(Ordering::Acquire)
     }
 
     /// Starts the background task if it is not running and a tokio runtime is current.
