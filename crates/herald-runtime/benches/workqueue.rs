@@ -4,6 +4,7 @@
 //!
 //! - `add_get_done/1_worker`: one task adds a batch of distinct keys, then takes and
 //!   finishes each (client-go's single-worker figure: 1.28 M items/s).
+//! - `add_get_done/1_worker_metered`: the same with Prometheus metrics on.
 //! - `add_get_done/1_worker_string_keys`: the same with `String` keys like
 //!   `default/pod-123` (includes the caller's clone of each key).
 //! - `add_get_done/producer_and_worker`: a producer task and a worker task on a
@@ -39,6 +40,24 @@ fn add_get_done(c: &mut Criterion) {
                 for _ in 0..BATCH {
                     let i = q.get().await.unwrap();
                     q.done(black_box(&i));
+                }
+            })
+        })
+    });
+
+    // The same with metrics on (clock reads and metric updates per operation).
+    let mut registry = prometheus_client::registry::Registry::default();
+    let qm: WorkQueue<u64> =
+        rt.block_on(async { WorkQueue::with_registry("bench", &mut registry) });
+    g.bench_function("1_worker_metered", |b| {
+        b.iter(|| {
+            rt.block_on(async {
+                for i in 0..BATCH {
+                    qm.add(i);
+                }
+                for _ in 0..BATCH {
+                    let i = qm.get().await.unwrap();
+                    qm.done(black_box(&i));
                 }
             })
         })
