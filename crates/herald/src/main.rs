@@ -1,13 +1,195 @@
 //! The `herald` command line.
 
-use clap::Parser;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand, ValueEnum};
+use herald_server::server::{Server, ServerConfig, StoreKind};
 
 /// Herald: the Kubernetes event system.
 #[derive(Debug, Parser)]
-#[command(name = "herald", version, about)]
-enum Cli {}
+#[command(name = "herald", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
 
-fn main() -> anyhow::Result<()> {
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the Kubernetes-compatible event store.
+    ///
+    /// kubectl, kube-rs and client-go talk to it unchanged. By default events are kept in
+    /// SQLite under ./herald-data and every write is durable before it is acknowledged.
+    #[command(after_help = "Examples:\n  herald serve\n  herald serve --listen 127.0.0.1:7443 --data /var/lib/herald\n  herald serve --store memory --event-ttl 10m\n\nThen: herald kubeconfig > herald.kubeconfig && kubectl --kubeconfig herald.kubeconfig get events -A")]
+    Serve(ServeArgs),
+    /// Print a kubeconfig that points kubectl at a herald server.
+    #[command(after_help = "Example:\n  herald kubeconfig > herald.kubeconfig\n  kubectl --kubeconfig herald.kubeconfig get events -A")]
+    Kubeconfig(KubeconfigArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Store {
+    /// SQLite files under --data (durable).
+    Sqlite,
+    /// Process memory (lost at exit; for throwaway runs and tests).
+    Memory,
+}
+
+#[derive(Debug, clap::Args)]
+struct ServeArgs {
+    /// Address to listen on (port 0 picks a free port; the chosen address is printed).
+    #[arg(long, default_value = "127.0.0.1:6443", env = "HERALD_LISTEN")]
+    listen: SocketAddr,
+    /// Directory for the SQLite store (created if missing).
+    #[arg(long, default_value = "herald-data", env = "HERALD_DATA")]
+    data: PathBuf,
+    /// Where events are stored.
+    #[arg(long, value_enum, default_value_t = Store::Sqlite)]
+    store: Store,
+    /// How long an event lives after its last write, e.g. 1h, 30m, 90s ("0" keeps events forever).
+    #[arg(long, default_value = "1h", value_parser = parse_duration)]
+    event_ttl: Duration,
+}
+
+#[derive(Debug, clap::Args)]
+struct KubeconfigArgs {
+    /// The server's URL.
+    #[arg(long, default_value = "http://127.0.0.1:6443")]
+    server: String,
+    /// Name of the cluster, user and context in the kubeconfig.
+    #[arg(long, default_value = "herald")]
+    name: String,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let d: jiff::SignedDuration = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration; use a value like 1h, 30m or 90s"))?;
+    Duration::try_from(d).map_err(|_| format!("{s:?} must not be negative"))
+}
+
+fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli {}
+    let result = match cli.command {
+        Command::Serve(args) => serve(args),
+        Command::Kubeconfig(args) => {
+            print!("{}", kubeconfig(&args));
+            Ok(())
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("herald: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let store = match args.store {
+            Store::Memory => StoreKind::Memory,
+            Store::Sqlite => StoreKind::Sqlite {
+                dir: args.data.clone(),
+            },
+        };
+        let config = ServerConfig {
+            store: store.clone(),
+            listen: args.listen,
+            event_ttl: (!args.event_ttl.is_zero()).then_some(args.event_ttl),
+            ..ServerConfig::default()
+        };
+        let server = Server::start(config).await.with_context(|| match &store {
+            StoreKind::Sqlite { dir } => format!(
+                "cannot serve on {} with the store in {}",
+                args.listen,
+                dir.display()
+            ),
+            StoreKind::Memory => format!("cannot serve on {}", args.listen),
+        })?;
+        let where_ = match &store {
+            StoreKind::Sqlite { dir } => format!("sqlite in {}", dir.display()),
+            StoreKind::Memory => "memory (lost at exit)".to_string(),
+        };
+        println!("herald-server listening on {} (store: {where_})", server.url());
+        println!(
+            "try: herald kubeconfig --server {} > herald.kubeconfig && kubectl --kubeconfig herald.kubeconfig get events -A",
+            server.url()
+        );
+        let token = server.shutdown_token();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("herald: shutting down");
+                token.cancel();
+            }
+        });
+        server.wait().await.context("serving")
+    })
+}
+
+fn kubeconfig(args: &KubeconfigArgs) -> String {
+    let name = &args.name;
+    let server = &args.server;
+    format!(
+        "apiVersion: v1
+kind: Config
+clusters:
+- name: {name}
+  cluster:
+    server: {server}
+users:
+- name: {name}
+  user: {{}}
+contexts:
+- name: {name}
+  context:
+    cluster: {name}
+    user: {name}
+current-context: {name}
+"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert!(parse_duration("soon").unwrap_err().contains("1h, 30m or 90s"));
+    }
+
+    #[test]
+    fn kubeconfig_points_at_the_server() {
+        let k = kubeconfig(&KubeconfigArgs {
+            server: "http://127.0.0.1:7443".into(),
+            name: "h".into(),
+        });
+        assert!(k.contains("server: http://127.0.0.1:7443"));
+        assert!(k.contains("current-context: h"));
+    }
+
+    #[test]
+    fn cli_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
 }
