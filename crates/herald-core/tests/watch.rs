@@ -451,3 +451,12 @@ async fn watcher_ids_count_up() {
     assert_eq!(ids, vec![0, 1, 2]);
     b.shutdown().await;
 }
+
+#[test]
+fn handles_are_send_and_sync() {
+    fn send_sync<X: Send + Sync>() {}
+    fn send<X: Send>() {}
+    send_sync::<Broadcaster<Arc<String>>>();
+    send::<Watcher<Arc<String>>>();
+    send_sync::<herald_core::watch::WatchStopper<u8>>();
+}
