@@ -298,7 +298,19 @@ impl<T: Clone + Send + 'static> Shared<T> {
         fence(Ordering::SeqCst);
         loop {
             if self.pending.swap(false, Ordering::SeqCst) {
-                self.run(&mut self.lock_dist());
+                let step = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    self.run(&mut self.lock_dist())
+                }));
+                if step.is_err() {
+                    // Only `T::clone` can panic here. Rather than leave accepted items
+                    // stranded with no distributor, hand the work to the callers, where a
+                    // repeated panic is at least visible to whoever caused it.
+                    self.threaded.store(false, Ordering::SeqCst);
+                    // Requests that arrived before the switch went to this thread: serve
+                    // them (and anything stalled) once more, now as a caller.
+                    self.run_in_caller();
+                    return;
+                }
                 if self.is_finished() {
                     return;
                 }
