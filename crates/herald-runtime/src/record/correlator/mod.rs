@@ -317,6 +317,7 @@ impl EventCorrelator {
     }
 
     /// The spam decision for `event` (second clock read).
+    #[inline]
     fn spam_check(&mut self, event: &Event) -> (bool, u64) {
         self.spam_key.clear();
         (self.spam_key_func)(event, &mut KeyBuilder::new(&mut self.spam_key));
@@ -331,6 +332,7 @@ impl EventCorrelator {
         (decision.accepted, hash)
     }
 
+    #[inline]
     fn plain_path(&mut self, mut event: Event) -> Result<CorrelateResult, CorrelateError> {
         self.dedup_key.clear();
         self.dedup_key.push(TAG_EVENT);
@@ -413,6 +415,7 @@ impl EventCorrelator {
         })
     }
 
+    #[inline]
     fn aggregator_path(
         &mut self,
         mut input: Event,
