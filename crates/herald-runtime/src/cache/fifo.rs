@@ -184,6 +184,22 @@ impl<K> RealFifo<K> {
         }
     }
 
+    /// Waits until a delta is queued, the queue is closed, or [`has_synced`](Self::has_synced)
+    /// differs from `synced_seen` (an empty first relist syncs without queueing anything).
+    pub async fn wait_readable(&self, synced_seen: bool) {
+        loop {
+            let notified = self.readable.notified();
+            {
+                let st = self.lock();
+                let synced = st.populated && st.initial_population_count == 0;
+                if !st.items.is_empty() || st.closed || synced != synced_seen {
+                    return;
+                }
+            }
+            notified.await;
+        }
+    }
+
     /// Takes the oldest delta if there is one.
     pub fn try_pop(&self) -> Option<Popped<'_, K>> {
         let mut st = self.lock();

@@ -417,20 +417,36 @@ where
 
     async fn process_loop(&self, fifo: &RealFifo<K>) {
         let mut synced = false;
-        while let Some(popped) = fifo.pop().await {
-            {
-                let st = self.shared.lock();
-                self.apply(&st.listeners, popped.delta(), popped.is_in_initial_list());
-            }
-            drop(popped);
-            if !synced && fifo.has_synced() {
-                synced = true;
-                self.shared.synced.send_replace(SyncState::Synced);
-                for l in &self.shared.lock().listeners {
-                    l.synced_notify().notify_waiters();
+        loop {
+            while let Some(popped) = fifo.try_pop() {
+                {
+                    let st = self.shared.lock();
+                    self.apply(&st.listeners, popped.delta(), popped.is_in_initial_list());
+                }
+                drop(popped);
+                if !synced {
+                    synced = self.check_synced(fifo);
                 }
             }
+            if !synced {
+                synced = self.check_synced(fifo);
+            }
+            if fifo.is_closed() && fifo.is_empty() {
+                return;
+            }
+            fifo.wait_readable(synced).await;
         }
+    }
+
+    fn check_synced(&self, fifo: &RealFifo<K>) -> bool {
+        if !fifo.has_synced() {
+            return false;
+        }
+        self.shared.synced.send_replace(SyncState::Synced);
+        for l in &self.shared.lock().listeners {
+            l.synced_notify().notify_waiters();
+        }
+        true
     }
 
     /// Applies one delta to the cache, then hands the notification to the handlers.
