@@ -478,15 +478,18 @@ async fn stalled_handler_stays_bounded_under_a_million_updates_while_another_kee
     let final_rv = |k: usize| (UPDATES - KEYS + k + 2).to_string();
     let caught_up = |l: &Latest| {
         let s = l.state.lock().unwrap();
-        s.len() == KEYS && (0..KEYS).all(|k| s.get(&format!("k{k}")) == Some(&final_rv(k)))
+        s.len() == KEYS && (0..KEYS).all(|k| s.get(&format!("ns/k{k}")) == Some(&final_rv(k)))
     };
-    assert!(eventually(100_000, || caught_up(&fast)).await, "fast handler fell behind");
+    let ok = eventually(100_000, || caught_up(&fast)).await;
+    assert!(ok, "fast handler fell behind: {} keys, {:?} {:?} rv {} lists {} watches {}",
+        fast.state.lock().unwrap().len(), fast_reg.stats(), stalled_reg.stats(),
+        inf.last_sync_resource_version(), lw.lists().len(), lw.watches().len());
     assert!(fast_reg.has_synced());
     // The stalled handler is still inside its first call; everything else coalesced.
     let s = stalled_reg.stats();
     assert!(s.max_pending <= KEYS, "{s:?}");
     assert!(s.pending <= KEYS, "{s:?}");
-    assert!(s.coalesced as usize >= UPDATES, "{s:?}");
+    assert!(s.coalesced as usize >= UPDATES - KEYS, "{s:?}");
     assert_eq!(stalled.calls.load(std::sync::atomic::Ordering::Relaxed), 1);
     assert!(!stalled_reg.has_synced());
 
