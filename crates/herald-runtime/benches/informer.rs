@@ -35,7 +35,10 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+        LIVE.fetch_add(
+            new_size as isize - layout.size() as isize,
+            Ordering::Relaxed,
+        );
         unsafe { System.realloc(ptr, layout, new_size) }
     }
 }
@@ -48,7 +51,9 @@ const PAGE: usize = 500;
 
 /// A typical Warning event as kube-apiserver stores it.
 fn event(i: usize) -> Event {
-    let ts: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().unwrap_or(jiff::Timestamp::UNIX_EPOCH);
+    let ts: jiff::Timestamp = "2026-01-01T00:00:00Z"
+        .parse()
+        .unwrap_or(jiff::Timestamp::UNIX_EPOCH);
     let mut e = Event::default();
     e.metadata.name = Some(format!("web-{i}.18a0c3b5d7e1f{i:05x}"));
     e.metadata.namespace = Some(format!("team-{}", i % 50));
@@ -160,7 +165,7 @@ fn memory_per_object(rt: &tokio::runtime::Runtime) {
     let per = (after - before) as f64 / N as f64;
     eprintln!(
         "informer memory: {per:.0} bytes per cached Event (live heap after sync, counting \
-         allocator; includes the object, its Arc, the key and both indexes); serialized JSON \
+         allocator; includes the object, its Arc, its key and the namespace index); serialized JSON \
          {:.0} bytes per Event",
         json as f64 / N as f64
     );

@@ -7,9 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use cache_support::*;
-use herald_runtime::cache::{
-    DeletedObject, Delta, DeltaType, Indexer, RealFifo, RealFifoOptions,
-};
+use herald_runtime::cache::{DeletedObject, Delta, DeltaType, Indexer, RealFifo, RealFifoOptions};
 use k8s_openapi::api::core::v1::ConfigMap;
 
 fn fifo() -> RealFifo<ConfigMap> {
@@ -57,7 +55,11 @@ fn add_update_delete_are_separate_items() {
     f.delete(cm("", "foo", "15"));
     assert_eq!(
         drain(&f),
-        vec![d(Added, "foo", "10", false), d(Updated, "foo", "12", false), d(Deleted, "foo", "15", false)]
+        vec![
+            d(Added, "foo", "10", false),
+            d(Updated, "foo", "12", false),
+            d(Deleted, "foo", "15", false)
+        ]
     );
     assert!(f.is_empty());
 }
@@ -91,7 +93,13 @@ fn add_then_replace_keeps_both() {
     let f = fifo();
     f.add(cm("", "foo", "10"));
     f.replace(vec![cm("", "foo", "15")], "15");
-    assert_eq!(drain(&f), vec![d(Added, "foo", "10", false), d(Replaced, "foo", "15", false)]);
+    assert_eq!(
+        drain(&f),
+        vec![
+            d(Added, "foo", "10", false),
+            d(Replaced, "foo", "15", false)
+        ]
+    );
 }
 
 #[test]
@@ -99,7 +107,13 @@ fn replace_with_delete_delta_in_queue() {
     let f = fifo_known(&[cm("", "foo", "1")]);
     f.delete(cm("", "foo", "1"));
     f.replace(vec![cm("", "foo", "2")], "2");
-    assert_eq!(drain(&f), vec![d(Deleted, "foo", "1", false), d(Replaced, "foo", "2", false)]);
+    assert_eq!(
+        drain(&f),
+        vec![
+            d(Deleted, "foo", "1", false),
+            d(Replaced, "foo", "2", false)
+        ]
+    );
 }
 
 #[test]
@@ -112,7 +126,10 @@ fn replace_makes_deletions_for_objects_only_in_queue() {
         let f = mk();
         f.add(o());
         f.replace(vec![], "");
-        assert_eq!(drain(&f), vec![d(Added, "foo", "5", false), d(Deleted, "foo", "5", true)]);
+        assert_eq!(
+            drain(&f),
+            vec![d(Added, "foo", "5", false), d(Deleted, "foo", "5", true)]
+        );
 
         let f = mk();
         f.add(o());
@@ -120,14 +137,21 @@ fn replace_makes_deletions_for_objects_only_in_queue() {
         f.replace(vec![], "");
         assert_eq!(
             drain(&f),
-            vec![d(Added, "foo", "5", false), d(Replaced, "foo", "5", false), d(Deleted, "foo", "5", true)]
+            vec![
+                d(Added, "foo", "5", false),
+                d(Replaced, "foo", "5", false),
+                d(Deleted, "foo", "5", true)
+            ]
         );
 
         let f = mk();
         f.add(o());
         f.delete(o());
         f.replace(vec![], "");
-        assert_eq!(drain(&f), vec![d(Added, "foo", "5", false), d(Deleted, "foo", "5", false)]);
+        assert_eq!(
+            drain(&f),
+            vec![d(Added, "foo", "5", false), d(Deleted, "foo", "5", false)]
+        );
 
         let f = mk();
         f.add(o());
@@ -148,7 +172,10 @@ fn replace_makes_deletions_for_objects_only_in_queue() {
         f.add(o());
         f.replace(vec![], "");
         f.replace(vec![], "");
-        assert_eq!(drain(&f), vec![d(Added, "foo", "5", false), d(Deleted, "foo", "5", true)]);
+        assert_eq!(
+            drain(&f),
+            vec![d(Added, "foo", "5", false), d(Deleted, "foo", "5", true)]
+        );
 
         let f = mk();
         f.add(o());
@@ -176,7 +203,11 @@ fn replace_tombstones_known_objects_missing_from_the_list() {
     f.replace(vec![cm("", "foo", "5")], "11");
     assert_eq!(
         drain(&f),
-        vec![d(Deleted, "baz", "10", false), d(Deleted, "bar", "6", true), d(Replaced, "foo", "5", false)]
+        vec![
+            d(Deleted, "baz", "10", false),
+            d(Deleted, "bar", "6", true),
+            d(Replaced, "foo", "5", false)
+        ]
     );
     // A queued add that vanished: the tombstone carries the latest queued object.
     let f = fifo_known(&known);
@@ -215,7 +246,10 @@ fn has_synced_table() {
     assert!(!f.has_synced());
     let p = f.try_pop().unwrap();
     assert!(p.is_in_initial_list());
-    assert!(!f.has_synced(), "not synced while the last initial item is being processed");
+    assert!(
+        !f.has_synced(),
+        "not synced while the last initial item is being processed"
+    );
     drop(p);
     assert!(f.has_synced());
 
@@ -278,13 +312,14 @@ fn transform_runs_once_per_incoming_object_never_on_tombstones() {
     let all: Vec<_> = std::iter::from_fn(|| f.try_pop().map(|p| p.delta().clone())).collect();
     // foo: added, updated, tombstone (carrying the transformed object); bar: replaced.
     assert_eq!(all.len(), 4);
-    assert!(all.iter().all(|d| d
-        .object()
-        .unwrap()
-        .metadata
-        .annotations
-        .as_ref()
-        .is_some_and(|a| a.contains_key("t"))));
+    assert!(all.iter().all(|d| {
+        d.object()
+            .unwrap()
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key("t"))
+    }));
     assert_eq!(calls.load(Ordering::SeqCst), 3);
 }
 

@@ -67,14 +67,19 @@ impl EventHandler<ConfigMap> for Rec {
     async fn on_add(&self, obj: Arc<ConfigMap>, initial: bool) {
         self.pass().await;
         let tag = if initial { " initial" } else { "" };
-        self.log.lock().unwrap().push(format!("add {}{tag}", desc(&obj)));
-    }
-    async fn on_update(&self, old: Arc<ConfigMap>, new: Arc<ConfigMap>) {
-        self.pass().await;
         self.log
             .lock()
             .unwrap()
-            .push(format!("update {} {}->{}", object_key(new.as_ref()), rv_of(&old), rv_of(&new)));
+            .push(format!("add {}{tag}", desc(&obj)));
+    }
+    async fn on_update(&self, old: Arc<ConfigMap>, new: Arc<ConfigMap>) {
+        self.pass().await;
+        self.log.lock().unwrap().push(format!(
+            "update {} {}->{}",
+            object_key(new.as_ref()),
+            rv_of(&old),
+            rv_of(&new)
+        ));
     }
     async fn on_delete(&self, obj: DeletedObject<ConfigMap>) {
         self.pass().await;
@@ -90,7 +95,12 @@ impl EventHandler<ConfigMap> for Rec {
     }
 }
 
-fn spawn(inf: &SharedInformer<ConfigMap>) -> (CancellationToken, tokio::task::JoinHandle<Result<(), InformerError>>) {
+fn spawn(
+    inf: &SharedInformer<ConfigMap>,
+) -> (
+    CancellationToken,
+    tokio::task::JoinHandle<Result<(), InformerError>>,
+) {
     let token = CancellationToken::new();
     let task = inf.spawn(token.clone());
     (token, task)
@@ -116,7 +126,11 @@ async fn initial_list_then_watch_events_reach_handlers_in_order() {
     let (token, task) = spawn(&inf);
     assert!(inf.wait_for_cache_sync().await);
     assert!(reg.wait_synced().await);
-    assert!(eventually(1000, || rec.len() == 5).await, "{:?}", rec.lines());
+    assert!(
+        eventually(1000, || rec.len() == 5).await,
+        "{:?}",
+        rec.lines()
+    );
     assert_eq!(
         rec.lines(),
         vec![
@@ -141,7 +155,11 @@ async fn initial_list_then_watch_events_reach_handlers_in_order() {
 async fn late_handler_gets_snapshot_first_and_syncs_only_after_processing_it() {
     let lw = FakeLw::new();
     lw.push_page(vec![cm("ns", "a", "1"), cm("ns", "b", "1")], "10", None);
-    lw.push_watch(vec![Step::Sleep(Duration::from_secs(60)), modified(cm("ns", "a", "11")), Step::Hang]);
+    lw.push_watch(vec![
+        Step::Sleep(Duration::from_secs(60)),
+        modified(cm("ns", "a", "11")),
+        Step::Hang,
+    ]);
     let inf = SharedInformer::new(lw.clone(), config());
     let (token, task) = spawn(&inf);
     assert!(inf.wait_for_cache_sync().await);
@@ -207,9 +225,12 @@ async fn each_handler_resyncs_on_its_own_period() {
     };
     let inf = SharedInformer::new(lw.clone(), cfg);
     let (r0, r2, r3) = (Rec::default(), Rec::default(), Rec::default());
-    inf.add_event_handler_with_resync(r0.clone(), Duration::ZERO).unwrap();
-    inf.add_event_handler_with_resync(r2.clone(), Duration::from_secs(2)).unwrap();
-    inf.add_event_handler_with_resync(r3.clone(), Duration::from_secs(3)).unwrap();
+    inf.add_event_handler_with_resync(r0.clone(), Duration::ZERO)
+        .unwrap();
+    inf.add_event_handler_with_resync(r2.clone(), Duration::from_secs(2))
+        .unwrap();
+    inf.add_event_handler_with_resync(r3.clone(), Duration::from_secs(3))
+        .unwrap();
     let (token, task) = spawn(&inf);
     assert!(inf.wait_for_cache_sync().await);
     tokio::time::sleep(Duration::from_millis(2500)).await;
@@ -235,7 +256,10 @@ async fn resync_periods_lower_the_check_period_before_start_and_are_raised_after
     let secs = |s| Duration::from_secs(s);
     let regs: Vec<_> = [0, 60, 55, 5]
         .into_iter()
-        .map(|s| inf.add_event_handler_with_resync(Rec::default(), secs(s)).unwrap())
+        .map(|s| {
+            inf.add_event_handler_with_resync(Rec::default(), secs(s))
+                .unwrap()
+        })
         .collect();
     let got: Vec<Duration> = regs.iter().map(|r| r.resync_period()).collect();
     assert_eq!(got, vec![secs(0), secs(60), secs(55), secs(5)]);
@@ -245,7 +269,9 @@ async fn resync_periods_lower_the_check_period_before_start_and_are_raised_after
     assert_eq!(tiny.resync_period(), secs(1), "raised to the 1 s minimum");
     let (token, task) = spawn(&inf);
     assert!(inf.wait_for_cache_sync().await);
-    let late = inf.add_event_handler_with_resync(Rec::default(), secs(2)).unwrap();
+    let late = inf
+        .add_event_handler_with_resync(Rec::default(), secs(2))
+        .unwrap();
     assert_eq!(late.resync_period(), secs(2).max(secs(1)));
     token.cancel();
     task.await.unwrap().unwrap();
@@ -254,17 +280,37 @@ async fn resync_periods_lower_the_check_period_before_start_and_are_raised_after
 #[tokio::test(start_paused = true)]
 async fn relist_after_watch_disruption_updates_and_tombstones() {
     let lw = FakeLw::new();
-    lw.push_page(vec![cm("ns", "p1", "1"), cm("ns", "p2", "1"), cm("ns", "p4", "1")], "10", None);
-    lw.push_watch(vec![Step::Sleep(Duration::from_secs(2)), Step::Err(expired())]);
+    lw.push_page(
+        vec![
+            cm("ns", "p1", "1"),
+            cm("ns", "p2", "1"),
+            cm("ns", "p4", "1"),
+        ],
+        "10",
+        None,
+    );
+    lw.push_watch(vec![
+        Step::Sleep(Duration::from_secs(2)),
+        Step::Err(expired()),
+    ]);
     // Relist: p2 changed, p3 new, p4 gone (its delete was missed).
-    lw.push_page(vec![cm("ns", "p1", "1"), cm("ns", "p2", "5"), cm("ns", "p3", "5")], "20", None);
+    lw.push_page(
+        vec![
+            cm("ns", "p1", "1"),
+            cm("ns", "p2", "5"),
+            cm("ns", "p3", "5"),
+        ],
+        "20",
+        None,
+    );
     let cfg = InformerConfig {
         resync_period: Duration::from_secs(3600),
         ..config()
     };
     let inf = SharedInformer::new(lw.clone(), cfg);
     let (plain, resyncing) = (Rec::default(), Rec::default());
-    inf.add_event_handler_with_resync(plain.clone(), Duration::ZERO).unwrap();
+    inf.add_event_handler_with_resync(plain.clone(), Duration::ZERO)
+        .unwrap();
     inf.add_event_handler(resyncing.clone()).unwrap();
     let (token, task) = spawn(&inf);
     assert!(eventually(10_000, || lw.lists().len() == 2 && plain.len() == 6).await);
@@ -276,7 +322,12 @@ async fn relist_after_watch_disruption_updates_and_tombstones() {
     // A handler that asked for resyncs also hears about unchanged relisted objects.
     assert_eq!(
         resyncing.lines()[3..],
-        ["delete? ns/p4@1", "update ns/p1 1->1", "update ns/p2 1->5", "add ns/p3@5"]
+        [
+            "delete? ns/p4@1",
+            "update ns/p1 1->1",
+            "update ns/p2 1->5",
+            "add ns/p3@5"
+        ]
     );
     let mut keys = inf.indexer().list_keys();
     keys.sort();
@@ -305,9 +356,12 @@ async fn transform_and_watch_error_hook_and_lifecycle_errors() {
     let s2 = seen.clone();
     inf.add_event_handler(herald_runtime::cache::HandlerFns::new().on_add(
         move |o: Arc<ConfigMap>, _| {
-            s2.lock()
-                .unwrap()
-                .push(o.metadata.annotations.as_ref().is_some_and(|a| a.contains_key("trimmed")));
+            s2.lock().unwrap().push(
+                o.metadata
+                    .annotations
+                    .as_ref()
+                    .is_some_and(|a| a.contains_key("trimmed")),
+            );
         },
     ))
     .unwrap();
@@ -316,10 +370,23 @@ async fn transform_and_watch_error_hook_and_lifecycle_errors() {
     assert!(eventually(100, || seen.lock().unwrap().len() == 1).await);
     assert_eq!(*seen.lock().unwrap(), vec![true]);
     let cached = inf.indexer().get_by_key("ns/a").unwrap();
-    assert!(cached.metadata.annotations.as_ref().unwrap().contains_key("trimmed"));
-    assert!(matches!(errors.lock().unwrap()[0], ListWatchError::Internal(_)));
+    assert!(
+        cached
+            .metadata
+            .annotations
+            .as_ref()
+            .unwrap()
+            .contains_key("trimmed")
+    );
+    assert!(matches!(
+        errors.lock().unwrap()[0],
+        ListWatchError::Internal(_)
+    ));
     assert_eq!(inf.set_transform(|c| c), Err(InformerError::AlreadyStarted));
-    assert_eq!(inf.run(CancellationToken::new()).await, Err(InformerError::AlreadyStarted));
+    assert_eq!(
+        inf.run(CancellationToken::new()).await,
+        Err(InformerError::AlreadyStarted)
+    );
     token.cancel();
     task.await.unwrap().unwrap();
     let err = inf.add_event_handler(Rec::default()).unwrap_err();
@@ -382,7 +449,7 @@ async fn slow_handler_buffer_coalesces_by_key_with_documented_rules() {
         modified(cm("ns", "y", "8")),
         deleted(cm("ns", "y", "9")), // initial add + update + delete = nothing
         deleted(cm("ns", "x", "11")), // update + delete = delete
-        added(cm("ns", "x", "12")),   // delete + add = both
+        added(cm("ns", "x", "12")),  // delete + add = both
         Step::Hang,
     ]);
     let inf = SharedInformer::new(lw.clone(), config());
@@ -411,14 +478,22 @@ async fn slow_handler_buffer_coalesces_by_key_with_documented_rules() {
     // In flight: the initial add of x. Pending: y (collapsed placeholder), a, b (collapsed), x.
     let stats = reg.stats();
     assert_eq!(stats.pending, 4, "{stats:?}");
-    assert!(!reg.has_synced(), "the initial add of x is still in the handler");
+    assert!(
+        !reg.has_synced(),
+        "the initial add of x is still in the handler"
+    );
     gate.send(true).unwrap();
     assert!(reg.wait_synced().await);
     assert!(eventually(100, || slow.len() == 4).await);
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(
         slow.lines(),
-        vec!["add ns/x@1 initial", "add ns/a@3", "delete ns/x@11", "add ns/x@12"]
+        vec![
+            "add ns/x@1 initial",
+            "add ns/a@3",
+            "delete ns/x@11",
+            "add ns/x@12"
+        ]
     );
     assert_eq!(reg.stats().pending, 0);
     token.cancel();
@@ -435,7 +510,8 @@ struct Latest {
 
 impl Latest {
     async fn pass(&self) {
-        self.calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if let Some(g) = &self.gate {
             let mut g = g.clone();
             let _ = g.wait_for(|open| *open).await;
@@ -446,11 +522,17 @@ impl Latest {
 impl EventHandler<ConfigMap> for Latest {
     async fn on_add(&self, obj: Arc<ConfigMap>, _initial: bool) {
         self.pass().await;
-        self.state.lock().unwrap().insert(object_key(obj.as_ref()), rv_of(&obj));
+        self.state
+            .lock()
+            .unwrap()
+            .insert(object_key(obj.as_ref()), rv_of(&obj));
     }
     async fn on_update(&self, _old: Arc<ConfigMap>, new: Arc<ConfigMap>) {
         self.pass().await;
-        self.state.lock().unwrap().insert(object_key(new.as_ref()), rv_of(&new));
+        self.state
+            .lock()
+            .unwrap()
+            .insert(object_key(new.as_ref()), rv_of(&new));
     }
 }
 
@@ -459,9 +541,19 @@ async fn stalled_handler_stays_bounded_under_a_million_updates_while_another_kee
     const KEYS: usize = 10_000;
     const UPDATES: usize = 1_000_000;
     let lw = FakeLw::new();
-    lw.push_page((0..KEYS).map(|k| cm("ns", &format!("k{k}"), "1")).collect(), "1", None);
+    lw.push_page(
+        (0..KEYS).map(|k| cm("ns", &format!("k{k}"), "1")).collect(),
+        "1",
+        None,
+    );
     let stream = futures::stream::iter(0..UPDATES)
-        .map(|i| Ok(WatchEvent::Modified(cm("ns", &format!("k{}", i % KEYS), &(i + 2).to_string()))))
+        .map(|i| {
+            Ok(WatchEvent::Modified(cm(
+                "ns",
+                &format!("k{}", i % KEYS),
+                &(i + 2).to_string(),
+            )))
+        })
         .boxed();
     lw.push_watch_stream(stream);
     let inf = SharedInformer::new(lw.clone(), config());
@@ -481,9 +573,16 @@ async fn stalled_handler_stays_bounded_under_a_million_updates_while_another_kee
         s.len() == KEYS && (0..KEYS).all(|k| s.get(&format!("ns/k{k}")) == Some(&final_rv(k)))
     };
     let ok = eventually(100_000, || caught_up(&fast)).await;
-    assert!(ok, "fast handler fell behind: {} keys, {:?} {:?} rv {} lists {} watches {}",
-        fast.state.lock().unwrap().len(), fast_reg.stats(), stalled_reg.stats(),
-        inf.last_sync_resource_version(), lw.lists().len(), lw.watches().len());
+    assert!(
+        ok,
+        "fast handler fell behind: {} keys, {:?} {:?} rv {} lists {} watches {}",
+        fast.state.lock().unwrap().len(),
+        fast_reg.stats(),
+        stalled_reg.stats(),
+        inf.last_sync_resource_version(),
+        lw.lists().len(),
+        lw.watches().len()
+    );
     assert!(fast_reg.has_synced());
     // The stalled handler is still inside its first call; everything else coalesced.
     let s = stalled_reg.stats();
@@ -494,7 +593,10 @@ async fn stalled_handler_stays_bounded_under_a_million_updates_while_another_kee
     assert!(!stalled_reg.has_synced());
 
     tx.send(true).unwrap();
-    assert!(eventually(100_000, || caught_up(&stalled)).await, "stalled handler never caught up");
+    assert!(
+        eventually(100_000, || caught_up(&stalled)).await,
+        "stalled handler never caught up"
+    );
     assert!(stalled_reg.wait_synced().await);
     // At most one call per key after the release, plus the one that was stuck.
     assert!(stalled.calls.load(std::sync::atomic::Ordering::Relaxed) as usize <= KEYS + 1);

@@ -36,7 +36,12 @@ type Errors = Arc<Mutex<Vec<ListWatchError>>>;
 fn start(
     lw: &FakeLw,
     cfg: ReflectorConfig,
-) -> (Indexer<ConfigMap>, CancellationToken, Errors, tokio::task::JoinHandle<()>) {
+) -> (
+    Indexer<ConfigMap>,
+    CancellationToken,
+    Errors,
+    tokio::task::JoinHandle<()>,
+) {
     let store: Indexer<ConfigMap> = Indexer::new();
     let errors: Errors = Arc::default();
     let e2 = errors.clone();
@@ -68,13 +73,20 @@ async fn first_list_at_zero_paginated_then_watch_from_list_rv() {
     assert_eq!(lists.len(), 1);
     assert_eq!(lists[0].resource_version, "0");
     assert_eq!(lists[0].limit, Some(500));
-    assert_eq!(lists[0].resource_version_match, None::<ResourceVersionMatch>);
+    assert_eq!(
+        lists[0].resource_version_match,
+        None::<ResourceVersionMatch>
+    );
     let watches = lw.watches();
     assert_eq!(watches.len(), 1);
     assert_eq!(watches[0].resource_version, "5");
     assert!(watches[0].allow_bookmarks);
     assert!(!watches[0].send_initial_events);
-    assert!((300..600).contains(&watches[0].timeout_seconds), "{}", watches[0].timeout_seconds);
+    assert!(
+        (300..600).contains(&watches[0].timeout_seconds),
+        "{}",
+        watches[0].timeout_seconds
+    );
     assert_eq!(store.last_sync_resource_version(), "6");
     token.cancel();
     task.await.unwrap();
@@ -119,7 +131,10 @@ async fn relist_after_410_mid_watch_uses_last_synced_rv_unpaginated() {
     assert_eq!(lw.lists()[1].limit, None);
     assert_eq!(names(&store), vec!["a@12", "b@12"]);
     assert_eq!(lw.watches()[1].resource_version, "12");
-    assert!(matches!(errors.lock().unwrap()[0], ListWatchError::Expired(_)));
+    assert!(matches!(
+        errors.lock().unwrap()[0],
+        ListWatchError::Expired(_)
+    ));
     token.cancel();
     task.await.unwrap();
 }
@@ -128,7 +143,10 @@ async fn relist_after_410_mid_watch_uses_last_synced_rv_unpaginated() {
 async fn expired_list_rv_retries_at_once_with_quorum_read() {
     let lw = FakeLw::new();
     lw.push_page(vec![cm("ns", "a", "1")], "10", None);
-    lw.push_watch(vec![Step::Sleep(Duration::from_secs(2)), Step::Err(expired())]);
+    lw.push_watch(vec![
+        Step::Sleep(Duration::from_secs(2)),
+        Step::Err(expired()),
+    ]);
     lw.push_list_err(expired());
     lw.push_page(vec![cm("ns", "b", "20")], "20", None);
     let (store, token, _, task) = start(&lw, config());
@@ -152,10 +170,16 @@ async fn too_large_rv_in_all_three_encodings_triggers_quorum_read() {
         ListWatchError::from_status(504, "Timeout", "Too large resource version: 30", []),
     ];
     for e in encodings {
-        assert!(matches!(e, ListWatchError::TooLargeResourceVersion(_)), "{e:?}");
+        assert!(
+            matches!(e, ListWatchError::TooLargeResourceVersion(_)),
+            "{e:?}"
+        );
         let lw = FakeLw::new();
         lw.push_page(vec![cm("ns", "a", "1")], "20", None);
-        lw.push_watch(vec![Step::Sleep(Duration::from_secs(2)), Step::Err(expired())]);
+        lw.push_watch(vec![
+            Step::Sleep(Duration::from_secs(2)),
+            Step::Err(expired()),
+        ]);
         lw.push_list_err(e);
         lw.push_page(vec![cm("ns", "a", "30")], "30", None);
         let (_store, token, _, task) = start(&lw, config());
@@ -170,7 +194,10 @@ async fn too_large_rv_in_all_three_encodings_triggers_quorum_read() {
 async fn expired_continue_token_falls_back_to_full_list_at_original_rv() {
     let lw = FakeLw::new();
     lw.push_page(vec![cm("ns", "a", "1")], "10", None);
-    lw.push_watch(vec![Step::Sleep(Duration::from_secs(2)), Step::Err(expired())]);
+    lw.push_watch(vec![
+        Step::Sleep(Duration::from_secs(2)),
+        Step::Err(expired()),
+    ]);
     // Relist at "10" with a fixed page size: the continue page expires.
     lw.push_page(vec![cm("ns", "a", "1")], "10", Some("c1"));
     lw.push_list_err(expired());
@@ -204,7 +231,10 @@ async fn watch_closing_at_once_is_a_very_short_watch_and_relists_after_backoff()
     let times = lw.list_times();
     let gap = times[1] - times[0];
     // One default backoff step: 800 ms plus up to 100 % jitter.
-    assert!(gap >= Duration::from_millis(800) && gap < Duration::from_millis(1600), "{gap:?}");
+    assert!(
+        gap >= Duration::from_millis(800) && gap < Duration::from_millis(1600),
+        "{gap:?}"
+    );
     assert_eq!(lw.list_rvs(), vec!["0", "10"]);
     token.cancel();
     task.await.unwrap();
@@ -238,7 +268,9 @@ async fn corrupt_object_in_watch_relists_and_corrupt_list_items_are_skipped() {
     lw.push_page(vec![cm("ns", "a", "1"), cm("ns", "b", "1")], "10", None);
     lw.push_watch(vec![
         modified(cm("ns", "a", "11")),
-        Step::Err(ListWatchError::Decode("invalid type: string, expected a map".into())),
+        Step::Err(ListWatchError::Decode(
+            "invalid type: string, expected a map".into(),
+        )),
     ]);
     let mut p = page(vec![cm("ns", "a", "12")], "12", None);
     p.corrupt.push("b: invalid type".into());
@@ -249,7 +281,9 @@ async fn corrupt_object_in_watch_relists_and_corrupt_list_items_are_skipped() {
     assert_eq!(names(&store), vec!["a@12"]);
     let errs = errors.lock().unwrap().clone();
     assert_eq!(
-        errs.iter().filter(|e| matches!(e, ListWatchError::Decode(_))).count(),
+        errs.iter()
+            .filter(|e| matches!(e, ListWatchError::Decode(_)))
+            .count(),
         2,
         "{errs:?}"
     );
@@ -294,9 +328,16 @@ async fn list_failures_back_off_exponentially_to_the_cap() {
     let (_store, token, errors, task) = start(&lw, cfg);
     assert!(eventually(1000, || lw.lists().len() >= 7).await);
     let t = lw.list_times();
-    let gaps: Vec<u128> = t.windows(2).take(6).map(|w| (w[1] - w[0]).as_millis()).collect();
+    let gaps: Vec<u128> = t
+        .windows(2)
+        .take(6)
+        .map(|w| (w[1] - w[0]).as_millis())
+        .collect();
     assert_eq!(gaps, vec![10, 20, 40, 80, 100, 100]);
-    assert!(matches!(errors.lock().unwrap()[0], ListWatchError::Transport(_)));
+    assert!(matches!(
+        errors.lock().unwrap()[0],
+        ListWatchError::Transport(_)
+    ));
     token.cancel();
     task.await.unwrap();
 }
@@ -363,7 +404,10 @@ async fn streaming_list_rejected_falls_back_to_list_and_is_not_retried() {
         message: "sendInitialEvents is forbidden".into(),
     });
     lw.push_page(vec![cm("ns", "a", "1")], "10", None);
-    lw.push_watch(vec![Step::Sleep(Duration::from_secs(2)), Step::Err(expired())]);
+    lw.push_watch(vec![
+        Step::Sleep(Duration::from_secs(2)),
+        Step::Err(expired()),
+    ]);
     lw.push_page(vec![cm("ns", "a", "1")], "10", None);
     let cfg = ReflectorConfig {
         watch_list: true,
@@ -405,17 +449,29 @@ async fn streaming_list_ignored_by_server_falls_back_after_idle_timeout() {
 #[tokio::test(start_paused = true)]
 async fn streaming_list_410_retries_with_quorum_rv() {
     let lw = FakeLw::with_watch_list();
-    lw.push_watch(vec![added(cm("ns", "a", "1")), bookmark("5", true), Step::Err(expired())]);
+    lw.push_watch(vec![
+        added(cm("ns", "a", "1")),
+        bookmark("5", true),
+        Step::Err(expired()),
+    ]);
     // Relist by streaming from the last synced RV: expired, so again from "".
     lw.push_watch_err(expired());
-    lw.push_watch(vec![added(cm("ns", "b", "9")), bookmark("9", true), Step::Hang]);
+    lw.push_watch(vec![
+        added(cm("ns", "b", "9")),
+        bookmark("9", true),
+        Step::Hang,
+    ]);
     let cfg = ReflectorConfig {
         watch_list: true,
         ..config()
     };
     let (store, token, _, task) = start(&lw, cfg);
     assert!(eventually(1000, || names(&store) == vec!["b@9"]).await);
-    let rvs: Vec<String> = lw.watches().into_iter().map(|w| w.resource_version).collect();
+    let rvs: Vec<String> = lw
+        .watches()
+        .into_iter()
+        .map(|w| w.resource_version)
+        .collect();
     assert_eq!(rvs, vec!["", "5", ""]);
     token.cancel();
     task.await.unwrap();

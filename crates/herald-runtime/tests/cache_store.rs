@@ -44,12 +44,19 @@ fn add_get_update_delete_list_replace() {
     assert_eq!(s.last_sync_resource_version(), "4");
     assert!(s.get_by_key("ns/a").is_none());
     assert!(s.delete_key("missing").is_none());
-    Store::replace(&s, vec![Arc::new(cm("x", "b", "9")), Arc::new(cm("y", "c", "9"))], "10".into());
+    Store::replace(
+        &s,
+        vec![Arc::new(cm("x", "b", "9")), Arc::new(cm("y", "c", "9"))],
+        "10".into(),
+    );
     let mut keys = s.list_keys();
     keys.sort();
     assert_eq!(keys, vec!["x/b", "y/c"]);
     assert_eq!(s.last_sync_resource_version(), "10");
-    assert_eq!(s.list_index_values(NAMESPACE_INDEX).unwrap(), vec!["x", "y"]);
+    assert_eq!(
+        s.list_index_values(NAMESPACE_INDEX).unwrap(),
+        vec!["x", "y"]
+    );
     // Objects are shared, not copied.
     let a = s.get_by_key("x/b").unwrap();
     let b = s.get_by_key("x/b").unwrap();
@@ -59,12 +66,16 @@ fn add_get_update_delete_list_replace() {
 #[test]
 fn multi_valued_index_follows_updates_and_drops_empty_sets() {
     let s: Indexer<ConfigMap> = Indexer::new();
-    s.add_indexers(HashMap::from([("users".to_string(), comma_index())])).unwrap();
+    s.add_indexers(HashMap::from([("users".to_string(), comma_index())]))
+        .unwrap();
     s.add(with_users("key1", "foo"));
     s.add(with_users("key2", "bar"));
     assert_eq!(s.index_keys("users", "bar").unwrap(), vec!["ns/key2"]);
     s.update(with_users("key2", "foo,bar"));
-    assert_eq!(s.index_keys("users", "foo").unwrap(), vec!["ns/key1", "ns/key2"]);
+    assert_eq!(
+        s.index_keys("users", "foo").unwrap(),
+        vec!["ns/key1", "ns/key2"]
+    );
     assert_eq!(s.index_keys("users", "bar").unwrap(), vec!["ns/key2"]);
     s.update(with_users("key2", "bar"));
     assert_eq!(s.index_keys("users", "foo").unwrap(), vec!["ns/key1"]);
@@ -82,10 +93,16 @@ fn unknown_index_and_conflicts_are_errors() {
     let s: Indexer<ConfigMap> = Indexer::new();
     let e = s.by_index("nope", "x").unwrap_err();
     assert_eq!(e.to_string(), "Index with name nope does not exist");
-    assert_eq!(s.index_keys("nope", "x").unwrap_err(), IndexError::NoSuchIndex("nope".into()));
+    assert_eq!(
+        s.index_keys("nope", "x").unwrap_err(),
+        IndexError::NoSuchIndex("nope".into())
+    );
     assert!(s.list_index_values("nope").is_err());
     let e = s
-        .add_indexers(HashMap::from([(NAMESPACE_INDEX.to_string(), comma_index())]))
+        .add_indexers(HashMap::from([(
+            NAMESPACE_INDEX.to_string(),
+            comma_index(),
+        )]))
         .unwrap_err();
     assert_eq!(e, IndexError::Conflict(NAMESPACE_INDEX.into()));
 }
@@ -95,7 +112,8 @@ fn index_added_after_objects_exist_is_populated_at_once() {
     let s: Indexer<ConfigMap> = Indexer::new();
     s.add(with_users("a", "x,y"));
     s.add(with_users("b", "y"));
-    s.add_indexers(HashMap::from([("users".to_string(), comma_index())])).unwrap();
+    s.add_indexers(HashMap::from([("users".to_string(), comma_index())]))
+        .unwrap();
     assert_eq!(s.index_keys("users", "y").unwrap(), vec!["ns/a", "ns/b"]);
     assert_eq!(s.list_index_values("users").unwrap(), vec!["x", "y"]);
     assert_eq!(s.index_names(), vec!["namespace", "users"]);
@@ -122,7 +140,11 @@ fn listers_select_by_labels_and_namespace() {
     let lister = Lister::new(s);
     let web = Selector::from(Expression::Equal("app".into(), "web".into()));
     assert_eq!(lister.list(&Selector::default()).len(), 3);
-    let mut got: Vec<String> = lister.list(&web).iter().map(|c| object_key(c.as_ref())).collect();
+    let mut got: Vec<String> = lister
+        .list(&web)
+        .iter()
+        .map(|c| object_key(c.as_ref()))
+        .collect();
     got.sort();
     assert_eq!(got, vec!["ns1/a", "ns2/c"]);
     let ns1 = lister.namespaced("ns1");
@@ -133,5 +155,8 @@ fn listers_select_by_labels_and_namespace() {
         ns1.get("c").unwrap_err().to_string(),
         "configmaps \"c\" not found"
     );
-    assert!(lister.get("a").is_err(), "namespaced objects are not found by bare name");
+    assert!(
+        lister.get("a").is_err(),
+        "namespaced objects are not found by bare name"
+    );
 }

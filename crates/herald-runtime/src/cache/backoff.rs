@@ -109,7 +109,10 @@ mod tests {
         let mut b = Backoff::new(BackoffConfig::default(), t0, 7);
         for _ in 0..200 {
             let d = b.next_delay(t0);
-            assert!(d >= Duration::from_millis(800) && d < Duration::from_secs(60), "{d:?}");
+            assert!(
+                d >= Duration::from_millis(800) && d < Duration::from_secs(60),
+                "{d:?}"
+            );
         }
         let mut b = Backoff::new(BackoffConfig::default(), t0, 9);
         let first = b.next_delay(t0);

@@ -97,9 +97,7 @@ impl ListWatchError {
     ) -> Self {
         const TOO_LARGE: &str = "Too large resource version";
         let causes: Vec<(&str, &str)> = causes.into_iter().collect();
-        let too_large = causes
-            .iter()
-            .any(|(r, _)| *r == "ResourceVersionTooLarge")
+        let too_large = causes.iter().any(|(r, _)| *r == "ResourceVersionTooLarge")
             || (reason == "Timeout" && causes.iter().any(|(_, m)| m.contains(TOO_LARGE)))
             || message.contains(TOO_LARGE);
         let message = message.to_owned();

@@ -279,48 +279,14 @@ impl<K: Resource> RealFifo<K> {
     /// The resourceVersion is not needed by the queue (the reflector tracks it).
     pub fn replace(&self, list: Vec<K>, _resource_version: &str) {
         let list: Vec<Arc<K>> = list.into_iter().map(|o| self.transformed(o)).collect();
-        let listed: HashSet<String> = list.iter().map(|o| object_key(o.as_ref())).collect();
         {
             let mut st = self.lock();
-            // Last queued delta per key, in order of that delta's position.
-            let mut last: HashMap<String, usize> = HashMap::new();
-            for (i, d) in st.items.iter().enumerate() {
-                last.insert(d.key(), i);
-            }
-            let mut vanished: Vec<(usize, String)> = last
-                .iter()
-                .filter(|(k, _)| !listed.contains(*k))
-                .map(|(k, i)| (*i, k.clone()))
-                .collect();
-            vanished.sort();
+            // Checked under the queue lock: the consumer only learns objects by popping.
+            let has_known = self.known.as_ref().is_some_and(|k| !k.is_empty());
             let mut tombstones = Vec::new();
-            for (i, key) in vanished {
-                let d = &st.items[i];
-                if matches!(d, Delta::Deleted(_)) {
-                    continue;
-                }
-                tombstones.push(Delta::Deleted(DeletedObject::FinalStateUnknown(
-                    DeletedFinalStateUnknown {
-                        key,
-                        obj: d.object().cloned(),
-                    },
-                )));
-            }
-            if let Some(known) = &self.known {
-                let mut keys = known.list_keys();
-                keys.sort();
-                for key in keys {
-                    if listed.contains(&key) || last.contains_key(&key) {
-                        continue;
-                    }
-                    let obj = known.get_by_key(&key);
-                    if obj.is_none() {
-                        tracing::debug!(%key, "known object vanished while building a tombstone");
-                    }
-                    tombstones.push(Delta::Deleted(DeletedObject::FinalStateUnknown(
-                        DeletedFinalStateUnknown { key, obj },
-                    )));
-                }
+            // Nothing can have vanished when nothing is queued or known (the first list).
+            if !st.items.is_empty() || has_known {
+                tombstones = self.vanished(&st, &list);
             }
             st.items.extend(tombstones);
             st.items.extend(list.into_iter().map(Delta::Replaced));
@@ -330,6 +296,52 @@ impl<K: Resource> RealFifo<K> {
             }
         }
         self.readable.notify_waiters();
+    }
+
+    /// Tombstones for everything queued or known that `list` no longer has.
+    fn vanished(&self, st: &State<K>, list: &[Arc<K>]) -> Vec<Delta<K>> {
+        let listed: HashSet<String> = list.iter().map(|o| object_key(o.as_ref())).collect();
+        // Last queued delta per key, in order of that delta's position.
+        let mut last: HashMap<String, usize> = HashMap::new();
+        for (i, d) in st.items.iter().enumerate() {
+            last.insert(d.key(), i);
+        }
+        let mut vanished: Vec<(usize, String)> = last
+            .iter()
+            .filter(|(k, _)| !listed.contains(*k))
+            .map(|(k, i)| (*i, k.clone()))
+            .collect();
+        vanished.sort();
+        let mut tombstones = Vec::new();
+        for (i, key) in vanished {
+            let d = &st.items[i];
+            if matches!(d, Delta::Deleted(_)) {
+                continue;
+            }
+            tombstones.push(Delta::Deleted(DeletedObject::FinalStateUnknown(
+                DeletedFinalStateUnknown {
+                    key,
+                    obj: d.object().cloned(),
+                },
+            )));
+        }
+        if let Some(known) = &self.known {
+            let mut keys = known.list_keys();
+            keys.sort();
+            for key in keys {
+                if listed.contains(&key) || last.contains_key(&key) {
+                    continue;
+                }
+                let obj = known.get_by_key(&key);
+                if obj.is_none() {
+                    tracing::debug!(%key, "known object vanished while building a tombstone");
+                }
+                tombstones.push(Delta::Deleted(DeletedObject::FinalStateUnknown(
+                    DeletedFinalStateUnknown { key, obj },
+                )));
+            }
+        }
+        tombstones
     }
 
     /// Queues a `Sync` delta for every known object whose key is not already queued (so a

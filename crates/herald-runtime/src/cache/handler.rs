@@ -13,7 +13,6 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::delta::DeletedObject;
-use super::key::object_key;
 
 /// Reacts to changes of the informer's cache. Each registered handler runs on its own task,
 /// one notification at a time, in order; a slow handler never slows the informer or other
@@ -316,7 +315,9 @@ impl<K> Listener<K> {
         }
         let prev = self
             .pending_initial
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| Some(v.saturating_sub(n)))
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| {
+                Some(v.saturating_sub(n))
+            })
             .unwrap_or(0);
         if prev <= n {
             self.synced_changed.notify_waiters();
@@ -475,17 +476,22 @@ where
     H: EventHandler<K>,
 {
     let initial = n.initial();
-    let key = match &n {
-        Notification::Add { obj, .. } => object_key(obj.as_ref()),
-        Notification::Update { new, .. } => object_key(new.as_ref()),
-        Notification::Delete(d) => d.key(),
+    // Kept (cheaply: an Arc) only to name the object if the handler panics.
+    let subject = match &n {
+        Notification::Add { obj, .. } => DeletedObject::Known(obj.clone()),
+        Notification::Update { new, .. } => DeletedObject::Known(new.clone()),
+        Notification::Delete(d) => d.clone(),
     };
     let result = match n {
         Notification::Add { obj, initial } => {
-            AssertUnwindSafe(handler.on_add(obj, initial)).catch_unwind().await
+            AssertUnwindSafe(handler.on_add(obj, initial))
+                .catch_unwind()
+                .await
         }
         Notification::Update { old, new } => {
-            AssertUnwindSafe(handler.on_update(old, new)).catch_unwind().await
+            AssertUnwindSafe(handler.on_update(old, new))
+                .catch_unwind()
+                .await
         }
         Notification::Delete(d) => AssertUnwindSafe(handler.on_delete(d)).catch_unwind().await,
     };
@@ -497,6 +503,7 @@ where
     }
     if result.is_err() {
         listener.panics.fetch_add(1, Ordering::Relaxed);
+        let key = subject.key();
         tracing::error!(handler = listener.id, %key, "event handler panicked; notification skipped");
         // Like client-go: pause a second so a handler that always panics does not spin.
         tokio::time::sleep(Duration::from_secs(1)).await;

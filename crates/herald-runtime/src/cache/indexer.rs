@@ -20,7 +20,14 @@ pub const NAMESPACE_INDEX: &str = "namespace";
 
 /// The namespace index function: `[namespace]`, or nothing for cluster-scoped objects.
 pub fn namespace_index_fn<K: Resource>() -> IndexFn<K> {
-    Arc::new(|obj: &K| obj.meta().namespace.iter().filter(|n| !n.is_empty()).cloned().collect())
+    Arc::new(|obj: &K| {
+        obj.meta()
+            .namespace
+            .iter()
+            .filter(|n| !n.is_empty())
+            .cloned()
+            .collect()
+    })
 }
 
 /// A keyed store of shared, immutable objects.
@@ -247,8 +254,11 @@ impl<K> Indexer<K> {
         let mut g = self.write();
         g.items = objs.into_iter().collect();
         g.indices.clear();
-        let items: Vec<(String, Arc<K>)> =
-            g.items.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let items: Vec<(String, Arc<K>)> = g
+            .items
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         for (key, obj) in items {
             g.index(&key, &obj);
         }
@@ -303,7 +313,10 @@ impl<K> Indexer<K> {
                 keys.extend(set.iter());
             }
         }
-        Ok(keys.into_iter().filter_map(|k| g.items.get(k).cloned()).collect())
+        Ok(keys
+            .into_iter()
+            .filter_map(|k| g.items.get(k).cloned())
+            .collect())
     }
 
     /// Objects whose index `name` contains `value`.

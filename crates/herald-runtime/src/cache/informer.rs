@@ -187,7 +187,10 @@ where
         if self.shared.lock().stopped {
             return Err(InformerError::Stopped("indexers".to_owned()));
         }
-        self.shared.indexer.add_indexers(indexers).map_err(|e: IndexError| e.into())
+        self.shared
+            .indexer
+            .add_indexers(indexers)
+            .map_err(|e: IndexError| e.into())
     }
 
     /// Sets the transform applied once to every object before it is cached and shared (for
@@ -236,7 +239,9 @@ where
     ) -> Result<Registration<K>, InformerError> {
         let mut st = self.shared.lock();
         if st.stopped {
-            return Err(InformerError::Stopped(std::any::type_name::<H>().to_owned()));
+            return Err(InformerError::Stopped(
+                std::any::type_name::<H>().to_owned(),
+            ));
         }
         let mut requested = resync;
         if !requested.is_zero() {
@@ -370,13 +375,17 @@ where
             let weak: Weak<Shared<K>> = Arc::downgrade(&self.shared);
             let mut reflector = Reflector::new(self.shared.lw.clone(), fifo.clone(), rc)
                 .with_should_resync(Arc::new(move || {
-                    weak.upgrade().is_some_and(|s| should_resync(&s.lock().listeners))
+                    weak.upgrade()
+                        .is_some_and(|s| should_resync(&s.lock().listeners))
                 }));
             if let Some(h) = st.on_error.clone() {
                 reflector = reflector.with_watch_error_handler(h);
             }
-            *self.shared.last_rv.lock().unwrap_or_else(|e| e.into_inner()) =
-                Some(reflector.resource_version_handle());
+            *self
+                .shared
+                .last_rv
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = Some(reflector.resource_version_handle());
             (fifo, reflector)
         };
         let reflector_fifo = fifo.clone();

@@ -116,7 +116,11 @@ impl<K: Resource> NamespaceLister<K> {
     /// Objects of this namespace whose labels match `selector`, found through the namespace
     /// index (no full scan).
     pub fn list(&self, selector: &Selector) -> Vec<Arc<K>> {
-        let mut out = match self.lister.indexer.by_index(NAMESPACE_INDEX, &self.namespace) {
+        let mut out = match self
+            .lister
+            .indexer
+            .by_index(NAMESPACE_INDEX, &self.namespace)
+        {
             Ok(v) => v,
             Err(e) => {
                 tracing::warn!(error = %e, "namespace index missing; scanning the whole cache");

@@ -97,7 +97,8 @@ pub trait ListerWatcher<K>: Send + Sync + 'static {
     fn list(&self, request: ListRequest) -> BoxFuture<'_, Result<ListPage<K>, ListWatchError>>;
 
     /// Opens a watch.
-    fn watch(&self, request: WatchRequest) -> BoxFuture<'_, Result<WatchStream<K>, ListWatchError>>;
+    fn watch(&self, request: WatchRequest)
+    -> BoxFuture<'_, Result<WatchStream<K>, ListWatchError>>;
 
     /// Whether streaming lists (`sendInitialEvents`) may be attempted at all. The reflector
     /// also falls back on its own when the server rejects or ignores them.

@@ -276,7 +276,10 @@ where
 
     /// One list (or streaming list) followed by watches until an error or `shutdown`.
     /// `Ok(())` when stopped.
-    pub async fn list_and_watch(&mut self, shutdown: &CancellationToken) -> Result<(), ListWatchError> {
+    pub async fn list_and_watch(
+        &mut self,
+        shutdown: &CancellationToken,
+    ) -> Result<(), ListWatchError> {
         if shutdown.is_cancelled() {
             return Ok(());
         }
@@ -324,7 +327,11 @@ where
             return String::new();
         }
         let last = self.last_sync.get();
-        if last.is_empty() { "0".to_owned() } else { last }
+        if last.is_empty() {
+            "0".to_owned()
+        } else {
+            last
+        }
     }
 
     fn set_last_sync(&self, rv: &str) {
@@ -572,7 +579,10 @@ where
                     }
                 }
             };
-            match self.handle_watch(s, &start_rv, resync.as_mut(), shutdown).await {
+            match self
+                .handle_watch(s, &start_rv, resync.as_mut(), shutdown)
+                .await
+            {
                 Ok(()) => {}
                 Err(e @ ListWatchError::TooManyRequests { .. }) => {
                     self.report(&e);

@@ -1,5 +1,5 @@
 //! A scripted fake `ListerWatcher` and object helpers shared by the cache tests.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::large_enum_variant)]
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -161,19 +161,46 @@ impl FakeLw {
         self
     }
     pub fn lists(&self) -> Vec<ListRequest> {
-        self.inner.lock().unwrap().list_log.iter().map(|(_, r)| r.clone()).collect()
+        self.inner
+            .lock()
+            .unwrap()
+            .list_log
+            .iter()
+            .map(|(_, r)| r.clone())
+            .collect()
     }
     pub fn list_times(&self) -> Vec<Instant> {
-        self.inner.lock().unwrap().list_log.iter().map(|(t, _)| *t).collect()
+        self.inner
+            .lock()
+            .unwrap()
+            .list_log
+            .iter()
+            .map(|(t, _)| *t)
+            .collect()
     }
     pub fn list_rvs(&self) -> Vec<String> {
-        self.lists().into_iter().map(|r| r.resource_version).collect()
+        self.lists()
+            .into_iter()
+            .map(|r| r.resource_version)
+            .collect()
     }
     pub fn watches(&self) -> Vec<WatchRequest> {
-        self.inner.lock().unwrap().watch_log.iter().map(|(_, r)| r.clone()).collect()
+        self.inner
+            .lock()
+            .unwrap()
+            .watch_log
+            .iter()
+            .map(|(_, r)| r.clone())
+            .collect()
     }
     pub fn watch_times(&self) -> Vec<Instant> {
-        self.inner.lock().unwrap().watch_log.iter().map(|(t, _)| *t).collect()
+        self.inner
+            .lock()
+            .unwrap()
+            .watch_log
+            .iter()
+            .map(|(t, _)| *t)
+            .collect()
     }
     pub fn scripts_left(&self) -> (usize, usize) {
         let g = self.inner.lock().unwrap();
