@@ -8,7 +8,7 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
 use kube::Resource;
-use kube::api::{ListParams, VersionMatch, WatchParams};
+use kube::api::WatchParams;
 use kube::core::{ObjectList, Request};
 use serde::de::DeserializeOwned;
 
@@ -167,6 +167,61 @@ impl<K: Resource> KubeListerWatcher<K> {
     }
 }
 
+/// Percent-encodes a query value (everything but RFC 3986 unreserved characters).
+fn encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+impl<K> KubeListerWatcher<K> {
+    /// Builds the LIST request. Built here rather than through `kube`'s `ListParams`, which
+    /// drops `resourceVersion=0` whenever a limit is set: client-go's first list is exactly
+    /// `resourceVersion=0&limit=500` (served from the watch cache), and dropping the RV would
+    /// turn every first list into a quorum read from etcd.
+    fn list_request(&self, req: &ListRequest) -> Result<http::Request<Vec<u8>>, ListWatchError> {
+        let mut q: Vec<String> = Vec::new();
+        if let Some(l) = &self.label_selector {
+            q.push(format!("labelSelector={}", encode(l)));
+        }
+        if let Some(f) = &self.field_selector {
+            q.push(format!("fieldSelector={}", encode(f)));
+        }
+        if let Some(limit) = req.limit.filter(|l| *l > 0) {
+            q.push(format!("limit={limit}"));
+        }
+        match &req.continue_token {
+            Some(token) => q.push(format!("continue={}", encode(token))),
+            None if !req.resource_version.is_empty() => {
+                q.push(format!("resourceVersion={}", encode(&req.resource_version)));
+                match req.resource_version_match {
+                    Some(ResourceVersionMatch::NotOlderThan) => {
+                        q.push("resourceVersionMatch=NotOlderThan".to_owned())
+                    }
+                    Some(ResourceVersionMatch::Exact) => {
+                        q.push("resourceVersionMatch=Exact".to_owned())
+                    }
+                    None => {}
+                }
+            }
+            None => {}
+        }
+        let url = format!("{}?{}", self.request.url_path, q.join("&"));
+        http::Request::get(url)
+            .body(Vec::new())
+            .map_err(|e| ListWatchError::Invalid {
+                code: 400,
+                message: e.to_string(),
+            })
+    }
+}
+
 fn decode<K: DeserializeOwned>(v: serde_json::Value) -> Result<K, ListWatchError> {
     serde_json::from_value(v).map_err(|e| ListWatchError::Decode(e.to_string()))
 }
@@ -177,29 +232,7 @@ where
 {
     fn list(&self, req: ListRequest) -> BoxFuture<'_, Result<ListPage<K>, ListWatchError>> {
         async move {
-            let lp = ListParams {
-                label_selector: self.label_selector.clone(),
-                field_selector: self.field_selector.clone(),
-                limit: req.limit,
-                continue_token: req.continue_token,
-                version_match: req.resource_version_match.map(|m| match m {
-                    ResourceVersionMatch::NotOlderThan => VersionMatch::NotOlderThan,
-                    ResourceVersionMatch::Exact => VersionMatch::Exact,
-                }),
-                resource_version: if req.resource_version.is_empty() {
-                    None
-                } else {
-                    Some(req.resource_version)
-                },
-                ..ListParams::default()
-            };
-            let http = self
-                .request
-                .list(&lp)
-                .map_err(|e| ListWatchError::Invalid {
-                    code: 400,
-                    message: e.to_string(),
-                })?;
+            let http = self.list_request(&req)?;
             let list: ObjectList<serde_json::Value> = self
                 .client
                 .request(http)
