@@ -16,7 +16,7 @@ use super::delta::DeletedObject;
 
 /// Reacts to changes of the informer's cache. Each registered handler runs on its own task,
 /// one notification at a time, in order; a slow handler never slows the informer or other
-/// handlers (its pending notifications coalesce instead — see [`Registration`]).
+/// handlers (its pending notifications coalesce instead — see [`Registration`](super::Registration)).
 ///
 /// All methods have empty defaults. Handlers should be quick (typically: enqueue a key into a
 /// work queue); they may await.
@@ -204,7 +204,7 @@ struct Buffer<K> {
     high_water: usize,
 }
 
-/// Counters of one handler's buffer (see [`Registration::stats`]).
+/// Counters of one handler's buffer (see [`Registration::stats`](super::Registration::stats)).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct HandlerStats {
     /// Keys with an entry in the buffer now (its size; bounded by the number of distinct

@@ -552,13 +552,25 @@ fn should_resync<K>(listeners: &[Arc<Listener<K>>]) -> bool {
 
 /// A handler's registration with a [`SharedInformer`].
 ///
-/// Its buffer coalesces by object key while the handler is busy (see [`HandlerStats`] and
-/// [`Registration::stats`]): add then updates stays an add of the latest state; add then
-/// delete disappears (the handler never knew the object); updates merge into one update from
-/// the state the handler last saw to the latest; update then delete is the delete; delete
-/// then add is delivered as both, in that order. Keys keep their first place in line, so
-/// order between keys is kept and a busy key cannot starve others. Bound: one entry per
-/// distinct object key (a collapsed key keeps an empty placeholder until its turn).
+/// The handler's buffer coalesces by object key while the handler is busy (see
+/// [`Registration::stats`]). For one key, with `pending` what is waiting and `next` what
+/// arrives:
+///
+/// | pending | next | the handler will get |
+/// |---|---|---|
+/// | add(a) | update(_, b) | add(b) (still flagged as initial-list if it was) |
+/// | add(a) | delete | nothing: it never knew the object |
+/// | update(o, a) | update(_, b) | update(o, b): from the state it last saw to the latest |
+/// | update(o, a) | delete(d) | delete(d) |
+/// | delete(d) | add(b) or update(_, b) | delete(d), then add(b) (a re-creation is never hidden) |
+/// | delete(d), add(b) | update / delete | delete(d), then add(latest) / only delete(d) |
+/// | delete(d) | delete(e) | delete(d) (delete(e) if d was a final-state-unknown tombstone) |
+///
+/// Keys keep their first place in line, so order between keys is kept and a busy key cannot
+/// starve others. Bound: at most one entry per distinct object key (holding at most two
+/// notifications); a key whose notifications collapsed keeps an empty placeholder until its
+/// turn, so the line never holds a key twice. At the bound nothing is dropped: new events
+/// merge into the entries.
 pub struct Registration<K> {
     listener: Arc<Listener<K>>,
     informer: Weak<Shared<K>>,
