@@ -1,0 +1,324 @@
+//! `/version` and API discovery: `/api`, `/apis`, `/api/v1`, `/apis/events.k8s.io[/v1]`.
+//!
+//! Herald serves exactly one resource, `events`, in two groups: the core group (`/api/v1`)
+//! and `events.k8s.io/v1`, both with shortName `ev` like a real cluster (so kubectl prints
+//! its "short name ev could also match lower priority resource" warning there too).
+//!
+//! `/api` and `/apis` come in two formats. kubectl asks for aggregated discovery
+//! (`APIGroupDiscoveryList`) and only decodes it when the response Content-Type carries the
+//! exact `g`/`v`/`as` parameters; kube-rs' `Discovery::run()` asks for plain JSON and gets the
+//! legacy `APIVersions` / `APIGroupList`, then fetches the per-version `APIResourceList`s.
+
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use http::{HeaderMap, HeaderValue, header};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::ApiState;
+use super::error::StatusError;
+use super::negotiate::{DiscoveryFormat, accept_header, negotiate_discovery};
+
+/// The verbs both event resources support, in the order kube-apiserver lists them.
+pub const EVENT_VERBS: [&str; 8] = [
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
+/// The storage version hash kube-apiserver publishes for events in both groups (both are
+/// stored as core `v1/Event`): base64 of the first 8 bytes of sha256(`/v1/Event`).
+pub const EVENTS_STORAGE_VERSION_HASH: &str = "r2yiGXH7wu8=";
+
+/// The `events.k8s.io` group name.
+pub const EVENTS_GROUP: &str = "events.k8s.io";
+
+/// What `/version` reports. `minor` matters: the Google Cloud SDK kubectl dispatcher runs the
+/// kubectl binary whose minor matches it, so Herald reports a minor that binary exists for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VersionInfo {
+    /// Major version, `"1"`.
+    pub major: String,
+    /// Minor version, `"32"`.
+    pub minor: String,
+    /// `v1.32.4+herald`.
+    pub git_version: String,
+    /// The Herald version that built this server.
+    pub git_commit: String,
+    /// Always `clean`.
+    pub git_tree_state: String,
+    /// Empty: Herald builds are reproducible and carry no build date.
+    pub build_date: String,
+    /// The toolchain that built the server (there is no Go in Herald).
+    pub go_version: String,
+    /// `rustc`.
+    pub compiler: String,
+    /// `os/arch`, e.g. `linux/amd64`.
+    pub platform: String,
+}
+
+impl Default for VersionInfo {
+    fn default() -> Self {
+        let arch = match std::env::consts::ARCH {
+            "x86_64" => "amd64",
+            "aarch64" => "arm64",
+            other => other,
+        };
+        Self {
+            major: "1".into(),
+            minor: "32".into(),
+            git_version: "v1.32.4+herald".into(),
+            git_commit: format!("herald-{}", env!("CARGO_PKG_VERSION")),
+            git_tree_state: "clean".into(),
+            build_date: String::new(),
+            go_version: String::new(),
+            compiler: "rustc".into(),
+            platform: format!("{}/{}", std::env::consts::OS, arch),
+        }
+    }
+}
+
+/// One API group version Herald serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupVersion {
+    /// Group; empty for core.
+    pub group: &'static str,
+    /// Version, `v1`.
+    pub version: &'static str,
+}
+
+impl GroupVersion {
+    /// core/v1.
+    pub const CORE_V1: GroupVersion = GroupVersion {
+        group: "",
+        version: "v1",
+    };
+    /// events.k8s.io/v1.
+    pub const EVENTS_V1: GroupVersion = GroupVersion {
+        group: EVENTS_GROUP,
+        version: "v1",
+    };
+
+    /// `v1` or `events.k8s.io/v1`.
+    pub fn group_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+}
+
+/// The legacy `APIResourceList` for one of Herald's group versions.
+pub fn api_resource_list(gv: GroupVersion) -> Value {
+    let mut v = json!({
+        "kind": "APIResourceList",
+        "groupVersion": gv.group_version(),
+        "resources": [{
+            "name": "events",
+            "singularName": "event",
+            "namespaced": true,
+            "kind": "Event",
+            "verbs": EVENT_VERBS,
+            "shortNames": ["ev"],
+            "storageVersionHash": EVENTS_STORAGE_VERSION_HASH,
+        }],
+    });
+    // Like kube-apiserver: the core list has no apiVersion, group lists say `v1`.
+    if !gv.group.is_empty() {
+        v["apiVersion"] = "v1".into();
+    }
+    v
+}
+
+fn group_version_entry() -> Value {
+    json!({"groupVersion": "events.k8s.io/v1", "version": "v1"})
+}
+
+/// The legacy `APIGroup` document for `events.k8s.io`.
+pub fn events_api_group() -> Value {
+    json!({
+        "kind": "APIGroup",
+        "apiVersion": "v1",
+        "name": EVENTS_GROUP,
+        "versions": [group_version_entry()],
+        "preferredVersion": group_version_entry(),
+    })
+}
+
+/// The legacy `APIGroupList` for `/apis`.
+pub fn api_group_list() -> Value {
+    json!({
+        "kind": "APIGroupList",
+        "apiVersion": "v1",
+        "groups": [{
+            "name": EVENTS_GROUP,
+            "versions": [group_version_entry()],
+            "preferredVersion": group_version_entry(),
+        }],
+    })
+}
+
+/// The legacy `APIVersions` for `/api`; `server_address` is the `host:port` the client used.
+pub fn api_versions(server_address: &str) -> Value {
+    json!({
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{
+            "clientCIDR": "0.0.0.0/0",
+            "serverAddress": server_address,
+        }],
+    })
+}
+
+/// The aggregated `APIGroupDiscoveryList` for `/api` (`gv` = core/v1) or `/apis`
+/// (`gv` = events.k8s.io/v1) in the given aggregated format.
+pub fn aggregated_discovery(gv: GroupVersion, format: DiscoveryFormat) -> Value {
+    let metadata = if gv.group.is_empty() {
+        json!({"creationTimestamp": null})
+    } else {
+        json!({"name": gv.group, "creationTimestamp": null})
+    };
+    json!({
+        "kind": "APIGroupDiscoveryList",
+        "apiVersion": format.api_version().unwrap_or("apidiscovery.k8s.io/v2"),
+        "metadata": {},
+        "items": [{
+            "metadata": metadata,
+            "versions": [{
+                "version": gv.version,
+                "resources": [{
+                    "resource": "events",
+                    "responseKind": {"group": gv.group, "version": gv.version, "kind": "Event"},
+                    "scope": "Namespaced",
+                    "singularResource": "event",
+                    "verbs": EVENT_VERBS,
+                    "shortNames": ["ev"],
+                }],
+                "freshness": "Current",
+            }],
+        }],
+    })
+}
+
+/// A JSON response with the given Content-Type.
+pub(crate) fn json_response(body: &Value, content_type: &'static str) -> Response {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    let mut resp = bytes.into_response();
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    resp
+}
+
+fn discovery_response(
+    headers: &HeaderMap,
+    gv: GroupVersion,
+    legacy: impl FnOnce() -> Value,
+) -> Result<Response, StatusError> {
+    let format = negotiate_discovery(accept_header(headers).as_deref())?;
+    let mut resp = match format {
+        DiscoveryFormat::Legacy => json_response(&legacy(), format.content_type()),
+        _ => json_response(&aggregated_discovery(gv, format), format.content_type()),
+    };
+    resp.headers_mut()
+        .insert(header::VARY, HeaderValue::from_static("Accept"));
+    Ok(resp)
+}
+
+/// `GET /version`.
+pub async fn version(State(state): State<ApiState>) -> Response {
+    let body = serde_json::to_value(&state.version).unwrap_or_default();
+    json_response(&body, "application/json")
+}
+
+/// `GET /api`.
+pub async fn api(headers: HeaderMap) -> Result<Response, StatusError> {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    discovery_response(&headers, GroupVersion::CORE_V1, || api_versions(&host))
+}
+
+/// `GET /apis`.
+pub async fn apis(headers: HeaderMap) -> Result<Response, StatusError> {
+    discovery_response(&headers, GroupVersion::EVENTS_V1, api_group_list)
+}
+
+/// `GET /api/v1`.
+pub async fn core_v1() -> Response {
+    json_response(
+        &api_resource_list(GroupVersion::CORE_V1),
+        "application/json",
+    )
+}
+
+/// `GET /apis/events.k8s.io`.
+pub async fn events_group() -> Response {
+    json_response(&events_api_group(), "application/json")
+}
+
+/// `GET /apis/events.k8s.io/v1`.
+pub async fn events_v1() -> Response {
+    json_response(
+        &api_resource_list(GroupVersion::EVENTS_V1),
+        "application/json",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_reports_minor_32() {
+        let v = serde_json::to_value(VersionInfo::default()).unwrap();
+        assert_eq!(v["major"], "1");
+        assert_eq!(v["minor"], "32");
+        assert!(v["gitVersion"].as_str().unwrap().starts_with("v1.32."));
+        assert!(v.get("gitTreeState").is_some());
+    }
+
+    #[test]
+    fn resource_lists_match_the_real_server() {
+        let core = api_resource_list(GroupVersion::CORE_V1);
+        assert_eq!(core["groupVersion"], "v1");
+        assert!(core.get("apiVersion").is_none());
+        let r = &core["resources"][0];
+        assert_eq!(r["name"], "events");
+        assert_eq!(r["singularName"], "event");
+        assert_eq!(r["namespaced"], true);
+        assert_eq!(r["kind"], "Event");
+        assert_eq!(r["shortNames"], json!(["ev"]));
+        assert_eq!(r["verbs"].as_array().unwrap().len(), 8);
+        assert_eq!(r["storageVersionHash"], "r2yiGXH7wu8=");
+        let ev = api_resource_list(GroupVersion::EVENTS_V1);
+        assert_eq!(ev["groupVersion"], "events.k8s.io/v1");
+        assert_eq!(ev["apiVersion"], "v1");
+        assert_eq!(ev["resources"][0]["storageVersionHash"], "r2yiGXH7wu8=");
+    }
+
+    #[test]
+    fn aggregated_shapes() {
+        let core = aggregated_discovery(GroupVersion::CORE_V1, DiscoveryFormat::AggregatedV2);
+        assert_eq!(core["apiVersion"], "apidiscovery.k8s.io/v2");
+        assert!(core["items"][0]["metadata"].get("name").is_none());
+        let res = &core["items"][0]["versions"][0]["resources"][0];
+        assert_eq!(
+            res["responseKind"],
+            json!({"group":"","version":"v1","kind":"Event"})
+        );
+        assert_eq!(res["scope"], "Namespaced");
+        let ev = aggregated_discovery(GroupVersion::EVENTS_V1, DiscoveryFormat::AggregatedV2Beta1);
+        assert_eq!(ev["apiVersion"], "apidiscovery.k8s.io/v2beta1");
+        assert_eq!(ev["items"][0]["metadata"]["name"], "events.k8s.io");
+        assert_eq!(ev["items"][0]["versions"][0]["freshness"], "Current");
+    }
+}

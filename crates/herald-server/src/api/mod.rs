@@ -1,0 +1,149 @@
+//! herald-server's HTTP API surface that does not touch storage: `/version`, discovery,
+//! OpenAPI, health probes, content negotiation, `Status` error responses and the server-side
+//! `Table` printer for events.
+//!
+//! The events endpoints (`/api/v1[/namespaces/{ns}]/events[/{name}]` and the same under
+//! `/apis/events.k8s.io/v1`) live in another module; they plug in through
+//! [`router_with`], which merges their `Router` with the static one:
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use axum::{Router, routing::get};
+//! use herald_core::clock::SystemClock;
+//! use herald_server::api::{self, ApiState};
+//!
+//! # async fn run() -> std::io::Result<()> {
+//! let events: Router = Router::new().route("/api/v1/events", get(|| async { "list" }));
+//! let app = api::router_with(ApiState::new(Arc::new(SystemClock)), events);
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+//! api::serve(listener, app, std::future::pending()).await
+//! # }
+//! ```
+
+// Handlers answer `Result<_, StatusError>` / helpers `Result<_, ApiError>` (a `Status` body);
+// errors are the cold path, so the size of `ApiError` is not worth a box.
+#![allow(clippy::result_large_err)]
+
+pub mod discovery;
+pub mod error;
+pub mod field_validation;
+pub mod health;
+pub mod negotiate;
+pub mod openapi;
+pub mod table;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::routing::get;
+use herald_core::clock::Clock;
+
+pub use discovery::VersionInfo;
+pub use error::StatusError;
+pub use health::HealthChecks;
+
+/// Shared state of the static endpoints.
+#[derive(Clone)]
+pub struct ApiState {
+    /// The clock Table ages are computed from.
+    pub clock: Arc<dyn Clock>,
+    /// What `/version` reports.
+    pub version: VersionInfo,
+    /// Checks behind `/healthz`, `/livez`, `/readyz`.
+    pub health: HealthChecks,
+}
+
+impl std::fmt::Debug for ApiState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiState")
+            .field("version", &self.version)
+            .field("health", &self.health)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ApiState {
+    /// State with the default version (`v1.32.4+herald`, minor `32`) and no extra health checks.
+    pub fn new(clock: Arc<dyn Clock>) -> Self {
+        Self {
+            clock,
+            version: VersionInfo::default(),
+            health: HealthChecks::default(),
+        }
+    }
+
+    /// Replaces the health checks.
+    pub fn with_health(mut self, health: HealthChecks) -> Self {
+        self.health = health;
+        self
+    }
+}
+
+/// The static routes only, with their state applied, and without fallbacks, so it can be
+/// merged with other routers (axum panics when two merged routers both have a fallback or
+/// both serve the same path and method).
+pub fn static_routes(state: ApiState) -> Router {
+    Router::new()
+        .route("/version", get(discovery::version))
+        .route("/version/", get(discovery::version))
+        .route("/api", get(discovery::api))
+        .route("/api/", get(discovery::api))
+        .route("/apis", get(discovery::apis))
+        .route("/apis/", get(discovery::apis))
+        .route("/api/v1", get(discovery::core_v1))
+        .route("/api/v1/", get(discovery::core_v1))
+        .route("/apis/events.k8s.io", get(discovery::events_group))
+        .route("/apis/events.k8s.io/", get(discovery::events_group))
+        .route("/apis/events.k8s.io/v1", get(discovery::events_v1))
+        .route("/apis/events.k8s.io/v1/", get(discovery::events_v1))
+        .route("/healthz", get(health::healthz))
+        .route("/livez", get(health::livez))
+        .route("/readyz", get(health::readyz))
+        .route("/healthz/{check}", get(health::healthz_check))
+        .route("/livez/{check}", get(health::livez_check))
+        .route("/readyz/{check}", get(health::readyz_check))
+        .route("/openapi/v2", get(openapi::v2))
+        .route("/openapi/v3", get(openapi::v3_index))
+        .route("/openapi/v3/", get(openapi::v3_index))
+        .route("/openapi/v3/{*path}", get(openapi::v3_document))
+        .with_state(state)
+}
+
+/// Adds the catch-all behaviour to a complete router: a 404 `Status` for unknown paths and a
+/// 405 `Status` for unsupported methods on known paths. Call it last: the 405 handler only
+/// covers routes present when it is called.
+pub fn finish(router: Router) -> Router {
+    router
+        .fallback(|| async { StatusError(error::path_not_found()) })
+        .method_not_allowed_fallback(|| async { StatusError(error::method_not_allowed()) })
+}
+
+/// The static API as a complete router (static routes + [`finish`]).
+pub fn router(state: ApiState) -> Router {
+    finish(static_routes(state))
+}
+
+/// The static API merged with `extra` (the events routes, with their own state applied),
+/// finished with the 404/405 `Status` fallbacks. `extra` must not set a fallback of its own
+/// and must not serve the static paths (`/version`, `/api`, `/api/v1`, `/apis`,
+/// `/apis/events.k8s.io[/v1]`, `/openapi/...`, `/healthz`, `/livez`, `/readyz` and their
+/// `/{check}` sub-paths); axum panics at construction otherwise.
+pub fn router_with(state: ApiState, extra: Router) -> Router {
+    finish(static_routes(state).merge(extra))
+}
+
+/// Serves `app` on `listener` until `shutdown` completes, then finishes in-flight requests
+/// (graceful shutdown; long-lived watches must end on their own or via their handlers).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    if let Ok(addr) = listener.local_addr() {
+        tracing::info!(%addr, "herald API listening");
+    }
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+}
