@@ -11,6 +11,7 @@
 //!   generic ObjectMeta rules, as 422 `Invalid` errors with kube-apiserver's field causes.
 //! - [`fields`]: field selectors, the field labels each group supports, and field values.
 //! - [`names`]: `generateName` expansion and the namespace/name checks of create and update.
+//! - [`wire`]: the exact JSON kube-apiserver writes for each shape (zero times as `null`).
 //!
 //! ```
 //! use herald_core::event::{ApiGroup, CoreEvent, convert, fields::FieldSelector};
@@ -34,6 +35,7 @@ pub mod fields;
 pub mod meta;
 pub mod names;
 pub mod validate;
+pub mod wire;
 
 use crate::status::Resource;
 
