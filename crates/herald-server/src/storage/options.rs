@@ -27,7 +27,11 @@ impl Default for HistoryOptions {
 impl HistoryOptions {
     /// The revision to compact to, if the history between `compacted` and `current` has
     /// outgrown the window (amortised: compaction runs once per `keep_revisions / 8` writes).
-    pub(crate) fn auto_compact_target(&self, current: Revision, compacted: Revision) -> Option<Revision> {
+    pub(crate) fn auto_compact_target(
+        &self,
+        current: Revision,
+        compacted: Revision,
+    ) -> Option<Revision> {
         let keep = self.keep_revisions.max(1);
         let slack = (keep / 8).max(1);
         let span = current.saturating_sub(compacted);

@@ -64,7 +64,10 @@ impl SqliteBackend {
     pub fn open(dir: impl AsRef<Path>, clock: Arc<dyn Clock>, opts: SqliteOptions) -> Result<Self> {
         let dir = dir.as_ref();
         std::fs::create_dir_all(dir).map_err(|e| {
-            StorageError::Backend(format!("cannot create data directory {}: {e}", dir.display()))
+            StorageError::Backend(format!(
+                "cannot create data directory {}: {e}",
+                dir.display()
+            ))
         })?;
         let path = dir.join(DB_FILE);
         let conn = schema::open_writer(&path)?;
@@ -131,7 +134,9 @@ impl SqliteBackend {
     async fn write_kv(&self, op: Op) -> Result<KeyValue> {
         match self.submit(op).await? {
             Reply::Kv(kv) => Ok(kv),
-            _ => Err(StorageError::Backend("writer answered with the wrong reply".into())),
+            _ => Err(StorageError::Backend(
+                "writer answered with the wrong reply".into(),
+            )),
         }
     }
 }
@@ -179,7 +184,9 @@ impl Backend for SqliteBackend {
         async move {
             match self.submit(op).await? {
                 Reply::Deleted(d) => Ok(d),
-                _ => Err(StorageError::Backend("writer answered with the wrong reply".into())),
+                _ => Err(StorageError::Backend(
+                    "writer answered with the wrong reply".into(),
+                )),
             }
         }
         .boxed()

@@ -86,7 +86,10 @@ pub(super) fn meta(conn: &Connection, name: &str) -> Result<Revision> {
 
 /// The last `window` writes as watch events (oldest first) and the revision after which they
 /// are complete, to preload the watch ring after a restart.
-pub(super) fn recent_events(conn: &Connection, window: usize) -> Result<(Revision, Vec<WatchEvent>)> {
+pub(super) fn recent_events(
+    conn: &Connection,
+    window: usize,
+) -> Result<(Revision, Vec<WatchEvent>)> {
     let revision = meta(conn, "revision")?;
     let compacted = meta(conn, "compacted")?;
     let mut stmt = conn.prepare(
@@ -139,7 +142,10 @@ pub(super) fn recent_events(conn: &Connection, window: usize) -> Result<(Revisio
             mod_revision,
         });
         let ev = match (deleted, state_after, prev_kv.clone()) {
-            (true, _, Some(prev)) => Some(WatchEvent::Delete { prev, revision: rev }),
+            (true, _, Some(prev)) => Some(WatchEvent::Delete {
+                prev,
+                revision: rev,
+            }),
             (false, Some(kv), prev) if kv.mod_revision == rev => Some(WatchEvent::Put { kv, prev }),
             _ => None,
         };

@@ -39,8 +39,13 @@ pub(super) enum Op {
         expected: Option<Revision>,
     },
     /// Deletes up to `limit` keys whose `expires_at <= now`.
-    Expire { now: i64, limit: usize },
-    Compact { revision: Revision },
+    Expire {
+        now: i64,
+        limit: usize,
+    },
+    Compact {
+        revision: Revision,
+    },
 }
 
 /// What an operation answers.
@@ -108,8 +113,12 @@ impl Writer {
         let applied = self.apply_all(batch, &mut txn);
         match applied {
             Ok(results) => {
-                self.counters.revision.store(txn.revision, Ordering::Release);
-                self.counters.compacted.store(txn.compacted, Ordering::Release);
+                self.counters
+                    .revision
+                    .store(txn.revision, Ordering::Release);
+                self.counters
+                    .compacted
+                    .store(txn.compacted, Ordering::Release);
                 self.hub.publish(txn.events);
                 if let Some(rev) = txn.hub_compact {
                     self.hub.compact(rev);
@@ -143,7 +152,10 @@ impl Writer {
             }
             results.push(r);
         }
-        if let Some(target) = self.history.auto_compact_target(txn.revision, txn.compacted) {
+        if let Some(target) = self
+            .history
+            .auto_compact_target(txn.revision, txn.compacted)
+        {
             self.compact(target, txn)?;
         }
         self.conn
