@@ -206,17 +206,18 @@ async fn list_pages_at_a_fixed_revision_while_writes_continue(f: Fixture) {
     assert_eq!(all, original.values().cloned().collect::<Vec<_>>());
 
     // The latest state shows the writes.
-    let now = s
-        .list("/events/ns/", ListOptions::default())
-        .await
-        .unwrap();
+    let now = s.list("/events/ns/", ListOptions::default()).await.unwrap();
     assert!(!now.more);
     assert_eq!(now.revision, s.current_revision().await.unwrap());
     let k = keys(&now.items);
     assert_eq!(k.len(), 25 - 2 + 2);
     assert!(k.contains(&"/events/ns/k13a") && k.contains(&"/events/ns/k99"));
     assert!(!k.contains(&"/events/ns/k12") && !k.contains(&"/events/ns/k03"));
-    let k20 = now.items.iter().find(|kv| kv.key == "/events/ns/k20").unwrap();
+    let k20 = now
+        .items
+        .iter()
+        .find(|kv| kv.key == "/events/ns/k20")
+        .unwrap();
     assert_eq!(k20.value, b("recreated"));
     assert_eq!(k20.create_revision, k20.mod_revision);
 
@@ -257,7 +258,11 @@ async fn list_at_a_compacted_revision_is_expired(f: Fixture) {
     let a = s.create("/events/ns/a", b("1"), None).await.unwrap();
     let r1 = a.mod_revision;
     s.update("/events/ns/a", b("2"), None, None).await.unwrap();
-    let r2 = s.create("/events/ns/b", b("1"), None).await.unwrap().mod_revision;
+    let r2 = s
+        .create("/events/ns/b", b("1"), None)
+        .await
+        .unwrap()
+        .mod_revision;
     s.update("/events/ns/a", b("3"), None, None).await.unwrap();
 
     let at = |rev| ListOptions {
@@ -318,7 +323,10 @@ async fn automatic_compaction_bounds_history(f: Fixture) {
         panic!("expected Expired, got {err:?}");
     };
     assert_eq!(requested, 10);
-    assert!((100 - 16 - 2..=100 - 16).contains(&oldest), "oldest {oldest}");
+    assert!(
+        (100 - 16 - 2..=100 - 16).contains(&oldest),
+        "oldest {oldest}"
+    );
     let recent = s
         .list(
             "/events/",
@@ -337,10 +345,7 @@ async fn watch_replays_exactly_the_later_events_in_order(f: Fixture) {
     let a = s.create("/events/ns/a", b("a1"), None).await.unwrap();
     s.create("/events/ns/b", b("b1"), None).await.unwrap();
     let from = s.current_revision().await.unwrap();
-    let a2 = s
-        .update("/events/ns/a", b("a2"), None, None)
-        .await
-        .unwrap();
+    let a2 = s.update("/events/ns/a", b("a2"), None, None).await.unwrap();
     let del_b = s.delete("/events/ns/b", None).await.unwrap();
     s.create("/other/x", b("not watched"), None).await.unwrap();
     let c = s.create("/events/ns/c", b("c1"), None).await.unwrap();
@@ -501,15 +506,16 @@ async fn ttl_expiry_deletes_keys_and_emits_delete_events(f: Fixture) {
 async fn many_expiries_in_one_sweep(f: Fixture) {
     // More than one SQLite sweep batch (1,000) expire together.
     let s = &f.store;
-    for i in 0..2_500 {
-        s.create(
-            &format!("/events/ns/k{i:05}"),
-            b("x"),
-            Some(Duration::from_secs(10 + i % 7)),
-        )
-        .await
-        .unwrap();
-    }
+    let names: Vec<String> = (0..2_500).map(|i| format!("/events/ns/k{i:05}")).collect();
+    // Written concurrently (one group commit covers many), with TTLs spread over 7 seconds.
+    futures::future::try_join_all(
+        names
+            .iter()
+            .zip(0u64..)
+            .map(|(k, i)| s.create(k, b("x"), Some(Duration::from_secs(10 + i % 7)))),
+    )
+    .await
+    .unwrap();
     s.create("/events/ns/keep", b("x"), Some(Duration::from_secs(3600)))
         .await
         .unwrap();
@@ -670,9 +676,7 @@ async fn sqlite_restart_keeps_data_revisions_ttl_and_watch_history() {
     let dir = tempfile::tempdir().unwrap();
     let clock = clock();
     let open = || {
-        Arc::new(
-            SqliteBackend::open(dir.path(), clock.clone(), SqliteOptions::default()).unwrap(),
-        )
+        Arc::new(SqliteBackend::open(dir.path(), clock.clone(), SqliteOptions::default()).unwrap())
     };
     let (a, from, c, compacted_at) = {
         let s = open();
@@ -725,7 +729,9 @@ async fn sqlite_restart_keeps_data_revisions_ttl_and_watch_history() {
         next_event(&mut w).await,
         next_event(&mut w).await,
     ];
-    assert!(matches!(&*replay[0], WatchEvent::Put { kv, prev: Some(p) } if *kv == a && p.value == b("a")));
+    assert!(
+        matches!(&*replay[0], WatchEvent::Put { kv, prev: Some(p) } if *kv == a && p.value == b("a"))
+    );
     assert!(matches!(&*replay[1], WatchEvent::Delete { prev, .. } if prev.key == "/events/ns/b"));
     assert!(matches!(&*replay[2], WatchEvent::Put { kv, prev: None } if *kv == c));
     // Revisions continue, and the TTL set before the restart still applies.
@@ -769,7 +775,8 @@ fn run_kill_writer(dir: &str) {
             tasks.push(tokio::spawn(async move {
                 for i in 0..20_000 {
                     let key = format!("/events/kill/t{t:02}-{i:05}");
-                    let value = format!("{{\"task\":{t},\"i\":{i},\"pad\":\"{}\"}}", "p".repeat(150));
+                    let value =
+                        format!("{{\"task\":{t},\"i\":{i},\"pad\":\"{}\"}}", "p".repeat(150));
                     let kv = store.create(&key, Bytes::from(value), None).await.unwrap();
                     let mut out = std::io::stdout().lock();
                     writeln!(out, "ACK {key} {}", kv.mod_revision).unwrap();
@@ -814,7 +821,11 @@ fn sqlite_sigkill_keeps_every_acknowledged_write() {
             }
         }
     }
-    assert_eq!(acked.len(), ACKS_BEFORE_KILL, "child ended before enough acks");
+    assert_eq!(
+        acked.len(),
+        ACKS_BEFORE_KILL,
+        "child ended before enough acks"
+    );
     child.kill().unwrap(); // SIGKILL
     let status = child.wait().unwrap();
     assert!(!status.success());
@@ -835,7 +846,10 @@ fn sqlite_sigkill_keeps_every_acknowledged_write() {
             assert_eq!(kv.mod_revision, *rev, "{key}");
         }
         // The store still accepts writes after the crash, with fresh revisions.
-        let next = store.create("/events/kill/after", b("x"), None).await.unwrap();
+        let next = store
+            .create("/events/kill/after", b("x"), None)
+            .await
+            .unwrap();
         assert!(next.mod_revision > max);
     });
 }

@@ -113,7 +113,11 @@ impl WatchHub {
     pub fn compact(&self, revision: Revision) {
         let mut ring = self.write();
         let revision = revision.min(ring.head);
-        while ring.events.front().is_some_and(|e| e.revision() <= revision) {
+        while ring
+            .events
+            .front()
+            .is_some_and(|e| e.revision() <= revision)
+        {
             ring.events.pop_front();
         }
         ring.floor = ring.floor.max(revision);
@@ -128,7 +132,11 @@ impl WatchHub {
 
     /// A stream of the events under `prefix` with revisions above `after`. `Expired` at once
     /// if the ring no longer holds all of them.
-    pub fn subscribe(self: &Arc<Self>, prefix: &str, after: Revision) -> Result<WatchStream, StorageError> {
+    pub fn subscribe(
+        self: &Arc<Self>,
+        prefix: &str,
+        after: Revision,
+    ) -> Result<WatchStream, StorageError> {
         let floor = self.floor();
         if after < floor {
             return Err(StorageError::Expired {

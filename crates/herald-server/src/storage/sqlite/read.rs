@@ -40,7 +40,11 @@ impl ReadPool {
         R: Send + 'static,
         F: FnOnce(&Connection) -> Result<R> + Send + 'static,
     {
-        let _permit = self.permits.acquire().await.map_err(|_| StorageError::Closed)?;
+        let _permit = self
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| StorageError::Closed)?;
         let pooled = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
         let conn = match pooled {
             Some(c) => c,
@@ -50,7 +54,10 @@ impl ReadPool {
         let pool = Arc::clone(self);
         tokio::task::spawn_blocking(move || {
             let r = f(&conn);
-            pool.idle.lock().unwrap_or_else(|e| e.into_inner()).push(conn);
+            pool.idle
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(conn);
             r
         })
         .await
@@ -108,7 +115,11 @@ fn list_in_txn(conn: &Connection, prefix: &str, opts: &ListOptions) -> Result<Li
         _ => (">=", prefix),
     };
     let upper = prefix_end(prefix);
-    let upper_sql = if upper.is_some() { "AND key < ?2" } else { "AND ?2 IS NULL" };
+    let upper_sql = if upper.is_some() {
+        "AND key < ?2"
+    } else {
+        "AND ?2 IS NULL"
+    };
     let limit = opts.limit.filter(|&l| l > 0);
     // One more than asked, to learn whether more remain.
     let fetch = limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX - 1) + 1);

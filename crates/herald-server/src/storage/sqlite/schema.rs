@@ -60,7 +60,19 @@ pub(super) fn open_writer(path: &Path) -> Result<Connection> {
          PRAGMA temp_store=MEMORY;
          PRAGMA cache_size=-65536;",
     )?;
+    // Checkpoints normally run on the checkpointer thread; this large automatic one in the
+    // writer only bounds the WAL (~64 MiB) if the background ones fall behind.
+    conn.pragma_update(None, "wal_autocheckpoint", 16_384)?;
     conn.execute_batch(SCHEMA)?;
+    Ok(conn)
+}
+
+/// Opens the connection the checkpointer thread uses.
+pub(super) fn open_checkpointer(path: &Path) -> Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(Duration::from_secs(5))?;
+    conn.execute_batch("PRAGMA synchronous=FULL;")?;
+    conn.pragma_update(None, "wal_autocheckpoint", 0)?;
     Ok(conn)
 }
 
@@ -86,7 +98,10 @@ pub(super) fn meta(conn: &Connection, name: &str) -> Result<Revision> {
 
 /// The last `window` writes as watch events (oldest first) and the revision after which they
 /// are complete, to preload the watch ring after a restart.
-pub(super) fn recent_events(conn: &Connection, window: usize) -> Result<(Revision, Vec<WatchEvent>)> {
+pub(super) fn recent_events(
+    conn: &Connection,
+    window: usize,
+) -> Result<(Revision, Vec<WatchEvent>)> {
     let revision = meta(conn, "revision")?;
     let compacted = meta(conn, "compacted")?;
     let mut stmt = conn.prepare(
@@ -139,7 +154,10 @@ pub(super) fn recent_events(conn: &Connection, window: usize) -> Result<(Revisio
             mod_revision,
         });
         let ev = match (deleted, state_after, prev_kv.clone()) {
-            (true, _, Some(prev)) => Some(WatchEvent::Delete { prev, revision: rev }),
+            (true, _, Some(prev)) => Some(WatchEvent::Delete {
+                prev,
+                revision: rev,
+            }),
             (false, Some(kv), prev) if kv.mod_revision == rev => Some(WatchEvent::Put { kv, prev }),
             _ => None,
         };
