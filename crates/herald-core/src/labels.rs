@@ -34,10 +34,8 @@ use crate::status::ApiError;
 // Syntax rules (apimachinery's util/validation), returning kube's messages.
 // ---------------------------------------------------------------------------------------------
 
-/// The longest DNS-1123 subdomain.
-pub const DNS1123_SUBDOMAIN_MAX_LEN: usize = 253;
-/// The longest DNS-1123 label.
-pub const DNS1123_LABEL_MAX_LEN: usize = 63;
+pub use crate::naming::{DNS1123_LABEL_MAX_LEN, DNS1123_SUBDOMAIN_MAX_LEN};
+
 /// The longest name part of a qualified name (label keys, annotation keys, finalizers).
 pub const QUALIFIED_NAME_MAX_LEN: usize = 63;
 /// The longest label value.

@@ -608,6 +608,43 @@ async fn list_fixture(
         resource_version: Some("103".into()),
         ..Default::default()
     };
+    if query.split('&').any(|kv| kv == "watch=true") {
+        // A finite watch: the later events of the fixture as one-row Tables, column
+        // definitions only in the first (like kube-apiserver), then the stream ends.
+        assert!(
+            query.contains("resourceVersion=103"),
+            "watch from the list RV: {query}"
+        );
+        let Output::Table(version) =
+            negotiate_output(accept_header(&headers).as_deref(), Target::Object)?
+        else {
+            panic!("fixture only streams Tables");
+        };
+        let mut lines = String::new();
+        for (i, e) in events.iter().enumerate() {
+            let opts = TableOptions {
+                version,
+                include_object: IncludeObject::Metadata,
+                no_headers: i > 0,
+            };
+            let mut changed = e.clone();
+            changed.count = Some(100 + i as i32);
+            let t = event_table(
+                std::slice::from_ref(&changed),
+                &TableMeta::default(),
+                now,
+                &opts,
+                &core_v1_object,
+            );
+            lines.push_str(&serde_json::json!({"type": "MODIFIED", "object": t}).to_string());
+            lines.push('\n');
+        }
+        return Ok((
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            lines,
+        )
+            .into_response());
+    }
     let body = match negotiate_output(accept_header(&headers).as_deref(), Target::List)? {
         Output::Table(version) => {
             let opts = TableOptions {
@@ -781,5 +818,33 @@ async fn kubectl_api_resources_through_legacy_discovery() {
             "legacy discovery fetched {p}: {paths:?}"
         );
     }
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn kubectl_get_events_watch_prints_table_rows_from_the_stream() {
+    let server = server_with_list_fixture().await;
+    let k = Kubectl::new(server.port);
+    let o = k.run(&["get", "events", "-w", "-o", "wide"]).await;
+    // The fixture's watch ends after its events; kubectl then exits cleanly.
+    assert_eq!(o.code, Some(0), "{}", show(&o));
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(
+        lines.len(),
+        5,
+        "header + 2 listed + 2 watched: {}",
+        show(&o)
+    );
+    assert!(lines[0].starts_with("LAST SEEN"), "{}", show(&o));
+    assert!(
+        lines[3].contains("BackOff happened") && lines[3].contains(" 100 "),
+        "{}",
+        show(&o)
+    );
+    assert!(
+        lines[4].contains("Failed happened") && lines[4].contains(" 101 "),
+        "{}",
+        show(&o)
+    );
     server.shutdown().await;
 }

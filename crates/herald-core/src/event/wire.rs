@@ -71,10 +71,10 @@ pub fn events_v1_json_of(event: &EventsV1Event) -> Value {
             "deprecatedLastTimestamp",
         ],
     );
-    if let Some(Value::Object(series)) = m.get_mut("series") {
-        if series.get("lastObservedTime").and_then(Value::as_str) == Some(ZERO_MICRO) {
-            series.insert("lastObservedTime".into(), Value::Null);
-        }
+    if let Some(Value::Object(series)) = m.get_mut("series")
+        && series.get("lastObservedTime").and_then(Value::as_str) == Some(ZERO_MICRO)
+    {
+        series.insert("lastObservedTime".into(), Value::Null);
     }
     with_type_meta(ApiGroup::EventsV1, m)
 }
