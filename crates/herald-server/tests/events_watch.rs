@@ -612,3 +612,54 @@ async fn periodic_bookmarks_and_timeout() {
         assert!(matches!(w.next().await, Some(WatchItem::Added(_))));
     }
 }
+
+/// A watcher that falls behind the bounded history window gets an ERROR 410 and its
+/// stream ends (memory stays bounded; the client re-lists).
+#[tokio::test]
+async fn slow_watcher_past_the_window_gets_410() {
+    let clock = fake_clock();
+    let backend = Arc::new(MemoryBackend::new(
+        clock.clone(),
+        HistoryOptions {
+            watch_window: 4,
+            keep_revisions: 100,
+        },
+    ));
+    let reg = EventRegistry::new(backend, clock, RegistryOptions::default());
+    let first = reg
+        .create(
+            ApiGroup::Core,
+            "default",
+            event("l.0"),
+            &WriteOptions::default(),
+        )
+        .await
+        .unwrap();
+    let p = ListParams {
+        watch: true,
+        resource_version: first.metadata.resource_version.clone(),
+        ..ListParams::default()
+    };
+    let mut w = reg
+        .watch(ApiGroup::Core, Some("default"), None, &p)
+        .await
+        .unwrap();
+    for i in 1..=10 {
+        reg.create(
+            ApiGroup::Core,
+            "default",
+            event(&format!("l.{i}")),
+            &WriteOptions::default(),
+        )
+        .await
+        .unwrap();
+    }
+    match tokio::time::timeout(GUARD, w.next()).await.unwrap() {
+        Some(WatchItem::Error(e)) => {
+            assert_eq!(e.code, 410);
+            assert_eq!(e.reason.as_str(), "Expired");
+        }
+        other => panic!("expected a 410 ERROR, got {other:?}"),
+    }
+    assert!(w.next().await.is_none());
+}
