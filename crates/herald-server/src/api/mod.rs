@@ -26,6 +26,7 @@
 
 pub mod discovery;
 pub mod error;
+pub mod events;
 pub mod field_validation;
 pub mod health;
 pub mod negotiate;

@@ -1,0 +1,165 @@
+//! Prometheus metrics of the API: requests by verb and code, open watches, and storage
+//! write latency.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicI64;
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http::{HeaderValue, header};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Labels of `herald_apiserver_requests_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, `deletecollection`,
+    /// or the lower-cased HTTP method for other paths.
+    pub verb: String,
+    /// The HTTP status code.
+    pub code: String,
+}
+
+/// The server's metrics. The label sets are bounded (a fixed verb vocabulary × HTTP codes).
+pub struct Metrics {
+    registry: Registry,
+    /// Requests by verb and code.
+    pub requests: Family<RequestLabels, Counter>,
+    /// Watches currently open.
+    pub watches: Gauge<i64, AtomicI64>,
+    /// Watches opened since start.
+    pub watches_total: Counter,
+    /// Seconds spent in storage writes (create/update/delete), as seen by the registry.
+    pub write_seconds: Histogram,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("herald");
+        let requests = Family::<RequestLabels, Counter>::default();
+        let watches = Gauge::<i64, AtomicI64>::default();
+        let watches_total = Counter::default();
+        let write_seconds = Histogram::new(exponential_buckets(0.0001, 2.0, 16));
+        registry.register(
+            "apiserver_requests",
+            "API requests by verb and HTTP code",
+            requests.clone(),
+        );
+        registry.register(
+            "apiserver_watches",
+            "Watch streams currently open",
+            watches.clone(),
+        );
+        registry.register(
+            "apiserver_watches_opened",
+            "Watch streams opened",
+            watches_total.clone(),
+        );
+        registry.register(
+            "storage_write_duration_seconds",
+            "Latency of durable storage writes",
+            write_seconds.clone(),
+        );
+        Metrics {
+            registry,
+            requests,
+            watches,
+            watches_total,
+            write_seconds,
+        }
+    }
+}
+
+impl Metrics {
+    /// The Prometheus text exposition of every metric.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}
+
+/// Keeps the open-watch gauge up while a watch stream lives.
+pub struct WatchGuard(Arc<Metrics>);
+
+impl WatchGuard {
+    /// Counts a new watch.
+    pub fn new(m: Arc<Metrics>) -> Self {
+        m.watches.inc();
+        m.watches_total.inc();
+        WatchGuard(m)
+    }
+}
+
+impl Drop for WatchGuard {
+    fn drop(&mut self) {
+        self.0.watches.dec();
+    }
+}
+
+/// The verb of a request, kube-style.
+pub fn verb_of(method: &http::Method, path: &str, query: Option<&str>) -> &'static str {
+    let is_events = path.contains("/events");
+    if !is_events {
+        return match *method {
+            http::Method::GET => "get",
+            http::Method::POST => "post",
+            http::Method::PUT => "put",
+            http::Method::PATCH => "patch",
+            http::Method::DELETE => "delete",
+            _ => "other",
+        };
+    }
+    let collection = path.trim_end_matches('/').ends_with("/events");
+    let watch = query
+        .unwrap_or("")
+        .split('&')
+        .any(|kv| kv == "watch=true" || kv == "watch=1" || kv == "watch");
+    match (method.as_str(), collection) {
+        ("GET", _) if watch => "watch",
+        ("GET", true) => "list",
+        ("GET", false) => "get",
+        ("POST", _) => "create",
+        ("PUT", _) => "update",
+        ("PATCH", _) => "patch",
+        ("DELETE", true) => "deletecollection",
+        ("DELETE", false) => "delete",
+        _ => "other",
+    }
+}
+
+/// Middleware counting every request by verb and code.
+pub async fn count_requests(State(m): State<Arc<Metrics>>, req: Request, next: Next) -> Response {
+    let verb = verb_of(req.method(), req.uri().path(), req.uri().query());
+    let resp = next.run(req).await;
+    m.requests
+        .get_or_create(&RequestLabels {
+            verb: verb.to_string(),
+            code: resp.status().as_u16().to_string(),
+        })
+        .inc();
+    resp
+}
+
+/// `GET /metrics`.
+pub async fn metrics_handler(State(m): State<Arc<Metrics>>) -> Response {
+    let mut resp = m.encode().into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    resp
+}

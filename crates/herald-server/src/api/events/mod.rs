@@ -1,0 +1,573 @@
+//! The events endpoints: `/api/v1[/namespaces/{ns}]/events[/{name}]` and the same under
+//! `/apis/events.k8s.io/v1`, over one [`EventRegistry`].
+//!
+//! - GET/LIST/WATCH negotiate JSON, `Table` (with `includeObject`) or
+//!   `PartialObjectMetadata[List]`; watches stream one `{"type":…,"object":…}` JSON line per
+//!   event over chunked transfer encoding, flushed per event, Table-transformed when asked.
+//! - Writes take JSON bodies of at most [`MAX_BODY_BYTES`] (413 beyond), 415 for other
+//!   content types, `fieldValidation` (Strict/Warn/Ignore) and `dryRun=All`.
+//! - Every failure is a `Status`; no input makes a handler panic.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use herald_core::clock::SystemClock;
+//! use herald_server::api::{self, ApiState, events::EventsApi};
+//! use herald_server::registry::{EventRegistry, RegistryOptions};
+//! use herald_server::storage::{HistoryOptions, MemoryBackend};
+//! # async fn run() -> std::io::Result<()> {
+//! let clock = Arc::new(SystemClock);
+//! let backend = Arc::new(MemoryBackend::new(clock.clone(), HistoryOptions::default()));
+//! let registry = EventRegistry::new(backend, clock.clone(), RegistryOptions::default());
+//! let events = EventsApi::new(registry, clock.clone()).router();
+//! let app = api::router_with(ApiState::new(clock), events);
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+//! api::serve(listener, app, std::future::pending()).await
+//! # }
+//! ```
+
+pub mod metrics;
+pub mod render;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, Query, Request, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use futures::StreamExt;
+use herald_core::clock::Clock;
+use herald_core::event::ApiGroup;
+use herald_core::status::ApiError;
+use http::{HeaderMap, HeaderValue, StatusCode, header};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use self::metrics::{Metrics, WatchGuard};
+use super::discovery::GroupVersion;
+use super::error::StatusError;
+use super::field_validation::{FieldValidation, add_warnings, check_unknown_fields};
+use super::negotiate::{IncludeObject, Output, Target, accept_header, negotiate_output};
+use crate::registry::codec::{decode_body, parse_json_object};
+use crate::registry::write::check_segment;
+use crate::registry::{
+    DeleteParams, EventRegistry, ListParams, PatchKind, WatchItem, WriteOptions,
+};
+
+/// The largest request body accepted (kube-apiserver's 3 MiB); larger bodies get 413.
+pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+/// The events API: registry, clock (Table ages), shutdown signal for open watches, metrics.
+#[derive(Clone)]
+pub struct EventsApi {
+    registry: EventRegistry,
+    clock: Arc<dyn Clock>,
+    shutdown: CancellationToken,
+    metrics: Option<Arc<Metrics>>,
+    max_body: usize,
+}
+
+impl std::fmt::Debug for EventsApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventsApi")
+            .field("registry", &self.registry)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Clone)]
+struct GroupState {
+    api: EventsApi,
+    group: ApiGroup,
+}
+
+type Res = Result<Response, StatusError>;
+
+impl EventsApi {
+    /// The API over `registry`; Table ages are computed on `clock`.
+    pub fn new(registry: EventRegistry, clock: Arc<dyn Clock>) -> Self {
+        EventsApi {
+            registry,
+            clock,
+            shutdown: CancellationToken::new(),
+            metrics: None,
+            max_body: MAX_BODY_BYTES,
+        }
+    }
+
+    /// Ends every open watch stream when `token` is cancelled (graceful shutdown).
+    pub fn with_shutdown(mut self, token: CancellationToken) -> Self {
+        self.shutdown = token;
+        self
+    }
+
+    /// Counts watches in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// Overrides the body size limit (bytes).
+    pub fn with_max_body(mut self, bytes: usize) -> Self {
+        self.max_body = bytes;
+        self
+    }
+
+    /// The routes of both groups, state applied, without fallbacks (merge it with
+    /// [`crate::api::router_with`]).
+    pub fn router(self) -> Router {
+        let mut r = Router::new();
+        for (base, group) in [
+            ("/api/v1", ApiGroup::Core),
+            ("/apis/events.k8s.io/v1", ApiGroup::EventsV1),
+        ] {
+            let st = GroupState {
+                api: self.clone(),
+                group,
+            };
+            let g = Router::new()
+                .route(&format!("{base}/events"), get(list_all))
+                .route(
+                    &format!("{base}/namespaces/{{ns}}/events"),
+                    get(list_ns).post(create).delete(delete_collection),
+                )
+                .route(
+                    &format!("{base}/namespaces/{{ns}}/events/{{name}}"),
+                    get(get_one).put(update).patch(patch).delete(delete_one),
+                )
+                .with_state(st);
+            r = r.merge(g);
+        }
+        r
+    }
+}
+
+fn gv(group: ApiGroup) -> GroupVersion {
+    match group {
+        ApiGroup::Core => GroupVersion::CORE_V1,
+        ApiGroup::EventsV1 => GroupVersion::EVENTS_V1,
+    }
+}
+
+fn query_pairs(uri: &http::Uri) -> Result<Vec<(String, String)>, ApiError> {
+    Query::<Vec<(String, String)>>::try_from_uri(uri)
+        .map(|q| q.0)
+        .map_err(|e| ApiError::bad_request(format!("invalid query string: {e}")))
+}
+
+fn q<'a>(pairs: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    pairs
+        .iter()
+        .rev()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+}
+
+fn list_params(pairs: &[(String, String)]) -> Result<ListParams, ApiError> {
+    ListParams::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+}
+
+fn dry_run(pairs: &[(String, String)]) -> Result<bool, ApiError> {
+    let mut dry = false;
+    for (k, v) in pairs.iter().filter(|(k, _)| k == "dryRun") {
+        let _ = k;
+        match v.as_str() {
+            "All" => dry = true,
+            "" => {}
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "Invalid dryRun value: {other:?}: supported values: \"All\""
+                )));
+            }
+        }
+    }
+    Ok(dry)
+}
+
+fn json_response(code: StatusCode, v: &Value) -> Response {
+    let body = serde_json::to_vec(v).unwrap_or_default();
+    let mut resp = (code, body).into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+fn segments(ns: &str, name: Option<&str>) -> Result<(), ApiError> {
+    check_segment("namespace", ns)?;
+    if let Some(n) = name {
+        check_segment("resource name", n)?;
+    }
+    Ok(())
+}
+
+async fn read_body(req: Request, limit: usize) -> Result<(HeaderMap, Bytes), ApiError> {
+    let (parts, body) = req.into_parts();
+    if let Some(len) = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        && len > limit as u64
+    {
+        return Err(too_large(limit));
+    }
+    match axum::body::to_bytes(body, limit).await {
+        Ok(b) => Ok((parts.headers, b)),
+        Err(e) => {
+            // axum wraps http-body-util's `LengthLimitError` ("length limit exceeded").
+            let mut src: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+            while let Some(s) = src {
+                if s.to_string().contains("length limit exceeded") {
+                    return Err(too_large(limit));
+                }
+                src = s.source();
+            }
+            Err(ApiError::bad_request(format!(
+                "error reading request body: {e}"
+            )))
+        }
+    }
+}
+
+fn too_large(limit: usize) -> ApiError {
+    ApiError::too_large(format!("Request entity too large: limit is {limit}"))
+}
+
+fn content_type(headers: &HeaderMap) -> String {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string()
+}
+
+fn is_json(ct: &str) -> bool {
+    let base = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    base.is_empty() || base == "application/json" || base == "*/*"
+}
+
+// ---- reads -------------------------------------------------------------------------------
+
+async fn list_all(State(st): State<GroupState>, req: Request) -> Res {
+    read(st, None, None, req).await
+}
+
+async fn list_ns(State(st): State<GroupState>, Path(ns): Path<String>, req: Request) -> Res {
+    read(st, Some(ns), None, req).await
+}
+
+async fn get_one(
+    State(st): State<GroupState>,
+    Path((ns, name)): Path<(String, String)>,
+    req: Request,
+) -> Res {
+    read(st, Some(ns), Some(name), req).await
+}
+
+async fn read(st: GroupState, ns: Option<String>, name: Option<String>, req: Request) -> Res {
+    if let Some(ns) = &ns {
+        segments(ns, name.as_deref())?;
+    }
+    let pairs = query_pairs(req.uri())?;
+    let p = list_params(&pairs)?;
+    let include = IncludeObject::from_query(q(&pairs, "includeObject"))?;
+    let accept = accept_header(req.headers());
+    let group = st.group;
+    if p.watch {
+        let out = negotiate_output(accept.as_deref(), Target::Object)?;
+        let w = st
+            .api
+            .registry
+            .watch(group, ns.as_deref(), name.as_deref(), &p)
+            .await?;
+        return Ok(watch_response(&st.api, group, w, out, include));
+    }
+    let now = st.api.clock.now();
+    match name {
+        Some(name) => {
+            let out = negotiate_output(accept.as_deref(), Target::Object)?;
+            let ns = ns.unwrap_or_default();
+            let e = st.api.registry.get(group, &ns, &name, p.rv()).await?;
+            Ok(json_response(
+                StatusCode::OK,
+                &render::object(group, &e, out, include, now, false),
+            ))
+        }
+        None => {
+            let out = negotiate_output(accept.as_deref(), Target::List)?;
+            let l = st.api.registry.list(group, ns.as_deref(), &p).await?;
+            Ok(json_response(
+                StatusCode::OK,
+                &render::list(group, &l, out, include, now),
+            ))
+        }
+    }
+}
+
+fn watch_response(
+    api: &EventsApi,
+    group: ApiGroup,
+    w: crate::registry::EventWatch,
+    out: Output,
+    include: IncludeObject,
+) -> Response {
+    let clock = api.clock.clone();
+    let guard = api.metrics.clone().map(WatchGuard::new);
+    let mut first = true;
+    let stream = w
+        .take_until(api.shutdown.clone().cancelled_owned())
+        .map(move |item| {
+            let _keep = &guard;
+            let is_obj = matches!(
+                item,
+                WatchItem::Added(_) | WatchItem::Modified(_) | WatchItem::Deleted(_)
+            );
+            let line = render::watch_line(group, &item, out, include, clock.now(), first);
+            if is_obj {
+                first = false;
+            }
+            Ok::<_, Infallible>(Bytes::from(line))
+        });
+    let mut resp = Response::new(Body::from_stream(stream));
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, private"),
+    );
+    resp
+}
+
+// ---- writes ------------------------------------------------------------------------------
+
+struct WriteCtx {
+    pairs: Vec<(String, String)>,
+    validation: FieldValidation,
+    opts: WriteOptions,
+}
+
+fn write_ctx(uri: &http::Uri) -> Result<WriteCtx, ApiError> {
+    let pairs = query_pairs(uri)?;
+    let validation = FieldValidation::from_query(q(&pairs, "fieldValidation"))?;
+    let opts = WriteOptions {
+        dry_run: dry_run(&pairs)?,
+        field_manager: q(&pairs, "fieldManager").map(str::to_string),
+        field_check: None,
+    };
+    Ok(WriteCtx {
+        pairs,
+        validation,
+        opts,
+    })
+}
+
+/// Parses a create/update body: JSON only, unknown fields per `fieldValidation`.
+fn event_body(
+    group: ApiGroup,
+    headers: &HeaderMap,
+    body: &[u8],
+    validation: FieldValidation,
+) -> Result<(herald_core::event::CoreEvent, Vec<String>), ApiError> {
+    let ct = content_type(headers);
+    if !is_json(&ct) {
+        return Err(ApiError::unsupported_media_type(&ct));
+    }
+    let v = parse_json_object(body)?;
+    let warnings = check_unknown_fields(gv(group), validation, &v)?;
+    let e = decode_body(group, v, Some(body))?;
+    Ok((e, warnings))
+}
+
+async fn create(State(st): State<GroupState>, Path(ns): Path<String>, req: Request) -> Res {
+    segments(&ns, None)?;
+    let ctx = write_ctx(req.uri())?;
+    let (headers, body) = read_body(req, st.api.max_body).await?;
+    let (event, warnings) = event_body(st.group, &headers, &body, ctx.validation)?;
+    let created = st
+        .api
+        .registry
+        .create(st.group, &ns, event, &ctx.opts)
+        .await?;
+    let mut resp = json_response(
+        StatusCode::CREATED,
+        &herald_core::event::wire::event_json(st.group, &created),
+    );
+    add_warnings(&mut resp, &warnings);
+    Ok(resp)
+}
+
+async fn update(
+    State(st): State<GroupState>,
+    Path((ns, name)): Path<(String, String)>,
+    req: Request,
+) -> Res {
+    segments(&ns, Some(&name))?;
+    let ctx = write_ctx(req.uri())?;
+    let (headers, body) = read_body(req, st.api.max_body).await?;
+    let (event, warnings) = event_body(st.group, &headers, &body, ctx.validation)?;
+    let w = st
+        .api
+        .registry
+        .update(st.group, &ns, &name, event, &ctx.opts)
+        .await?;
+    let code = if w.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    let mut resp = json_response(
+        code,
+        &herald_core::event::wire::event_json(st.group, &w.event),
+    );
+    add_warnings(&mut resp, &warnings);
+    Ok(resp)
+}
+
+async fn patch(
+    State(st): State<GroupState>,
+    Path((ns, name)): Path<(String, String)>,
+    req: Request,
+) -> Res {
+    segments(&ns, Some(&name))?;
+    let mut ctx = write_ctx(req.uri())?;
+    let (headers, body) = read_body(req, st.api.max_body).await?;
+    let ct = content_type(&headers);
+    let Some(mut kind) = PatchKind::from_content_type(&ct) else {
+        return Err(ApiError::unsupported_media_type(&ct).into());
+    };
+    if let PatchKind::Apply { force } = &mut kind {
+        *force = matches!(q(&ctx.pairs, "force"), Some("true" | "1"));
+    }
+    let group = st.group;
+    let validation = ctx.validation;
+    ctx.opts.field_check = Some(Arc::new(move |v: &Value| {
+        check_unknown_fields(gv(group), validation, v)
+    }));
+    let w = st
+        .api
+        .registry
+        .patch(group, &ns, &name, kind, &body, &ctx.opts)
+        .await?;
+    let code = if w.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    let mut resp = json_response(code, &herald_core::event::wire::event_json(group, &w.event));
+    add_warnings(&mut resp, &w.warnings);
+    Ok(resp)
+}
+
+/// DeleteOptions from the query and the (optional) JSON body; the body wins.
+fn delete_params(pairs: &[(String, String)], body: &[u8]) -> Result<DeleteParams, ApiError> {
+    let mut p = DeleteParams {
+        dry_run: dry_run(pairs)?,
+        propagation_policy: q(pairs, "propagationPolicy").map(str::to_string),
+        grace_period_seconds: match q(pairs, "gracePeriodSeconds") {
+            Some(s) => Some(s.parse().map_err(|_| {
+                ApiError::bad_request(format!("invalid gracePeriodSeconds: {s:?}"))
+            })?),
+            None => None,
+        },
+        ..DeleteParams::default()
+    };
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(p);
+    }
+    let v = parse_json_object(body)?;
+    let bad =
+        |f: &str| ApiError::bad_request(format!("invalid DeleteOptions: {f} has the wrong type"));
+    if let Some(pp) = v.get("propagationPolicy").filter(|x| !x.is_null()) {
+        p.propagation_policy = Some(
+            pp.as_str()
+                .ok_or_else(|| bad("propagationPolicy"))?
+                .to_string(),
+        );
+    }
+    if let Some(g) = v.get("gracePeriodSeconds").filter(|x| !x.is_null()) {
+        p.grace_period_seconds = Some(g.as_i64().ok_or_else(|| bad("gracePeriodSeconds"))?);
+    }
+    if let Some(d) = v.get("dryRun").filter(|x| !x.is_null()) {
+        let list = d.as_array().ok_or_else(|| bad("dryRun"))?;
+        for x in list {
+            match x.as_str() {
+                Some("All") => p.dry_run = true,
+                _ => {
+                    return Err(ApiError::bad_request(format!(
+                        "Invalid dryRun value: {x}: supported values: \"All\""
+                    )));
+                }
+            }
+        }
+    }
+    if let Some(pre) = v.get("preconditions").filter(|x| !x.is_null()) {
+        if let Some(u) = pre.get("uid").filter(|x| !x.is_null()) {
+            p.precondition_uid = Some(
+                u.as_str()
+                    .ok_or_else(|| bad("preconditions.uid"))?
+                    .to_string(),
+            );
+        }
+        if let Some(r) = pre.get("resourceVersion").filter(|x| !x.is_null()) {
+            p.precondition_resource_version = Some(
+                r.as_str()
+                    .ok_or_else(|| bad("preconditions.resourceVersion"))?
+                    .to_string(),
+            );
+        }
+    }
+    Ok(p)
+}
+
+async fn delete_one(
+    State(st): State<GroupState>,
+    Path((ns, name)): Path<(String, String)>,
+    req: Request,
+) -> Res {
+    segments(&ns, Some(&name))?;
+    let pairs = query_pairs(req.uri())?;
+    let (_, body) = read_body(req, st.api.max_body).await?;
+    let p = delete_params(&pairs, &body)?;
+    let gone = st.api.registry.delete(st.group, &ns, &name, &p).await?;
+    let mut details = json!({"name": name, "kind": "events", "uid": gone.metadata.uid.clone().unwrap_or_default()});
+    if st.group == ApiGroup::EventsV1 {
+        details["group"] = json!("events.k8s.io");
+    }
+    let status = json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {},
+        "status": "Success", "details": details,
+    });
+    Ok(json_response(StatusCode::OK, &status))
+}
+
+async fn delete_collection(
+    State(st): State<GroupState>,
+    Path(ns): Path<String>,
+    req: Request,
+) -> Res {
+    segments(&ns, None)?;
+    let pairs = query_pairs(req.uri())?;
+    let lp = list_params(&pairs)?;
+    let (_, body) = read_body(req, st.api.max_body).await?;
+    let p = delete_params(&pairs, &body)?;
+    let gone = st
+        .api
+        .registry
+        .delete_collection(st.group, Some(&ns), &lp, &p)
+        .await?;
+    Ok(json_response(
+        StatusCode::OK,
+        &render::event_list(st.group, &gone, None, None),
+    ))
+}

@@ -1,0 +1,159 @@
+//! Rendering registry results in the negotiated representation.
+
+use herald_core::event::wire::event_json;
+use herald_core::event::{ApiGroup, CoreEvent};
+use jiff::Timestamp;
+use serde_json::{Value, json};
+
+use crate::api::negotiate::{IncludeObject, Output};
+use crate::api::table::{
+    TableMeta, TableOptions, event_table, partial_object_metadata, partial_object_metadata_list,
+};
+use crate::registry::{EventList, INITIAL_EVENTS_END_ANNOTATION, WatchItem};
+
+/// One event in the requested representation.
+pub fn object(
+    group: ApiGroup,
+    e: &CoreEvent,
+    out: Output,
+    include: IncludeObject,
+    now: Timestamp,
+    no_headers: bool,
+) -> Value {
+    match out {
+        Output::Object => event_json(group, e),
+        Output::Table(version) => {
+            let meta = TableMeta {
+                resource_version: e.metadata.resource_version.clone(),
+                ..TableMeta::default()
+            };
+            let opts = TableOptions {
+                version,
+                include_object: include,
+                no_headers,
+            };
+            event_table(std::slice::from_ref(e), &meta, now, &opts, &|e| {
+                event_json(group, e)
+            })
+        }
+        Output::PartialObjectMetadata(v) | Output::PartialObjectMetadataList(v) => {
+            partial_object_metadata(&e.metadata, v)
+        }
+    }
+}
+
+/// A list in the requested representation.
+pub fn list(
+    group: ApiGroup,
+    l: &EventList,
+    out: Output,
+    include: IncludeObject,
+    now: Timestamp,
+) -> Value {
+    let meta = TableMeta {
+        resource_version: Some(l.resource_version.clone()),
+        continue_: l.continue_.clone(),
+        remaining_item_count: None,
+    };
+    match out {
+        Output::Table(version) => {
+            let opts = TableOptions {
+                version,
+                include_object: include,
+                no_headers: false,
+            };
+            event_table(&l.items, &meta, now, &opts, &|e| event_json(group, e))
+        }
+        Output::PartialObjectMetadataList(v) | Output::PartialObjectMetadata(v) => {
+            partial_object_metadata_list(&l.items, &meta, v)
+        }
+        Output::Object => event_list(
+            group,
+            &l.items,
+            Some(&l.resource_version),
+            l.continue_.as_deref(),
+        ),
+    }
+}
+
+/// An `EventList` in `group`'s shape.
+pub fn event_list(
+    group: ApiGroup,
+    items: &[CoreEvent],
+    rv: Option<&str>,
+    cont: Option<&str>,
+) -> Value {
+    let mut meta = serde_json::Map::new();
+    if let Some(rv) = rv {
+        meta.insert("resourceVersion".into(), rv.into());
+    }
+    if let Some(c) = cont {
+        meta.insert("continue".into(), c.into());
+    }
+    let items: Vec<Value> = items
+        .iter()
+        .map(|e| {
+            let mut v = event_json(group, e);
+            if let Some(m) = v.as_object_mut() {
+                m.remove("kind");
+                m.remove("apiVersion");
+            }
+            v
+        })
+        .collect();
+    json!({
+        "kind": "EventList",
+        "apiVersion": group.api_version(),
+        "metadata": meta,
+        "items": items,
+    })
+}
+
+/// The object of a BOOKMARK: the kind with only `metadata.resourceVersion` (and the
+/// initial-events-end annotation).
+fn bookmark_object(group: ApiGroup, rv: &str, end: bool, out: Output) -> Value {
+    let mut meta = json!({"resourceVersion": rv});
+    if end {
+        meta["annotations"] = json!({INITIAL_EVENTS_END_ANNOTATION: "true"});
+    }
+    match out {
+        Output::Object => {
+            json!({"kind": "Event", "apiVersion": group.api_version(), "metadata": meta})
+        }
+        Output::Table(v) => json!({
+            "kind": "Table", "apiVersion": v.api_version(), "metadata": meta,
+            "columnDefinitions": null, "rows": []
+        }),
+        Output::PartialObjectMetadata(v) | Output::PartialObjectMetadataList(v) => {
+            json!({"kind": "PartialObjectMetadata", "apiVersion": v.api_version(), "metadata": meta})
+        }
+    }
+}
+
+/// One watch line (`{"type":…,"object":…}\n`). `first` is true for the first object event
+/// of the stream (only it carries Table column definitions).
+pub fn watch_line(
+    group: ApiGroup,
+    item: &WatchItem,
+    out: Output,
+    include: IncludeObject,
+    now: Timestamp,
+    first: bool,
+) -> Vec<u8> {
+    let (ty, obj) = match item {
+        WatchItem::Added(e) => ("ADDED", object(group, e, out, include, now, !first)),
+        WatchItem::Modified(e) => ("MODIFIED", object(group, e, out, include, now, !first)),
+        WatchItem::Deleted(e) => ("DELETED", object(group, e, out, include, now, !first)),
+        WatchItem::Bookmark {
+            resource_version,
+            initial_events_end,
+        } => (
+            "BOOKMARK",
+            bookmark_object(group, resource_version, *initial_events_end, out),
+        ),
+        WatchItem::Error(e) => ("ERROR", e.to_json()),
+    };
+    let mut line = serde_json::to_vec(&json!({"type": ty, "object": obj})).unwrap_or_default();
+    line.push(b'\n');
+    line
+}

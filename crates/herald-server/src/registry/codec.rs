@@ -1,0 +1,136 @@
+//! The storage shape of an event and the request-body decoding of both API groups.
+//!
+//! Every event is stored once, as core/v1 JSON **without** `metadata.resourceVersion` (the
+//! resourceVersion is the key's mod revision and is put back on read), under the key
+//! `/events/<namespace>/<name>`.
+
+use bytes::Bytes;
+use herald_core::event::convert::{events_v1_to_core, normalize_core};
+use herald_core::event::{ApiGroup, CoreEvent, EventsV1Event};
+use herald_core::status::ApiError;
+use serde_json::Value;
+
+use crate::storage::{KeyValue, Revision};
+
+/// The key prefix of every event.
+pub const EVENTS_PREFIX: &str = "/events/";
+
+/// The key of one event.
+pub fn key(namespace: &str, name: &str) -> String {
+    format!("{EVENTS_PREFIX}{namespace}/{name}")
+}
+
+/// The prefix of the events of one namespace, or of all events when `namespace` is `None`.
+pub fn prefix(namespace: Option<&str>) -> String {
+    match namespace {
+        Some(ns) => format!("{EVENTS_PREFIX}{ns}/"),
+        None => EVENTS_PREFIX.to_string(),
+    }
+}
+
+/// The stored bytes of `event` (its resourceVersion is dropped).
+pub fn encode(event: &CoreEvent) -> Result<Bytes, ApiError> {
+    let mut e = event.clone();
+    e.metadata.resource_version = None;
+    serde_json::to_vec(&e)
+        .map(Bytes::from)
+        .map_err(|err| ApiError::internal(format!("encoding event: {err}")))
+}
+
+/// The event stored in `kv`, with `resourceVersion` = the key's mod revision.
+pub fn decode(kv: &KeyValue) -> Result<CoreEvent, ApiError> {
+    decode_at(&kv.value, kv.mod_revision)
+}
+
+/// The event stored as `value`, with `resourceVersion` = `revision`.
+pub fn decode_at(value: &[u8], revision: Revision) -> Result<CoreEvent, ApiError> {
+    let mut e: CoreEvent = serde_json::from_slice(value)
+        .map_err(|err| ApiError::internal(format!("decoding stored event: {err}")))?;
+    e.metadata.resource_version = Some(revision.to_string());
+    Ok(e)
+}
+
+/// Parses `resourceVersion` strings: `Ok(None)` for absent/empty, 400 for non-numbers.
+pub fn parse_rv(rv: Option<&str>) -> Result<Option<Revision>, ApiError> {
+    match rv.filter(|s| !s.is_empty()) {
+        None => Ok(None),
+        Some(s) => s
+            .parse::<Revision>()
+            .map(Some)
+            .map_err(|_| ApiError::bad_request(format!("invalid resource version: {s:?}"))),
+    }
+}
+
+/// The "cannot be handled" prefix kube-apiserver puts on body decoding errors.
+fn cannot_handle(detail: impl std::fmt::Display) -> ApiError {
+    ApiError::bad_request(format!(
+        "Event in version \"v1\" cannot be handled as a Event: {detail}"
+    ))
+}
+
+/// Parses a request body as a JSON object. Syntax errors are 400s that say where
+/// (`... at line L column C`).
+pub fn parse_json_object(body: &[u8]) -> Result<Value, ApiError> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
+    })?;
+    if !v.is_object() {
+        return Err(ApiError::bad_request(
+            "couldn't get version/kind; json parse error: expected a JSON object",
+        ));
+    }
+    Ok(v)
+}
+
+/// Checks the `apiVersion` and `kind` of a body against the group it was sent to (absent
+/// ones are fine, as in kube-apiserver), then decodes it into the (normalized) storage
+/// shape. Type errors are 400s that say where: in `original` (the request bytes `v` was
+/// parsed from) when given, else in `v`'s compact rendering.
+pub fn decode_body(
+    group: ApiGroup,
+    mut v: Value,
+    original: Option<&[u8]>,
+) -> Result<CoreEvent, ApiError> {
+    let Some(obj) = v.as_object_mut() else {
+        return Err(ApiError::bad_request(
+            "couldn't get version/kind; json parse error: expected a JSON object",
+        ));
+    };
+    let mut typed_ok = true;
+    if let Some(av) = obj.remove("apiVersion") {
+        typed_ok &= av.as_str() == Some(group.api_version());
+        let av = av.as_str().unwrap_or("");
+        if !av.is_empty() && av != group.api_version() {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({av}) does not match the expected API version ({})",
+                group.api_version()
+            )));
+        }
+    }
+    if let Some(kind) = obj.remove("kind") {
+        typed_ok &= kind.as_str() == Some("Event");
+        let kind = kind.as_str().unwrap_or("");
+        if !kind.is_empty() && kind != "Event" {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({kind}) does not match the expected kind (Event)"
+            )));
+        }
+    }
+    // Decode from text so that type errors carry a line and column.
+    let owned;
+    let text = match original {
+        Some(b) if typed_ok => b,
+        _ => {
+            owned = serde_json::to_vec(&v).map_err(cannot_handle)?;
+            &owned[..]
+        }
+    };
+    match group {
+        ApiGroup::Core => serde_json::from_slice::<CoreEvent>(text)
+            .map(normalize_core)
+            .map_err(cannot_handle),
+        ApiGroup::EventsV1 => serde_json::from_slice::<EventsV1Event>(text)
+            .map(events_v1_to_core)
+            .map_err(cannot_handle),
+    }
+}

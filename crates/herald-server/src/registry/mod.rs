@@ -1,0 +1,423 @@
+//! The events registry: kube-apiserver's generic store semantics for events, for both API
+//! groups, over any [`Backend`].
+//!
+//! - **One storage shape.** Every event is stored once as core/v1 JSON without
+//!   `resourceVersion` under `/events/<namespace>/<name>` ([`codec`]); requests on
+//!   `events.k8s.io/v1` are converted on the way in (by the caller, see
+//!   [`codec::decode_body`]) and rendered back by the HTTP layer. The `resourceVersion` is the
+//!   key's mod revision, a decimal string.
+//! - **Validation** per request group (`herald_core::event::validate`), generateName,
+//!   uid/creationTimestamp, the namespace from the URL.
+//! - **TTL**: every write (create, update, patch) gives the key `event_ttl` again, so an event
+//!   disappears `event_ttl` after its last write; watchers see `DELETED`.
+//! - **Lists** page with opaque, upstream-shaped continue tokens; every page of a list is read
+//!   at the snapshot revision of the first one. `resourceVersion`/`resourceVersionMatch`
+//!   follow kube's rules, including 410 `Expired` for compacted revisions.
+//! - **Watches** replay from a revision or start with the current state as `ADDED`, apply the
+//!   selectors the way kube-apiserver's etcd watcher does (an object that stops matching is
+//!   `DELETED`, one that starts matching is `ADDED`), send the initial-events-end and periodic
+//!   bookmarks when allowed, and end with an `ERROR` 410 when the history is gone.
+//! - **Writes race safely**: unconditional updates and patches retry on a concurrent write
+//!   (at most [`MAX_RETRIES`] times, then 409); a client resourceVersion is a precondition.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use herald_core::clock::SystemClock;
+//! use herald_core::event::{ApiGroup, CoreEvent};
+//! use herald_server::registry::{EventRegistry, ListParams, RegistryOptions, WriteOptions};
+//! use herald_server::storage::{HistoryOptions, MemoryBackend};
+//!
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let clock = Arc::new(SystemClock);
+//! let backend = Arc::new(MemoryBackend::new(clock.clone(), HistoryOptions::default()));
+//! let reg = EventRegistry::new(backend, clock, RegistryOptions::default());
+//! let mut ev = CoreEvent::default();
+//! ev.metadata.generate_name = Some("web-".into());
+//! ev.reason = Some("Started".into());
+//! let created = reg.create(ApiGroup::Core, "default", ev, &WriteOptions::default()).await.unwrap();
+//! assert!(created.metadata.name.as_deref().unwrap().starts_with("web-"));
+//! let list = reg.list(ApiGroup::Core, Some("default"), &ListParams::default()).await.unwrap();
+//! assert_eq!(list.items.len(), 1);
+//! assert_eq!(list.resource_version, created.metadata.resource_version.unwrap());
+//! # });
+//! ```
+
+// Registry methods answer `Result<_, ApiError>` (a `Status` body); errors are the cold
+// path, so the size of `ApiError` is not worth a box.
+#![allow(clippy::result_large_err)]
+
+pub mod codec;
+pub mod continue_token;
+pub mod errors;
+pub mod options;
+pub mod patch;
+mod watch;
+pub mod write;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::stream::BoxStream;
+use herald_core::clock::Clock;
+use herald_core::event::{ApiGroup, CoreEvent};
+use herald_core::status::ApiError;
+use serde_json::Value;
+
+use crate::storage::{Backend, ListOptions, StorageError};
+
+pub use options::{DeleteParams, Filter, ListParams};
+pub use patch::PatchKind;
+
+use codec::{decode, parse_rv};
+use errors::{CONTINUE_TOO_OLD, LIST_TOO_OLD, too_large_rv};
+
+/// How many times a write that lost a race (or a generated name that collided) is retried
+/// before the request fails with 409.
+pub const MAX_RETRIES: usize = 16;
+
+/// The annotation of the bookmark that ends the initial events of a watch-list.
+pub const INITIAL_EVENTS_END_ANNOTATION: &str = "k8s.io/initial-events-end";
+
+/// Registry settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RegistryOptions {
+    /// The TTL every write gives an event (`--event-ttl`, default 1 h); `None` keeps events
+    /// forever.
+    pub event_ttl: Option<Duration>,
+    /// How often a watch that allows bookmarks gets a `BOOKMARK` (default 60 s).
+    pub bookmark_interval: Duration,
+    /// The watch duration when the client sets no `timeoutSeconds`: a random value in
+    /// `[d, 2d)` (default 1800 s, kube's `--min-request-timeout`).
+    pub default_watch_timeout: Duration,
+}
+
+impl Default for RegistryOptions {
+    fn default() -> Self {
+        RegistryOptions {
+            event_ttl: Some(Duration::from_secs(3600)),
+            bookmark_interval: Duration::from_secs(60),
+            default_watch_timeout: Duration::from_secs(1800),
+        }
+    }
+}
+
+/// Options common to create, update and patch.
+#[derive(Default, Clone)]
+pub struct WriteOptions {
+    /// `dryRun=All`: validate and return the would-be object without storing it.
+    pub dry_run: bool,
+    /// `fieldManager` (required for apply patches).
+    pub field_manager: Option<String>,
+    /// For patches: checks the patched object (in the request group's JSON shape) for unknown
+    /// fields per `fieldValidation`, returning warnings or the 400 of `Strict`.
+    pub field_check: Option<FieldCheck>,
+}
+
+impl std::fmt::Debug for WriteOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriteOptions")
+            .field("dry_run", &self.dry_run)
+            .field("field_manager", &self.field_manager)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A check of a patched object's JSON: `Ok(warnings)` or the error to answer with.
+pub type FieldCheck = Arc<dyn Fn(&Value) -> Result<Vec<String>, ApiError> + Send + Sync>;
+
+/// The result of an update or patch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Written {
+    /// The stored event (resourceVersion set; for dry runs, the would-be object).
+    pub event: CoreEvent,
+    /// True when the write created the event (PUT or apply on a missing name: HTTP 201).
+    pub created: bool,
+    /// Warnings to return (unknown fields under `fieldValidation=Warn`).
+    pub warnings: Vec<String>,
+}
+
+/// One page of a list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventList {
+    /// The matching events in key order (namespace, then name).
+    pub items: Vec<CoreEvent>,
+    /// The snapshot revision the list was read at (the list's resourceVersion).
+    pub resource_version: String,
+    /// The token for the next page, when more may follow.
+    pub continue_: Option<String>,
+}
+
+/// One event of a watch stream.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WatchItem {
+    /// The event appeared (or started matching the selectors).
+    Added(CoreEvent),
+    /// The event changed.
+    Modified(CoreEvent),
+    /// The event was deleted (or expired, or stopped matching): its last state, with the
+    /// resourceVersion of the deletion.
+    Deleted(CoreEvent),
+    /// A bookmark at `resource_version`; `initial_events_end` marks the end of the initial
+    /// events of a `sendInitialEvents=true` watch.
+    Bookmark {
+        /// The revision the client may resume from.
+        resource_version: String,
+        /// Carries the `k8s.io/initial-events-end: "true"` annotation.
+        initial_events_end: bool,
+    },
+    /// A failure (410 Expired when the history is gone); the stream ends after it.
+    Error(ApiError),
+}
+
+/// A watch: items in revision order; ends at the timeout, after an `Error`, or when the
+/// backend shuts down.
+pub type EventWatch = BoxStream<'static, WatchItem>;
+
+/// The events registry (see the module docs). Cheap to clone.
+#[derive(Clone)]
+pub struct EventRegistry {
+    backend: Arc<dyn Backend>,
+    clock: Arc<dyn Clock>,
+    opts: RegistryOptions,
+}
+
+impl std::fmt::Debug for EventRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventRegistry")
+            .field("opts", &self.opts)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EventRegistry {
+    /// A registry over `backend`; `clock` stamps `creationTimestamp`.
+    pub fn new(backend: Arc<dyn Backend>, clock: Arc<dyn Clock>, opts: RegistryOptions) -> Self {
+        EventRegistry {
+            backend,
+            clock,
+            opts,
+        }
+    }
+
+    /// The backend (for sweeps, compaction and health checks).
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
+    }
+
+    /// The options.
+    pub fn options(&self) -> &RegistryOptions {
+        &self.opts
+    }
+
+    /// GET one event. `resourceVersion` `""`/`"0"` read the latest state; `N` must not be
+    /// newer than the store (504 otherwise).
+    pub async fn get(
+        &self,
+        group: ApiGroup,
+        namespace: &str,
+        name: &str,
+        resource_version: Option<&str>,
+    ) -> Result<CoreEvent, ApiError> {
+        let r = group.resource();
+        let min = parse_rv(resource_version)?;
+        let kv = self
+            .backend
+            .get(&codec::key(namespace, name))
+            .await
+            .map_err(|e| errors::storage_error(e, r, name))?;
+        if let Some(min) = min.filter(|m| *m > 0) {
+            let cur = self
+                .backend
+                .current_revision()
+                .await
+                .map_err(|e| errors::storage_error(e, r, name))?;
+            if min > cur {
+                return Err(too_large_rv(min, cur));
+            }
+        }
+        match kv {
+            Some(kv) => decode(&kv),
+            None => Err(ApiError::not_found(r, name)),
+        }
+    }
+
+    /// LIST events of `namespace` (all namespaces when `None`), with selectors, paging and
+    /// resourceVersion semantics (see the module docs). `p.watch` must be false.
+    pub async fn list(
+        &self,
+        group: ApiGroup,
+        namespace: Option<&str>,
+        p: &ListParams,
+    ) -> Result<EventList, ApiError> {
+        p.validate()?;
+        let filter = Filter::new(group, p, None)?;
+        let prefix = codec::prefix(namespace);
+        let limit = p
+            .limit
+            .filter(|l| *l > 0)
+            .map(|l| usize::try_from(l).unwrap_or(usize::MAX));
+        let rv = parse_rv(p.rv())?;
+        let mut min_rv = None;
+        let (mut at, mut cursor, continuing) = match p.continue_token() {
+            Some(tok) => {
+                if p.rv().is_some_and(|v| v != "0") {
+                    return Err(ApiError::bad_request(
+                        "specifying resource version is not allowed when using continue",
+                    ));
+                }
+                let c = continue_token::decode(&prefix, tok)?;
+                (c.revision, Some(c.start_after), true)
+            }
+            None => match (rv, p.rv_match()) {
+                (None | Some(0), _) => (None, None, false),
+                (Some(n), Some(options::MATCH_EXACT)) => (Some(n), None, false),
+                (Some(n), Some(_)) => {
+                    min_rv = Some(n);
+                    (None, None, false)
+                }
+                (Some(n), None) if limit.is_some() => (Some(n), None, false),
+                (Some(n), None) => {
+                    min_rv = Some(n);
+                    (None, None, false)
+                }
+            },
+        };
+        let mut items = Vec::new();
+        let mut next = None;
+        'pages: loop {
+            let page = match self
+                .backend
+                .list(
+                    &prefix,
+                    ListOptions {
+                        start_after: cursor.clone(),
+                        limit,
+                        at_revision: at,
+                    },
+                )
+                .await
+            {
+                Ok(page) => page,
+                Err(StorageError::Expired { .. }) if continuing => {
+                    let mut e = ApiError::expired(CONTINUE_TOO_OLD);
+                    let last = cursor.clone().unwrap_or_default();
+                    e.continue_token = Some(continue_token::encode(&prefix, &last, None));
+                    return Err(e);
+                }
+                Err(StorageError::Expired { .. }) => return Err(ApiError::expired(LIST_TOO_OLD)),
+                Err(e) => return Err(errors::storage_error(e, group.resource(), "")),
+            };
+            if let Some(min) = min_rv
+                && page.revision < min
+            {
+                return Err(too_large_rv(min, page.revision));
+            }
+            at = Some(page.revision);
+            let n = page.items.len();
+            for (i, kv) in page.items.iter().enumerate() {
+                let ev = match decode(kv) {
+                    Ok(ev) => ev,
+                    Err(e) => {
+                        tracing::warn!(key = %kv.key, error = %e, "skipping undecodable stored event");
+                        continue;
+                    }
+                };
+                if !filter.matches(&ev) {
+                    continue;
+                }
+                items.push(ev);
+                if limit == Some(items.len()) {
+                    if i + 1 < n || page.more {
+                        next = Some(kv.key.clone());
+                    }
+                    break 'pages;
+                }
+            }
+            match (page.more, page.items.last()) {
+                (true, Some(last)) => cursor = Some(last.key.clone()),
+                _ => break,
+            }
+        }
+        let revision = at.unwrap_or(0);
+        Ok(EventList {
+            items,
+            resource_version: revision.to_string(),
+            continue_: next.map(|k| continue_token::encode(&prefix, &k, Some(revision))),
+        })
+    }
+
+    /// WATCH events of `namespace` (all when `None`), or of the single event `name`.
+    /// See the module docs for the semantics; a revision out of the history window yields a
+    /// stream with one `ERROR` 410 item.
+    pub async fn watch(
+        &self,
+        group: ApiGroup,
+        namespace: Option<&str>,
+        name: Option<&str>,
+        p: &ListParams,
+    ) -> Result<EventWatch, ApiError> {
+        watch::start(self, group, namespace, name, p).await
+    }
+
+    /// POST: creates `event` in `namespace` (see the module docs).
+    pub async fn create(
+        &self,
+        group: ApiGroup,
+        namespace: &str,
+        event: CoreEvent,
+        opts: &WriteOptions,
+    ) -> Result<CoreEvent, ApiError> {
+        write::create(self, group, namespace, event, opts).await
+    }
+
+    /// PUT: replaces (or creates) `name` with `event`; a resourceVersion in `event` is a
+    /// precondition (409 when stale), an empty one means unconditional.
+    pub async fn update(
+        &self,
+        group: ApiGroup,
+        namespace: &str,
+        name: &str,
+        event: CoreEvent,
+        opts: &WriteOptions,
+    ) -> Result<Written, ApiError> {
+        write::update(self, group, namespace, name, event, opts).await
+    }
+
+    /// PATCH `name` with `body` of `kind`. The patch applies to the event in `group`'s shape;
+    /// a resourceVersion left in the patched object is a precondition. Apply creates a
+    /// missing event; other kinds answer 404.
+    pub async fn patch(
+        &self,
+        group: ApiGroup,
+        namespace: &str,
+        name: &str,
+        kind: PatchKind,
+        body: &[u8],
+        opts: &WriteOptions,
+    ) -> Result<Written, ApiError> {
+        write::patch(self, group, namespace, name, kind, body, opts).await
+    }
+
+    /// DELETE `name`, honouring the preconditions; returns the last state.
+    pub async fn delete(
+        &self,
+        group: ApiGroup,
+        namespace: &str,
+        name: &str,
+        p: &DeleteParams,
+    ) -> Result<CoreEvent, ApiError> {
+        write::delete(self, group, namespace, name, p).await
+    }
+
+    /// DELETE on the collection: deletes every event the list options select (all pages)
+    /// and returns them.
+    pub async fn delete_collection(
+        &self,
+        group: ApiGroup,
+        namespace: Option<&str>,
+        list: &ListParams,
+        p: &DeleteParams,
+    ) -> Result<Vec<CoreEvent>, ApiError> {
+        write::delete_collection(self, group, namespace, list, p).await
+    }
+}

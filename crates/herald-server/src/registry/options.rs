@@ -1,0 +1,254 @@
+//! List, watch and delete parameters, parsed from query strings and validated the way
+//! kube-apiserver validates `ListOptions` (422 `ListOptions.meta.k8s.io "" is invalid`).
+
+use herald_core::event::causes::{forbidden, not_supported};
+use herald_core::event::fields::FieldSelector;
+use herald_core::event::{ApiGroup, CoreEvent};
+use herald_core::labels::Selector;
+use herald_core::status::{ApiError, FieldCause, Resource};
+
+/// `resourceVersionMatch=Exact`.
+pub const MATCH_EXACT: &str = "Exact";
+/// `resourceVersionMatch=NotOlderThan`.
+pub const MATCH_NOT_OLDER_THAN: &str = "NotOlderThan";
+
+/// The query parameters of a list or watch (kube's `ListOptions`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListParams {
+    /// `labelSelector`.
+    pub label_selector: Option<String>,
+    /// `fieldSelector`.
+    pub field_selector: Option<String>,
+    /// `limit` (0 or negative = no limit).
+    pub limit: Option<i64>,
+    /// `continue`.
+    pub continue_: Option<String>,
+    /// `resourceVersion`.
+    pub resource_version: Option<String>,
+    /// `resourceVersionMatch`.
+    pub resource_version_match: Option<String>,
+    /// `sendInitialEvents`.
+    pub send_initial_events: Option<bool>,
+    /// `allowWatchBookmarks`.
+    pub allow_watch_bookmarks: bool,
+    /// `timeoutSeconds` (watch only; ≤ 0 means the server default).
+    pub timeout_seconds: Option<i64>,
+    /// `watch`.
+    pub watch: bool,
+}
+
+fn parse_bool(key: &str, v: &str) -> Result<bool, ApiError> {
+    match v {
+        "" | "true" | "True" | "TRUE" | "1" | "t" | "T" => Ok(true),
+        "false" | "False" | "FALSE" | "0" | "f" | "F" => Ok(false),
+        _ => Err(ApiError::bad_request(format!(
+            "invalid value for {key}: {v:?} is not a boolean"
+        ))),
+    }
+}
+
+fn parse_int(key: &str, v: &str) -> Result<i64, ApiError> {
+    v.parse::<i64>().map_err(|_| {
+        ApiError::bad_request(format!("invalid value for {key}: {v:?} is not an integer"))
+    })
+}
+
+impl ListParams {
+    /// Parses decoded query pairs; unknown keys are ignored (kube ignores them too), bad
+    /// booleans and integers are 400s.
+    pub fn from_pairs<'a>(
+        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Self, ApiError> {
+        let mut p = ListParams::default();
+        for (k, v) in pairs {
+            match k {
+                "labelSelector" => p.label_selector = Some(v.to_string()),
+                "fieldSelector" => p.field_selector = Some(v.to_string()),
+                "limit" => p.limit = Some(parse_int(k, v)?),
+                "continue" => p.continue_ = Some(v.to_string()),
+                "resourceVersion" => p.resource_version = Some(v.to_string()),
+                "resourceVersionMatch" => p.resource_version_match = Some(v.to_string()),
+                "sendInitialEvents" => p.send_initial_events = Some(parse_bool(k, v)?),
+                "allowWatchBookmarks" => p.allow_watch_bookmarks = parse_bool(k, v)?,
+                "timeoutSeconds" => p.timeout_seconds = Some(parse_int(k, v)?),
+                "watch" => p.watch = parse_bool(k, v)?,
+                _ => {}
+            }
+        }
+        Ok(p)
+    }
+
+    /// The resourceVersion, `None` when absent or empty.
+    pub fn rv(&self) -> Option<&str> {
+        self.resource_version.as_deref().filter(|s| !s.is_empty())
+    }
+
+    /// The resourceVersionMatch, `None` when absent or empty.
+    pub fn rv_match(&self) -> Option<&str> {
+        self.resource_version_match
+            .as_deref()
+            .filter(|s| !s.is_empty())
+    }
+
+    /// The continue token, `None` when absent or empty.
+    pub fn continue_token(&self) -> Option<&str> {
+        self.continue_.as_deref().filter(|s| !s.is_empty())
+    }
+
+    /// kube's `ValidateListOptions`: 422 with kind `ListOptions` on violations.
+    pub fn validate(&self) -> Result<(), ApiError> {
+        let mut causes = Vec::new();
+        const F: &str = "resourceVersionMatch";
+        if self.watch {
+            if self.send_initial_events.is_some() && self.rv_match() != Some(MATCH_NOT_OLDER_THAN) {
+                causes.push(forbidden(
+                    F,
+                    "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+                ));
+            }
+            if let Some(m) = self.rv_match() {
+                if self.send_initial_events.is_none() {
+                    causes.push(forbidden(
+                        F,
+                        "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+                    ));
+                }
+                if m != MATCH_NOT_OLDER_THAN {
+                    causes.push(not_supported(F, m, &[MATCH_NOT_OLDER_THAN]));
+                }
+                if self.continue_token().is_some() {
+                    causes.push(forbidden(
+                        F,
+                        "resourceVersionMatch is forbidden when continue is provided",
+                    ));
+                }
+            }
+        } else {
+            if let Some(m) = self.rv_match() {
+                if self.rv().is_none() {
+                    causes.push(forbidden(
+                        F,
+                        "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                    ));
+                }
+                if self.continue_token().is_some() {
+                    causes.push(forbidden(
+                        F,
+                        "resourceVersionMatch is forbidden when continue is provided",
+                    ));
+                }
+                if m != MATCH_EXACT && m != MATCH_NOT_OLDER_THAN {
+                    causes.push(not_supported(
+                        F,
+                        m,
+                        &[MATCH_EXACT, MATCH_NOT_OLDER_THAN, ""],
+                    ));
+                }
+                if m == MATCH_EXACT && self.rv() == Some("0") {
+                    causes.push(forbidden(
+                        F,
+                        "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+                    ));
+                }
+            }
+            if self.send_initial_events.is_some() {
+                causes.push(forbidden(
+                    "sendInitialEvents",
+                    "sendInitialEvents is forbidden for list",
+                ));
+            }
+        }
+        if causes.is_empty() {
+            Ok(())
+        } else {
+            Err(options_invalid("ListOptions", causes))
+        }
+    }
+}
+
+/// A 422 about request options (`<Kind>.meta.k8s.io "" is invalid: …`).
+pub fn options_invalid(kind: &'static str, causes: Vec<FieldCause>) -> ApiError {
+    let r = Resource {
+        group: "meta.k8s.io",
+        resource: kind,
+        kind,
+    };
+    let mut e = ApiError::invalid(r, "", causes);
+    if let Some(rest) = e.message.strip_prefix(kind) {
+        e.message = format!("{kind}.meta.k8s.io{rest}");
+    }
+    e
+}
+
+/// Label and field selectors of a list or watch, compiled for one group.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    labels: Selector,
+    fields: FieldSelector,
+}
+
+impl Filter {
+    /// Compiles the selectors of `p` for `group`; with `name`, the field selector must pin
+    /// (or is set to) `metadata.name=<name>`. Bad selectors are 400s.
+    pub fn new(group: ApiGroup, p: &ListParams, name: Option<&str>) -> Result<Self, ApiError> {
+        let labels = match p.label_selector.as_deref() {
+            Some(s) if !s.trim().is_empty() => Selector::parse(s)?,
+            _ => Selector::everything(),
+        };
+        let mut fields = match p.field_selector.as_deref() {
+            Some(s) if !s.trim().is_empty() => FieldSelector::parse_for(group, s)?,
+            _ => FieldSelector::everything(),
+        };
+        if let Some(name) = name {
+            fields = fields.for_single_object(name)?;
+        }
+        Ok(Filter { labels, fields })
+    }
+
+    /// True when it matches every event.
+    pub fn is_everything(&self) -> bool {
+        self.labels.is_empty() && self.fields.is_empty()
+    }
+
+    /// Whether `event` passes both selectors.
+    pub fn matches(&self, event: &CoreEvent) -> bool {
+        self.fields.matches(event) && self.labels.matches_opt(event.metadata.labels.as_ref())
+    }
+}
+
+/// The parameters of a delete (kube's `DeleteOptions`, from the body or the query).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeleteParams {
+    /// `dryRun=All`: check everything, delete nothing.
+    pub dry_run: bool,
+    /// `preconditions.uid`: delete only if the object has this uid (else 409).
+    pub precondition_uid: Option<String>,
+    /// `preconditions.resourceVersion`: delete only at this resourceVersion (else 409).
+    pub precondition_resource_version: Option<String>,
+    /// `propagationPolicy` (validated, otherwise irrelevant to events, which have no dependents).
+    pub propagation_policy: Option<String>,
+    /// `gracePeriodSeconds` (validated; events are deleted at once).
+    pub grace_period_seconds: Option<i64>,
+}
+
+impl DeleteParams {
+    /// kube's DeleteOptions validation: propagationPolicy is one of Orphan, Background,
+    /// Foreground; gracePeriodSeconds is not negative... (422 `DeleteOptions`).
+    pub fn validate(&self) -> Result<(), ApiError> {
+        let mut causes = Vec::new();
+        if let Some(p) = self.propagation_policy.as_deref()
+            && !["Orphan", "Background", "Foreground"].contains(&p)
+        {
+            causes.push(not_supported(
+                "propagationPolicy",
+                p,
+                &["Background", "Foreground", "Orphan", "nil"],
+            ));
+        }
+        if causes.is_empty() {
+            Ok(())
+        } else {
+            Err(options_invalid("DeleteOptions", causes))
+        }
+    }
+}

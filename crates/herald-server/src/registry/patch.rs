@@ -1,0 +1,293 @@
+//! Applying PATCH bodies to an event's JSON (in the request group's shape).
+//!
+//! - JSON patch (RFC 6902) and JSON merge patch (RFC 7386) are applied as specified.
+//! - Strategic merge patch: the Event type has no lists of its own, so it is a merge patch
+//!   plus ObjectMeta's merge-keyed lists (`ownerReferences` by `uid`, `finalizers` as a set)
+//!   and the directives `$patch` (`replace`/`delete`/`merge`), `$retainKeys`,
+//!   `$deleteFromPrimitiveList/<list>` and `$setElementOrder/<list>` (ordering only; ignored).
+//! - Server-side apply is applied as a merge of the applied configuration (without
+//!   managed-field ownership; see [`PatchKind::Apply`]).
+
+use herald_core::status::{ApiError, Reason};
+use serde_json::{Map, Value};
+
+/// The PATCH flavour, from the request's Content-Type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchKind {
+    /// `application/json-patch+json`.
+    Json,
+    /// `application/merge-patch+json`.
+    Merge,
+    /// `application/strategic-merge-patch+json`.
+    StrategicMerge,
+    /// `application/apply-patch+yaml` (JSON bodies only). Creates a missing object; merges the
+    /// applied configuration into an existing one. Managed fields and conflict detection
+    /// between field managers are not implemented, so `force` has no effect.
+    Apply {
+        /// `force=true`.
+        force: bool,
+    },
+}
+
+impl PatchKind {
+    /// The kind for a Content-Type (parameters ignored); `None` for an unsupported one.
+    pub fn from_content_type(ct: &str) -> Option<Self> {
+        let base = ct
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        match base.as_str() {
+            "application/json-patch+json" => Some(PatchKind::Json),
+            "application/merge-patch+json" => Some(PatchKind::Merge),
+            "application/strategic-merge-patch+json" => Some(PatchKind::StrategicMerge),
+            "application/apply-patch+yaml" | "application/apply-patch+json" => {
+                Some(PatchKind::Apply { force: false })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// A parsed patch document.
+#[derive(Debug, Clone)]
+pub enum PatchDoc {
+    /// RFC 6902 operations.
+    Json(json_patch::Patch),
+    /// A merge, strategic-merge or apply object.
+    Object(Value),
+}
+
+/// Parses a patch body for `kind`; malformed bodies are 400s that say where.
+pub fn parse(kind: PatchKind, body: &[u8]) -> Result<PatchDoc, ApiError> {
+    match kind {
+        PatchKind::Json => serde_json::from_slice::<json_patch::Patch>(body)
+            .map(PatchDoc::Json)
+            .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}"))),
+        PatchKind::Apply { .. } => {
+            let v: Value = serde_json::from_slice(body).map_err(|e| {
+                ApiError::bad_request(format!(
+                    "error decoding YAML: {e} (this server accepts apply configurations in JSON only)"
+                ))
+            })?;
+            if !v.is_object() {
+                return Err(ApiError::bad_request(
+                    "error decoding apply configuration: expected an object",
+                ));
+            }
+            Ok(PatchDoc::Object(v))
+        }
+        _ => {
+            let v: Value = serde_json::from_slice(body)
+                .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
+            if !v.is_object() {
+                return Err(ApiError::bad_request(
+                    "error decoding patch: a merge patch must be a JSON object",
+                ));
+            }
+            Ok(PatchDoc::Object(v))
+        }
+    }
+}
+
+/// Applies `doc` to `target` as `kind` says.
+pub fn apply(kind: PatchKind, doc: &PatchDoc, target: &mut Value) -> Result<(), ApiError> {
+    match (kind, doc) {
+        (PatchKind::Json, PatchDoc::Json(p)) => json_patch::patch(target, &p.0).map_err(|e| {
+            ApiError::new(
+                422,
+                Reason::Invalid,
+                format!("the server rejected our request due to an error in our request: {e}"),
+            )
+        }),
+        (PatchKind::StrategicMerge, PatchDoc::Object(p)) => {
+            strategic_merge(target, p, "");
+            Ok(())
+        }
+        (_, PatchDoc::Object(p)) => {
+            json_patch::merge(target, p);
+            Ok(())
+        }
+        (_, PatchDoc::Json(_)) => Err(ApiError::bad_request(
+            "a JSON patch needs the json-patch content type",
+        )),
+    }
+}
+
+const DELETE_FROM: &str = "$deleteFromPrimitiveList/";
+const SET_ORDER: &str = "$setElementOrder/";
+
+/// A strategic merge of `patch` into `target`; `path` is the dotted path of `target`.
+pub fn strategic_merge(target: &mut Value, patch: &Value, path: &str) {
+    let Value::Object(p) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    match p.get("$patch").and_then(Value::as_str) {
+        Some("replace") => {
+            *target = Value::Object(strip_directives(p));
+            return;
+        }
+        Some("delete") => {
+            *target = Value::Null;
+            return;
+        }
+        _ => {}
+    }
+    if !target.is_object() {
+        *target = Value::Object(Map::new());
+    }
+    let Value::Object(t) = target else { return };
+    if let Some(Value::Array(keep)) = p.get("$retainKeys") {
+        let keep: Vec<&str> = keep.iter().filter_map(Value::as_str).collect();
+        t.retain(|k, _| keep.contains(&k.as_str()) || p.contains_key(k));
+    }
+    for (k, v) in p {
+        if let Some(list) = k.strip_prefix(DELETE_FROM) {
+            if let (Some(Value::Array(items)), Value::Array(del)) = (t.get_mut(list), v) {
+                items.retain(|i| !del.contains(i));
+            }
+            continue;
+        }
+        if k.starts_with('$') || k.starts_with(SET_ORDER) {
+            continue;
+        }
+        let child = if path.is_empty() {
+            k.clone()
+        } else {
+            format!("{path}.{k}")
+        };
+        match v {
+            Value::Null => {
+                t.remove(k);
+            }
+            Value::Object(o) if o.get("$patch").and_then(Value::as_str) == Some("delete") => {
+                t.remove(k);
+            }
+            Value::Array(items) if child == "metadata.finalizers" => {
+                let cur = t
+                    .entry(k.clone())
+                    .or_insert_with(|| Value::Array(Vec::new()));
+                if !cur.is_array() {
+                    *cur = Value::Array(Vec::new());
+                }
+                if let Value::Array(cur) = cur {
+                    for i in items {
+                        if !cur.contains(i) {
+                            cur.push(i.clone());
+                        }
+                    }
+                }
+            }
+            Value::Array(items) if child == "metadata.ownerReferences" => {
+                let cur = t
+                    .entry(k.clone())
+                    .or_insert_with(|| Value::Array(Vec::new()));
+                if !cur.is_array() {
+                    *cur = Value::Array(Vec::new());
+                }
+                if let Value::Array(cur) = cur {
+                    merge_by_key(cur, items, "uid");
+                }
+            }
+            Value::Object(_) => {
+                let entry = t.entry(k.clone()).or_insert(Value::Null);
+                strategic_merge(entry, v, &child);
+                if entry.is_null() {
+                    t.remove(k);
+                }
+            }
+            other => {
+                t.insert(k.clone(), other.clone());
+            }
+        }
+    }
+}
+
+fn strip_directives(m: &Map<String, Value>) -> Map<String, Value> {
+    m.iter()
+        .filter(|(k, _)| !k.starts_with('$'))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+fn merge_by_key(cur: &mut Vec<Value>, items: &[Value], key: &str) {
+    if items
+        .iter()
+        .any(|i| i.get("$patch").and_then(Value::as_str) == Some("replace"))
+    {
+        *cur = items
+            .iter()
+            .filter(|i| i.get("$patch").is_none())
+            .cloned()
+            .collect();
+        return;
+    }
+    for item in items {
+        let id = item.get(key).cloned();
+        let pos = id
+            .as_ref()
+            .and_then(|id| cur.iter().position(|c| c.get(key) == Some(id)));
+        let delete = item.get("$patch").and_then(Value::as_str) == Some("delete");
+        match (pos, delete) {
+            (Some(i), true) => {
+                cur.remove(i);
+            }
+            (None, true) => {}
+            (Some(i), false) => strategic_merge(&mut cur[i], item, ""),
+            (None, false) => {
+                let mut v = item.clone();
+                if let Value::Object(m) = &mut v {
+                    m.retain(|k, _| !k.starts_with('$'));
+                }
+                cur.push(v);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn smp_is_merge_plus_meta_lists() {
+        let mut t = json!({"message": "a", "count": 1, "metadata": {
+            "finalizers": ["x/a"],
+            "ownerReferences": [{"uid": "1", "name": "one"}, {"uid": "2", "name": "two"}],
+            "labels": {"a": "1", "b": "2"}}});
+        let p = json!({"message": "b", "count": null, "metadata": {
+            "finalizers": ["x/b"],
+            "$deleteFromPrimitiveList/finalizers": ["x/a"],
+            "$setElementOrder/finalizers": [],
+            "ownerReferences": [{"uid": "2", "$patch": "delete"}, {"uid": "3", "name": "three"}],
+            "labels": {"$patch": "replace", "c": "3"}}});
+        strategic_merge(&mut t, &p, "");
+        assert_eq!(
+            t,
+            json!({"message": "b", "metadata": {
+            "finalizers": ["x/b"],
+            "ownerReferences": [{"uid": "1", "name": "one"}, {"uid": "3", "name": "three"}],
+            "labels": {"c": "3"}}})
+        );
+    }
+
+    #[test]
+    fn retain_keys_and_delete_directive() {
+        let mut t = json!({"source": {"component": "a", "host": "h"}, "related": {"kind": "Pod"}});
+        let p = json!({"source": {"$retainKeys": ["component"], "component": "b"}, "related": {"$patch": "delete"}});
+        strategic_merge(&mut t, &p, "");
+        assert_eq!(t, json!({"source": {"component": "b"}}));
+    }
+
+    #[test]
+    fn content_types() {
+        assert_eq!(
+            PatchKind::from_content_type("application/merge-patch+json; charset=utf-8"),
+            Some(PatchKind::Merge)
+        );
+        assert_eq!(PatchKind::from_content_type("application/json"), None);
+    }
+}

@@ -1,0 +1,205 @@
+//! The watch state machine: initial events, live changes through the selectors, bookmarks,
+//! the timeout and the 410 at the end of history.
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::time::Duration;
+
+use futures::StreamExt;
+use herald_core::event::{ApiGroup, CoreEvent};
+use herald_core::status::ApiError;
+use rand::Rng;
+use tokio::time::{Interval, MissedTickBehavior, Sleep};
+
+use super::codec::{self, decode, decode_at, parse_rv};
+use super::errors::{storage_error, too_large_rv};
+use super::{EventRegistry, EventWatch, Filter, ListParams, WatchItem};
+use crate::storage::{ListOptions, Revision, StorageError, WatchEvent, WatchStream};
+
+/// The 410 a watch from a revision outside the retained history gets (the watch cache's
+/// wording, which kubectl prints as `too old resource version: …`).
+fn too_old(requested: Revision, oldest: Revision) -> ApiError {
+    ApiError::expired(format!("too old resource version: {requested} ({oldest})"))
+}
+
+pub(super) async fn start(
+    reg: &EventRegistry,
+    group: ApiGroup,
+    namespace: Option<&str>,
+    name: Option<&str>,
+    p: &ListParams,
+) -> Result<EventWatch, ApiError> {
+    let mut p = p.clone();
+    p.watch = true;
+    p.validate()?;
+    let filter = Filter::new(group, &p, name)?;
+    let r = group.resource();
+    let prefix = codec::prefix(namespace);
+    let rv = parse_rv(p.rv())?;
+    let legacy_initial = matches!(rv, None | Some(0));
+    let send_initial = p.send_initial_events.unwrap_or(legacy_initial);
+    let mut initial = VecDeque::new();
+    let start = if send_initial {
+        let page = reg
+            .backend
+            .list(&prefix, ListOptions::default())
+            .await
+            .map_err(|e| storage_error(e, r, ""))?;
+        if let Some(min) = rv.filter(|m| *m > page.revision) {
+            return Err(too_large_rv(min, page.revision));
+        }
+        for kv in &page.items {
+            if let Ok(ev) = decode(kv)
+                && filter.matches(&ev)
+            {
+                initial.push_back(WatchItem::Added(ev));
+            }
+        }
+        if p.send_initial_events == Some(true) && p.allow_watch_bookmarks {
+            initial.push_back(WatchItem::Bookmark {
+                resource_version: page.revision.to_string(),
+                initial_events_end: true,
+            });
+        }
+        page.revision
+    } else {
+        match rv {
+            Some(n) => n,
+            None => reg
+                .backend
+                .current_revision()
+                .await
+                .map_err(|e| storage_error(e, r, ""))?,
+        }
+    };
+    let inner = match reg.backend.watch(&prefix, start).await {
+        Ok(s) => s,
+        Err(StorageError::Expired { requested, oldest }) => {
+            return Ok(futures::stream::once(async move {
+                WatchItem::Error(too_old(requested, oldest))
+            })
+            .boxed());
+        }
+        Err(e) => return Err(storage_error(e, r, "")),
+    };
+    let timeout = match p.timeout_seconds.filter(|s| *s > 0) {
+        Some(s) => Duration::from_secs(u64::try_from(s).unwrap_or(u64::MAX).min(1 << 32)),
+        None => {
+            let base = reg.opts.default_watch_timeout;
+            base + base.mul_f64(rand::rng().random_range(0.0..1.0))
+        }
+    };
+    let bookmarks = p.allow_watch_bookmarks.then(|| {
+        let period = reg.opts.bookmark_interval.max(Duration::from_millis(10));
+        let mut i = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        i.set_missed_tick_behavior(MissedTickBehavior::Skip);
+        i
+    });
+    let state = State {
+        initial,
+        inner,
+        filter,
+        last_rv: start,
+        bookmarks,
+        deadline: Box::pin(tokio::time::sleep(timeout)),
+        done: false,
+    };
+    Ok(futures::stream::unfold(state, State::next).boxed())
+}
+
+struct State {
+    initial: VecDeque<WatchItem>,
+    inner: WatchStream,
+    filter: Filter,
+    /// The revision of the last change seen (delivered or filtered out): bookmarks carry it.
+    last_rv: Revision,
+    bookmarks: Option<Interval>,
+    deadline: Pin<Box<Sleep>>,
+    done: bool,
+}
+
+async fn tick(i: &mut Option<Interval>) {
+    match i {
+        Some(i) => {
+            i.tick().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+impl State {
+    async fn next(mut self) -> Option<(WatchItem, Self)> {
+        loop {
+            if let Some(item) = self.initial.pop_front() {
+                return Some((item, self));
+            }
+            if self.done {
+                return None;
+            }
+            tokio::select! {
+                biased;
+                _ = &mut self.deadline => return None,
+                ev = self.inner.next() => match ev {
+                    None => return None,
+                    Some(Err(StorageError::Expired { requested, oldest })) => {
+                        self.done = true;
+                        return Some((WatchItem::Error(too_old(requested, oldest)), self));
+                    }
+                    Some(Err(e)) => {
+                        self.done = true;
+                        return Some((WatchItem::Error(ApiError::internal(e.to_string())), self));
+                    }
+                    Some(Ok(ev)) => {
+                        self.last_rv = ev.revision();
+                        if let Some(item) = self.transform(&ev) {
+                            return Some((item, self));
+                        }
+                    }
+                },
+                _ = tick(&mut self.bookmarks) => {
+                    let item = WatchItem::Bookmark {
+                        resource_version: self.last_rv.to_string(),
+                        initial_events_end: false,
+                    };
+                    return Some((item, self));
+                }
+            }
+        }
+    }
+
+    /// kube-apiserver's etcd watcher rules for one change under selectors.
+    fn transform(&self, ev: &WatchEvent) -> Option<WatchItem> {
+        let decoded = |value: &[u8], rev: Revision| -> Option<CoreEvent> {
+            match decode_at(value, rev) {
+                Ok(e) => Some(e),
+                Err(err) => {
+                    tracing::warn!(key = %ev.key(), error = %err, "skipping undecodable event in watch");
+                    None
+                }
+            }
+        };
+        match ev {
+            WatchEvent::Put { kv, prev } => {
+                let cur = decoded(&kv.value, kv.mod_revision)?;
+                let cur_ok = self.filter.matches(&cur);
+                let Some(prev) = prev else {
+                    return cur_ok.then_some(WatchItem::Added(cur));
+                };
+                if self.filter.is_everything() {
+                    return Some(WatchItem::Modified(cur));
+                }
+                let old = decoded(&prev.value, kv.mod_revision)?;
+                match (cur_ok, self.filter.matches(&old)) {
+                    (true, true) => Some(WatchItem::Modified(cur)),
+                    (true, false) => Some(WatchItem::Added(cur)),
+                    (false, true) => Some(WatchItem::Deleted(old)),
+                    (false, false) => None,
+                }
+            }
+            WatchEvent::Delete { prev, revision } => {
+                let old = decoded(&prev.value, *revision)?;
+                self.filter.matches(&old).then_some(WatchItem::Deleted(old))
+            }
+        }
+    }
+}

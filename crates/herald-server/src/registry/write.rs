@@ -1,0 +1,373 @@
+//! create, update, patch, delete and deletecollection.
+
+use herald_core::event::meta::NameRule;
+use herald_core::event::names::{check_url_name, prepare_for_create, prepare_for_update};
+use herald_core::event::validate::{validate_create, validate_update};
+use herald_core::event::wire::event_json;
+use herald_core::event::{ApiGroup, CoreEvent};
+use herald_core::status::{ApiError, Reason, Resource};
+use serde_json::Value;
+
+use super::codec::{self, decode, decode_body, encode, parse_rv};
+use super::errors::storage_error;
+use super::options::{DeleteParams, ListParams, options_invalid};
+use super::patch::{self, PatchKind};
+use super::{EventRegistry, MAX_RETRIES, WriteOptions, Written};
+use crate::storage::StorageError;
+
+fn rv_of(e: &CoreEvent) -> Option<&str> {
+    e.metadata
+        .resource_version
+        .as_deref()
+        .filter(|s| !s.is_empty())
+}
+
+/// A URL name or namespace that cannot be a key segment is a 400 (it can never name an
+/// object; letting `/` through would address other keys).
+pub fn check_segment(what: &str, s: &str) -> Result<(), ApiError> {
+    let errs = NameRule::PathSegment.errors(s, false);
+    if s.is_empty() || !errs.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "invalid {what} {s:?}: [{}]",
+            if errs.is_empty() {
+                "may not be empty".to_string()
+            } else {
+                errs.join(", ")
+            }
+        )));
+    }
+    Ok(())
+}
+
+pub(super) async fn create(
+    reg: &EventRegistry,
+    group: ApiGroup,
+    namespace: &str,
+    event: CoreEvent,
+    opts: &WriteOptions,
+) -> Result<CoreEvent, ApiError> {
+    if rv_of(&event).is_some() {
+        return Err(ApiError::internal(
+            "resourceVersion should not be set on objects to be created",
+        ));
+    }
+    let r = group.resource();
+    let generated = event.metadata.name.as_deref().is_none_or(str::is_empty);
+    for _ in 0..MAX_RETRIES {
+        let mut e = event.clone();
+        let uid = uuid::Uuid::new_v4().to_string();
+        prepare_for_create(
+            &mut e.metadata,
+            namespace,
+            &uid,
+            reg.clock.now(),
+            &mut rand::rng(),
+        )?;
+        validate_create(&e, group)?;
+        let name = e.metadata.name.clone().unwrap_or_default();
+        let ns = e.metadata.namespace.clone().unwrap_or_default();
+        if opts.dry_run {
+            return Ok(e);
+        }
+        let bytes = encode(&e)?;
+        match reg
+            .backend
+            .create(&codec::key(&ns, &name), bytes, reg.opts.event_ttl)
+            .await
+        {
+            Ok(kv) => {
+                e.metadata.resource_version = Some(kv.mod_revision.to_string());
+                return Ok(e);
+            }
+            Err(StorageError::AlreadyExists { .. }) if generated => continue,
+            Err(err) => return Err(storage_error(err, r, &name)),
+        }
+    }
+    Err(ApiError::new(
+        500,
+        Reason::InternalError,
+        "Internal error occurred: could not generate a unique name",
+    ))
+}
+
+pub(super) async fn update(
+    reg: &EventRegistry,
+    group: ApiGroup,
+    namespace: &str,
+    name: &str,
+    event: CoreEvent,
+    opts: &WriteOptions,
+) -> Result<Written, ApiError> {
+    check_segment("name", name)?;
+    check_url_name(&event.metadata, namespace, name)?;
+    let client_rv = parse_rv(rv_of(&event))?;
+    let r = group.resource();
+    let key = codec::key(namespace, name);
+    for _ in 0..MAX_RETRIES {
+        let cur = reg
+            .backend
+            .get(&key)
+            .await
+            .map_err(|e| storage_error(e, r, name))?;
+        let Some(kv) = cur else {
+            let mut e = event.clone();
+            e.metadata.resource_version = None;
+            match create(reg, group, namespace, e, opts).await {
+                Ok(e) => {
+                    return Ok(Written {
+                        event: e,
+                        created: true,
+                        warnings: Vec::new(),
+                    });
+                }
+                Err(err) if err.code == 409 && err.reason == Reason::AlreadyExists => continue,
+                Err(err) => return Err(err),
+            }
+        };
+        if client_rv.is_some_and(|rv| rv != kv.mod_revision) {
+            return Err(ApiError::conflict(r, name));
+        }
+        let old = decode(&kv)?;
+        let mut e = event.clone();
+        prepare_for_update(&mut e.metadata, &old.metadata, namespace)?;
+        validate_update(&e, &old, group)?;
+        match store_update(reg, r, name, &old, e, kv.mod_revision, &kv.value, opts).await? {
+            Some(e) => {
+                return Ok(Written {
+                    event: e,
+                    created: false,
+                    warnings: Vec::new(),
+                });
+            }
+            None if client_rv.is_some() => return Err(ApiError::conflict(r, name)),
+            None => continue,
+        }
+    }
+    Err(ApiError::conflict(r, name))
+}
+
+/// Writes `new` over the stored `old` at `expected`. `Ok(None)` when another write won the
+/// race (the caller retries or answers 409). Unchanged bytes are not written (no new
+/// resourceVersion, no TTL refresh), as kube-apiserver does.
+#[allow(clippy::too_many_arguments)]
+async fn store_update(
+    reg: &EventRegistry,
+    r: Resource,
+    name: &str,
+    old: &CoreEvent,
+    mut new: CoreEvent,
+    expected: u64,
+    stored: &[u8],
+    opts: &WriteOptions,
+) -> Result<Option<CoreEvent>, ApiError> {
+    let bytes = encode(&new)?;
+    if bytes.as_ref() == stored {
+        return Ok(Some(old.clone()));
+    }
+    if opts.dry_run {
+        new.metadata.resource_version = old.metadata.resource_version.clone();
+        return Ok(Some(new));
+    }
+    let ns = new.metadata.namespace.clone().unwrap_or_default();
+    match reg
+        .backend
+        .update(
+            &codec::key(&ns, name),
+            bytes,
+            Some(expected),
+            reg.opts.event_ttl,
+        )
+        .await
+    {
+        Ok(kv) => {
+            new.metadata.resource_version = Some(kv.mod_revision.to_string());
+            Ok(Some(new))
+        }
+        Err(StorageError::Conflict { .. } | StorageError::NotFound { .. }) => Ok(None),
+        Err(e) => Err(storage_error(e, r, name)),
+    }
+}
+
+pub(super) async fn patch(
+    reg: &EventRegistry,
+    group: ApiGroup,
+    namespace: &str,
+    name: &str,
+    kind: PatchKind,
+    body: &[u8],
+    opts: &WriteOptions,
+) -> Result<Written, ApiError> {
+    check_segment("name", name)?;
+    let r = group.resource();
+    if matches!(kind, PatchKind::Apply { .. })
+        && opts.field_manager.as_deref().is_none_or(str::is_empty)
+    {
+        return Err(options_invalid(
+            "PatchOptions",
+            vec![herald_core::event::causes::required(
+                "fieldManager",
+                "is required for apply patch",
+            )],
+        ));
+    }
+    let doc = patch::parse(kind, body)?;
+    let key = codec::key(namespace, name);
+    let check = |v: &Value| -> Result<Vec<String>, ApiError> {
+        match &opts.field_check {
+            Some(f) => f(v),
+            None => Ok(Vec::new()),
+        }
+    };
+    for _ in 0..MAX_RETRIES {
+        let cur = reg
+            .backend
+            .get(&key)
+            .await
+            .map_err(|e| storage_error(e, r, name))?;
+        let Some(kv) = cur else {
+            let patch::PatchDoc::Object(applied) = &doc else {
+                return Err(ApiError::not_found(r, name));
+            };
+            if !matches!(kind, PatchKind::Apply { .. }) {
+                return Err(ApiError::not_found(r, name));
+            }
+            let warnings = check(applied)?;
+            let mut e = decode_body(group, applied.clone(), None)?;
+            if e.metadata.name.as_deref().is_none_or(str::is_empty) {
+                e.metadata.name = Some(name.to_string());
+            }
+            check_url_name(&e.metadata, namespace, name)?;
+            e.metadata.resource_version = None;
+            match create(reg, group, namespace, e, opts).await {
+                Ok(e) => {
+                    return Ok(Written {
+                        event: e,
+                        created: true,
+                        warnings,
+                    });
+                }
+                Err(err) if err.code == 409 && err.reason == Reason::AlreadyExists => continue,
+                Err(err) => return Err(err),
+            }
+        };
+        let old = decode(&kv)?;
+        let mut patched = event_json(group, &old);
+        patch::apply(kind, &doc, &mut patched)?;
+        let warnings = check(&patched)?;
+        let precondition = patched
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string);
+        if let Some(p) = &precondition
+            && parse_rv(Some(p))? != Some(kv.mod_revision)
+        {
+            return Err(ApiError::conflict(r, name));
+        }
+        let mut e = decode_body(group, patched, None)?;
+        check_url_name(&e.metadata, namespace, name)?;
+        prepare_for_update(&mut e.metadata, &old.metadata, namespace)?;
+        validate_update(&e, &old, group)?;
+        match store_update(reg, r, name, &old, e, kv.mod_revision, &kv.value, opts).await? {
+            Some(e) => {
+                return Ok(Written {
+                    event: e,
+                    created: false,
+                    warnings,
+                });
+            }
+            None if precondition.is_some() => return Err(ApiError::conflict(r, name)),
+            None => continue,
+        }
+    }
+    Err(ApiError::conflict(r, name))
+}
+
+fn precondition_failed(r: Resource, name: &str, what: &str, want: &str, have: &str) -> ApiError {
+    let mut e = ApiError::conflict(r, name);
+    e.message = format!(
+        "Operation cannot be fulfilled on {} \"{name}\": Precondition failed: {what} in precondition: {want}, {what} in object meta: {have}",
+        r.qualified()
+    );
+    e
+}
+
+pub(super) async fn delete(
+    reg: &EventRegistry,
+    group: ApiGroup,
+    namespace: &str,
+    name: &str,
+    p: &DeleteParams,
+) -> Result<CoreEvent, ApiError> {
+    check_segment("name", name)?;
+    p.validate()?;
+    let r = group.resource();
+    let key = codec::key(namespace, name);
+    for _ in 0..MAX_RETRIES {
+        let Some(kv) = reg
+            .backend
+            .get(&key)
+            .await
+            .map_err(|e| storage_error(e, r, name))?
+        else {
+            return Err(ApiError::not_found(r, name));
+        };
+        let old = decode(&kv)?;
+        if let Some(uid) = p.precondition_uid.as_deref() {
+            let have = old.metadata.uid.as_deref().unwrap_or("");
+            if uid != have {
+                return Err(precondition_failed(r, name, "UID", uid, have));
+            }
+        }
+        if let Some(rv) = p.precondition_resource_version.as_deref() {
+            let have = kv.mod_revision.to_string();
+            if rv != have {
+                return Err(precondition_failed(r, name, "ResourceVersion", rv, &have));
+            }
+        }
+        if p.dry_run {
+            return Ok(old);
+        }
+        match reg.backend.delete(&key, Some(kv.mod_revision)).await {
+            Ok(d) => {
+                let mut old = old;
+                old.metadata.resource_version = Some(d.revision.to_string());
+                return Ok(old);
+            }
+            Err(StorageError::NotFound { .. }) => return Err(ApiError::not_found(r, name)),
+            Err(StorageError::Conflict { .. }) => continue,
+            Err(e) => return Err(storage_error(e, r, name)),
+        }
+    }
+    Err(ApiError::conflict(r, name))
+}
+
+pub(super) async fn delete_collection(
+    reg: &EventRegistry,
+    group: ApiGroup,
+    namespace: Option<&str>,
+    list: &ListParams,
+    p: &DeleteParams,
+) -> Result<Vec<CoreEvent>, ApiError> {
+    p.validate()?;
+    let mut lp = list.clone();
+    lp.watch = false;
+    lp.limit = None;
+    lp.continue_ = None;
+    let page = reg.list(group, namespace, &lp).await?;
+    let mut out = Vec::with_capacity(page.items.len());
+    for ev in page.items {
+        let ns = ev.metadata.namespace.clone().unwrap_or_default();
+        let name = ev.metadata.name.clone().unwrap_or_default();
+        let per_item = DeleteParams {
+            dry_run: p.dry_run,
+            ..DeleteParams::default()
+        };
+        match delete(reg, group, &ns, &name, &per_item).await {
+            Ok(e) => out.push(e),
+            Err(e) if e.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,320 @@
+//! [`Server`]: storage backend, TTL sweeper, events registry and HTTP API wired together,
+//! what `herald serve` runs.
+//!
+//! ```no_run
+//! use herald_server::server::{Server, ServerConfig, StoreKind};
+//! # async fn run() -> Result<(), herald_server::server::ServerError> {
+//! let config = ServerConfig {
+//!     store: StoreKind::Sqlite { dir: "./herald-data".into() },
+//!     listen: "127.0.0.1:6443".parse().unwrap(),
+//!     ..ServerConfig::default()
+//! };
+//! let server = Server::start(config).await?;
+//! println!("listening on http://{}", server.addr());
+//! tokio::signal::ctrl_c().await.ok();
+//! server.shutdown().await?; // ends watches, finishes in-flight requests, closes the store
+//! # Ok(()) }
+//! ```
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::get;
+use bytes::Bytes;
+use futures::future::{BoxFuture, FutureExt};
+use herald_core::clock::{Clock, SystemClock};
+use prometheus_client::metrics::histogram::Histogram;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::events::EventsApi;
+use crate::api::events::metrics::{Metrics, count_requests, metrics_handler};
+use crate::api::{self, ApiState};
+use crate::registry::{EventRegistry, RegistryOptions};
+use crate::storage::{
+    Backend, Deleted, HistoryOptions, KeyValue, ListOptions, ListResult, MemoryBackend, Revision,
+    SqliteBackend, SqliteOptions, StorageError, WatchStream, spawn_sweeper,
+};
+
+/// Which backend stores the events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreKind {
+    /// In memory, lost at exit (`herald serve --store memory`).
+    Memory,
+    /// SQLite in `dir` (created if missing), durable (`herald serve --data DIR`).
+    Sqlite {
+        /// The data directory.
+        dir: PathBuf,
+    },
+}
+
+/// Everything [`Server::start`] needs. `Default` is: memory store, `127.0.0.1:6443`,
+/// 1 h event TTL, default history, the system clock.
+#[derive(Clone)]
+pub struct ServerConfig {
+    /// The store.
+    pub store: StoreKind,
+    /// The address to listen on (port 0 picks a free one; see [`Server::addr`]).
+    pub listen: SocketAddr,
+    /// How long an event lives after its last write (`--event-ttl`); `None` = forever.
+    pub event_ttl: Option<Duration>,
+    /// History retained for watches and lists at older revisions.
+    pub history: HistoryOptions,
+    /// SQLite tuning (its `history` field is replaced by [`ServerConfig::history`]).
+    pub sqlite: SqliteOptions,
+    /// How often expired events are swept (default 1 s; an event may outlive its TTL by this
+    /// much).
+    pub sweep_interval: Duration,
+    /// Periodic watch bookmarks (default 60 s) and the default watch duration.
+    pub registry: RegistryOptions,
+    /// The clock of TTLs, creation timestamps and Table ages.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for ServerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerConfig")
+            .field("store", &self.store)
+            .field("listen", &self.listen)
+            .field("event_ttl", &self.event_ttl)
+            .field("history", &self.history)
+            .field("sweep_interval", &self.sweep_interval)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            store: StoreKind::Memory,
+            listen: SocketAddr::from(([127, 0, 0, 1], 6443)),
+            event_ttl: Some(Duration::from_secs(3600)),
+            history: HistoryOptions::default(),
+            sqlite: SqliteOptions::default(),
+            sweep_interval: Duration::from_secs(1),
+            registry: RegistryOptions::default(),
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+/// Why the server could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// Opening the store failed.
+    #[error("opening the store: {0}")]
+    Storage(#[from] StorageError),
+    /// Binding or serving failed.
+    #[error("serving: {0}")]
+    Io(#[from] std::io::Error),
+    /// The serving task panicked or was cancelled.
+    #[error("server task failed: {0}")]
+    Task(String),
+}
+
+/// A running herald-server. Dropping it without [`Server::shutdown`] stops serving too
+/// (the token is cancelled), but does not wait.
+pub struct Server {
+    addr: SocketAddr,
+    shutdown: CancellationToken,
+    task: Option<JoinHandle<std::io::Result<()>>>,
+    sweeper: JoinHandle<()>,
+    registry: EventRegistry,
+    metrics: Arc<Metrics>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    /// Opens the store, starts the TTL sweeper, binds `config.listen` and serves the whole
+    /// API (discovery, OpenAPI, health, `/metrics`, events) in a background task. Returns
+    /// once the listener is bound. Must be called inside a tokio runtime.
+    pub async fn start(config: ServerConfig) -> Result<Server, ServerError> {
+        let clock = config.clock.clone();
+        let metrics = Arc::new(Metrics::default());
+        let raw: Arc<dyn Backend> = match &config.store {
+            StoreKind::Memory => Arc::new(MemoryBackend::new(clock.clone(), config.history)),
+            StoreKind::Sqlite { dir } => {
+                let dir = dir.clone();
+                let c = clock.clone();
+                let opts = SqliteOptions {
+                    history: config.history,
+                    ..config.sqlite
+                };
+                let b = tokio::task::spawn_blocking(move || SqliteBackend::open(dir, c, opts))
+                    .await
+                    .map_err(|e| ServerError::Task(e.to_string()))??;
+                Arc::new(b)
+            }
+        };
+        let sweeper = spawn_sweeper(&raw, config.sweep_interval);
+        let backend: Arc<dyn Backend> = Arc::new(MeteredBackend {
+            inner: raw,
+            write_seconds: metrics.write_seconds.clone(),
+        });
+        let mut ropts = config.registry;
+        ropts.event_ttl = config.event_ttl;
+        let registry = EventRegistry::new(backend, clock.clone(), ropts);
+        let shutdown = CancellationToken::new();
+        let events = EventsApi::new(registry.clone(), clock.clone())
+            .with_shutdown(shutdown.clone())
+            .with_metrics(metrics.clone())
+            .router();
+        let metrics_route = Router::new()
+            .route("/metrics", get(metrics_handler))
+            .with_state(metrics.clone());
+        let app = api::router_with(ApiState::new(clock), events.merge(metrics_route)).layer(
+            axum::middleware::from_fn_with_state(metrics.clone(), count_requests),
+        );
+        let listener = tokio::net::TcpListener::bind(config.listen).await?;
+        let addr = listener.local_addr()?;
+        let token = shutdown.clone();
+        let task = tokio::spawn(async move {
+            api::serve(listener, app, async move { token.cancelled().await }).await
+        });
+        Ok(Server {
+            addr,
+            shutdown,
+            task: Some(task),
+            sweeper,
+            registry,
+            metrics,
+        })
+    }
+
+    /// The address the server listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://<addr>`, for clients and kubeconfigs.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The registry (for in-process use: tests, `herald bench`).
+    pub fn registry(&self) -> &EventRegistry {
+        &self.registry
+    }
+
+    /// The metrics served at `/metrics`.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// A token that stops the server when cancelled (e.g. from a signal handler).
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
+    /// Waits until the server stops (its token is cancelled, or serving fails).
+    pub async fn wait(mut self) -> Result<(), ServerError> {
+        self.join().await
+    }
+
+    /// Graceful shutdown: ends open watches, stops accepting, finishes in-flight requests,
+    /// then stops the sweeper (the store closes when the last reference goes).
+    pub async fn shutdown(mut self) -> Result<(), ServerError> {
+        self.shutdown.cancel();
+        self.join().await
+    }
+
+    async fn join(&mut self) -> Result<(), ServerError> {
+        let r = match self.task.take() {
+            Some(t) => match t.await {
+                Ok(r) => r.map_err(ServerError::from),
+                Err(e) => Err(ServerError::Task(e.to_string())),
+            },
+            None => Ok(()),
+        };
+        self.sweeper.abort();
+        r
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+        self.sweeper.abort();
+    }
+}
+
+/// A backend wrapper that records write latency (tokio's clock; metrics only).
+struct MeteredBackend {
+    inner: Arc<dyn Backend>,
+    write_seconds: Histogram,
+}
+
+impl MeteredBackend {
+    fn timed<'a, T: Send + 'a>(&'a self, f: BoxFuture<'a, T>) -> BoxFuture<'a, T> {
+        async move {
+            let start = tokio::time::Instant::now();
+            let r = f.await;
+            self.write_seconds.observe(start.elapsed().as_secs_f64());
+            r
+        }
+        .boxed()
+    }
+}
+
+impl Backend for MeteredBackend {
+    fn create<'a>(
+        &'a self,
+        key: &'a str,
+        value: Bytes,
+        ttl: Option<Duration>,
+    ) -> BoxFuture<'a, crate::storage::Result<KeyValue>> {
+        self.timed(self.inner.create(key, value, ttl))
+    }
+    fn update<'a>(
+        &'a self,
+        key: &'a str,
+        value: Bytes,
+        expected: Option<Revision>,
+        ttl: Option<Duration>,
+    ) -> BoxFuture<'a, crate::storage::Result<KeyValue>> {
+        self.timed(self.inner.update(key, value, expected, ttl))
+    }
+    fn delete<'a>(
+        &'a self,
+        key: &'a str,
+        expected: Option<Revision>,
+    ) -> BoxFuture<'a, crate::storage::Result<Deleted>> {
+        self.timed(self.inner.delete(key, expected))
+    }
+    fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, crate::storage::Result<Option<KeyValue>>> {
+        self.inner.get(key)
+    }
+    fn list<'a>(
+        &'a self,
+        prefix: &'a str,
+        opts: ListOptions,
+    ) -> BoxFuture<'a, crate::storage::Result<ListResult>> {
+        self.inner.list(prefix, opts)
+    }
+    fn watch<'a>(
+        &'a self,
+        prefix: &'a str,
+        after: Revision,
+    ) -> BoxFuture<'a, crate::storage::Result<WatchStream>> {
+        self.inner.watch(prefix, after)
+    }
+    fn current_revision(&self) -> BoxFuture<'_, crate::storage::Result<Revision>> {
+        self.inner.current_revision()
+    }
+    fn expire_due(&self) -> BoxFuture<'_, crate::storage::Result<usize>> {
+        self.inner.expire_due()
+    }
+    fn compact(&self, revision: Revision) -> BoxFuture<'_, crate::storage::Result<()>> {
+        self.inner.compact(revision)
+    }
+}

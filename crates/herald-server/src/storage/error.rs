@@ -1,0 +1,65 @@
+//! The typed errors every backend returns.
+
+use super::Revision;
+
+/// Why a storage operation failed. The registry maps these to Kubernetes `Status` errors:
+/// `NotFound` → 404, `AlreadyExists` → 409 AlreadyExists, `Conflict` → 409 Conflict,
+/// `Expired` → 410 Expired, `FutureRevision` → 504 Timeout (kube-apiserver's "Too large
+/// resource version"), the rest → 500.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum StorageError {
+    /// The key does not exist.
+    #[error("key {key:?} not found")]
+    NotFound {
+        /// The key asked for.
+        key: String,
+    },
+    /// A create found the key already present.
+    #[error("key {key:?} already exists")]
+    AlreadyExists {
+        /// The key asked for.
+        key: String,
+    },
+    /// A conditional update or delete found another revision than the expected one.
+    #[error("key {key:?} is at revision {actual}, not the expected {expected}")]
+    Conflict {
+        /// The key asked for.
+        key: String,
+        /// The revision the caller expected.
+        expected: Revision,
+        /// The key's current mod revision.
+        actual: Revision,
+    },
+    /// The requested revision is older than the retained history (compacted, or out of the
+    /// watch window, or a watcher fell behind it). Kubernetes answers 410 Gone / Expired.
+    #[error("revision {requested} has been compacted; the oldest available is {oldest}")]
+    Expired {
+        /// The revision the caller asked to read or watch from.
+        requested: Revision,
+        /// The oldest revision that can still be served.
+        oldest: Revision,
+    },
+    /// A list at a revision the store has not reached yet.
+    #[error("revision {requested} is newer than the current revision {current}")]
+    FutureRevision {
+        /// The revision the caller asked for.
+        requested: Revision,
+        /// The store's current revision.
+        current: Revision,
+    },
+    /// The backend has been shut down (its writer thread is gone).
+    #[error("the storage backend is closed")]
+    Closed,
+    /// The underlying database failed (I/O error, corruption, full disk, …).
+    #[error("storage backend error: {0}")]
+    Backend(String),
+}
+
+impl From<rusqlite::Error> for StorageError {
+    fn from(e: rusqlite::Error) -> Self {
+        StorageError::Backend(e.to_string())
+    }
+}
+
+/// Shorthand for results of storage operations.
+pub type Result<T, E = StorageError> = std::result::Result<T, E>;

@@ -1,0 +1,333 @@
+//! The in-memory backend: for tests and `herald serve --store memory`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::future::{BoxFuture, FutureExt};
+use herald_core::clock::{Clock, add_saturating};
+use jiff::Timestamp;
+
+use super::types::prefix_end;
+use super::{
+    Backend, Deleted, HistoryOptions, KeyValue, ListOptions, ListResult, Result, Revision,
+    StorageError, WatchEvent, WatchHub, WatchStream,
+};
+
+/// A [`Backend`] that keeps everything in memory (lost on drop).
+///
+/// Every key keeps the versions written since the last compaction (a multi-version
+/// `BTreeMap`, like kine's log), so lists at older revisions are exact. History is bounded by
+/// [`HistoryOptions::keep_revisions`] (older versions are compacted away automatically) and the
+/// watch ring by [`HistoryOptions::watch_window`]. The current data itself is unbounded: the
+/// registry's TTL keeps it in check. TTL expiry happens on [`Backend::expire_due`] (call it, or
+/// run [`spawn_sweeper`](super::spawn_sweeper)).
+pub struct MemoryBackend {
+    state: Mutex<State>,
+    hub: Arc<WatchHub>,
+    clock: Arc<dyn Clock>,
+    history: HistoryOptions,
+}
+
+#[derive(Default)]
+struct State {
+    keys: BTreeMap<String, Vec<Version>>,
+    /// `(expires_at, key)` of every live key with a TTL.
+    expiry: BTreeSet<(Timestamp, String)>,
+    revision: Revision,
+    compacted: Revision,
+}
+
+struct Version {
+    /// `None` is a tombstone (the key was deleted at `revision`).
+    kv: Option<KeyValue>,
+    revision: Revision,
+    expires_at: Option<Timestamp>,
+}
+
+impl MemoryBackend {
+    /// An empty store at revision 0. TTLs are measured on `clock`.
+    pub fn new(clock: Arc<dyn Clock>, history: HistoryOptions) -> Self {
+        MemoryBackend {
+            state: Mutex::new(State::default()),
+            hub: WatchHub::new(history.watch_window, 0),
+            clock,
+            history,
+        }
+    }
+
+    /// The hub this backend publishes to (shared with an in-process watch cache).
+    pub fn hub(&self) -> &Arc<WatchHub> {
+        &self.hub
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Every mutation below completes before it can panic, so a poisoned state is consistent.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn expiry_of(&self, ttl: Option<Duration>) -> Option<Timestamp> {
+        ttl.map(|d| add_saturating(self.clock.now(), d))
+    }
+
+    fn put(
+        &self,
+        key: &str,
+        value: Bytes,
+        ttl: Option<Duration>,
+        check: impl FnOnce(Option<&KeyValue>) -> Result<()>,
+    ) -> Result<KeyValue> {
+        let expires_at = self.expiry_of(ttl);
+        let mut st = self.lock();
+        let (prev, prev_expiry) = match st.keys.get(key).and_then(|v| v.last()) {
+            Some(v) => (v.kv.clone(), v.expires_at),
+            None => (None, None),
+        };
+        check(prev.as_ref())?;
+        st.revision += 1;
+        let revision = st.revision;
+        let kv = KeyValue {
+            key: key.to_owned(),
+            value,
+            create_revision: prev.as_ref().map_or(revision, |p| p.create_revision),
+            mod_revision: revision,
+        };
+        if let Some(t) = prev_expiry {
+            st.expiry.remove(&(t, key.to_owned()));
+        }
+        if let Some(t) = expires_at {
+            st.expiry.insert((t, key.to_owned()));
+        }
+        st.keys.entry(key.to_owned()).or_default().push(Version {
+            kv: Some(kv.clone()),
+            revision,
+            expires_at,
+        });
+        self.hub.publish([WatchEvent::Put {
+            kv: kv.clone(),
+            prev,
+        }]);
+        self.maybe_compact(&mut st);
+        Ok(kv)
+    }
+
+    fn remove(&self, st: &mut State, key: &str, expected: Option<Revision>) -> Result<Deleted> {
+        let (prev, prev_expiry) = match st.keys.get(key).and_then(|v| v.last()) {
+            Some(Version {
+                kv: Some(kv),
+                expires_at,
+                ..
+            }) => (kv.clone(), *expires_at),
+            _ => {
+                return Err(StorageError::NotFound {
+                    key: key.to_owned(),
+                });
+            }
+        };
+        if let Some(expected) = expected
+            && expected != prev.mod_revision
+        {
+            return Err(StorageError::Conflict {
+                key: key.to_owned(),
+                expected,
+                actual: prev.mod_revision,
+            });
+        }
+        st.revision += 1;
+        let revision = st.revision;
+        if let Some(t) = prev_expiry {
+            st.expiry.remove(&(t, key.to_owned()));
+        }
+        st.keys.entry(key.to_owned()).or_default().push(Version {
+            kv: None,
+            revision,
+            expires_at: None,
+        });
+        self.hub.publish([WatchEvent::Delete {
+            prev: prev.clone(),
+            revision,
+        }]);
+        Ok(Deleted { prev, revision })
+    }
+
+    fn maybe_compact(&self, st: &mut State) {
+        if let Some(target) = self.history.auto_compact_target(st.revision, st.compacted) {
+            compact_state(st, target);
+        }
+    }
+
+    fn list_now(&self, prefix: &str, opts: &ListOptions) -> Result<ListResult> {
+        let st = self.lock();
+        let at = opts.at_revision.unwrap_or(st.revision);
+        if at < st.compacted {
+            return Err(StorageError::Expired {
+                requested: at,
+                oldest: st.compacted,
+            });
+        }
+        if at > st.revision {
+            return Err(StorageError::FutureRevision {
+                requested: at,
+                current: st.revision,
+            });
+        }
+        let lower = match opts.start_after.as_deref() {
+            Some(s) if s >= prefix => Bound::Excluded(s),
+            _ => Bound::Included(prefix),
+        };
+        let end = prefix_end(prefix);
+        let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+        let limit = opts.limit.filter(|&l| l > 0).unwrap_or(usize::MAX);
+        let mut items = Vec::new();
+        let mut more = false;
+        for (_, versions) in st.keys.range::<str, _>((lower, upper)) {
+            let at_rev = versions.iter().rev().find(|v| v.revision <= at);
+            if let Some(Version { kv: Some(kv), .. }) = at_rev {
+                if items.len() == limit {
+                    more = true;
+                    break;
+                }
+                items.push(kv.clone());
+            }
+        }
+        Ok(ListResult {
+            items,
+            revision: at,
+            more,
+        })
+    }
+}
+
+/// Drops every version that no read at or after `target` can see.
+fn compact_state(st: &mut State, target: Revision) {
+    let target = target.min(st.revision);
+    if target <= st.compacted {
+        return;
+    }
+    st.keys.retain(|_, versions| {
+        // The newest version at or before `target` stays (it is the state at `target`) unless
+        // it is a tombstone; everything older goes.
+        let visible = versions.partition_point(|v| v.revision <= target);
+        if visible > 0 {
+            let drop = if versions[visible - 1].kv.is_none() {
+                visible
+            } else {
+                visible - 1
+            };
+            versions.drain(..drop);
+        }
+        !versions.is_empty()
+    });
+    st.compacted = target;
+}
+
+impl Backend for MemoryBackend {
+    fn create<'a>(
+        &'a self,
+        key: &'a str,
+        value: Bytes,
+        ttl: Option<Duration>,
+    ) -> BoxFuture<'a, Result<KeyValue>> {
+        let r = self.put(key, value, ttl, |prev| match prev {
+            Some(_) => Err(StorageError::AlreadyExists {
+                key: key.to_owned(),
+            }),
+            None => Ok(()),
+        });
+        std::future::ready(r).boxed()
+    }
+
+    fn update<'a>(
+        &'a self,
+        key: &'a str,
+        value: Bytes,
+        expected: Option<Revision>,
+        ttl: Option<Duration>,
+    ) -> BoxFuture<'a, Result<KeyValue>> {
+        let r = self.put(key, value, ttl, |prev| match (prev, expected) {
+            (None, _) => Err(StorageError::NotFound {
+                key: key.to_owned(),
+            }),
+            (Some(p), Some(e)) if p.mod_revision != e => Err(StorageError::Conflict {
+                key: key.to_owned(),
+                expected: e,
+                actual: p.mod_revision,
+            }),
+            _ => Ok(()),
+        });
+        std::future::ready(r).boxed()
+    }
+
+    fn delete<'a>(
+        &'a self,
+        key: &'a str,
+        expected: Option<Revision>,
+    ) -> BoxFuture<'a, Result<Deleted>> {
+        let mut st = self.lock();
+        let r = self.remove(&mut st, key, expected);
+        if r.is_ok() {
+            self.maybe_compact(&mut st);
+        }
+        std::future::ready(r).boxed()
+    }
+
+    fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<KeyValue>>> {
+        let st = self.lock();
+        let kv = st
+            .keys
+            .get(key)
+            .and_then(|v| v.last())
+            .and_then(|v| v.kv.clone());
+        std::future::ready(Ok(kv)).boxed()
+    }
+
+    fn list<'a>(&'a self, prefix: &'a str, opts: ListOptions) -> BoxFuture<'a, Result<ListResult>> {
+        std::future::ready(self.list_now(prefix, &opts)).boxed()
+    }
+
+    fn watch<'a>(
+        &'a self,
+        prefix: &'a str,
+        after_revision: Revision,
+    ) -> BoxFuture<'a, Result<WatchStream>> {
+        std::future::ready(self.hub.subscribe(prefix, after_revision)).boxed()
+    }
+
+    fn current_revision(&self) -> BoxFuture<'_, Result<Revision>> {
+        std::future::ready(Ok(self.lock().revision)).boxed()
+    }
+
+    fn expire_due(&self) -> BoxFuture<'_, Result<usize>> {
+        let now = self.clock.now();
+        let mut st = self.lock();
+        let due: Vec<String> = st
+            .expiry
+            .iter()
+            .take_while(|(t, _)| *t <= now)
+            .map(|(_, k)| k.clone())
+            .collect();
+        let mut n = 0;
+        for key in due {
+            if self.remove(&mut st, &key, None).is_ok() {
+                n += 1;
+            }
+        }
+        self.maybe_compact(&mut st);
+        std::future::ready(Ok(n)).boxed()
+    }
+
+    fn compact(&self, revision: Revision) -> BoxFuture<'_, Result<()>> {
+        let mut st = self.lock();
+        compact_state(&mut st, revision);
+        self.hub.compact(st.compacted);
+        std::future::ready(Ok(())).boxed()
+    }
+}
+
+impl Drop for MemoryBackend {
+    fn drop(&mut self) {
+        self.hub.close();
+    }
+}

@@ -1,0 +1,266 @@
+//! The SQLite backend: Herald's embedded default store.
+
+mod read;
+mod schema;
+mod writer;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::future::{BoxFuture, FutureExt};
+use herald_core::clock::{Clock, add_saturating};
+use tokio::sync::{mpsc, oneshot};
+
+use self::read::ReadPool;
+use self::writer::{Counters, Op, Reply, Request, Writer};
+use super::{
+    Backend, Deleted, KeyValue, ListOptions, ListResult, Result, Revision, SqliteOptions,
+    StorageError, WatchHub, WatchStream,
+};
+
+/// The file name of the database inside the data directory.
+pub const DB_FILE: &str = "herald.db";
+
+/// A [`Backend`] on an SQLite database in a data directory.
+///
+/// - **Durability**: WAL journal with `synchronous=FULL`; a write's future resolves only after
+///   the transaction holding it has committed and the WAL is fsynced.
+/// - **Group commit**: one writer thread owns the write connection and commits whatever writes
+///   are queued (up to [`SqliteOptions::max_batch`]) in one transaction with one fsync. The
+///   queue holds [`SqliteOptions::queue_capacity`] requests; when it is full, writers wait for
+///   room (back-pressure), nothing is dropped.
+/// - **Reads** (`get`, `list`) use [`SqliteOptions::read_connections`] read-only connections on
+///   tokio's blocking pool, so lists never block writes.
+/// - **Revisions** live in the database with the data, so they continue after a restart.
+/// - **TTL**: an indexed `expires_at` column (milliseconds on the injected clock);
+///   [`Backend::expire_due`] deletes what is due in batches of [`SqliteOptions::sweep_batch`],
+///   each deletion with its own revision and `Delete` event. Run it with
+///   [`spawn_sweeper`](crate::storage::spawn_sweeper).
+/// - **History**: a log of the last [`HistoryOptions::keep_revisions`](crate::storage::HistoryOptions)
+///   revisions serves lists at older revisions; the watch ring
+///   ([`HistoryOptions::watch_window`](crate::storage::HistoryOptions) events) is reloaded from
+///   the log on open, so watches from revisions before a restart still replay.
+///
+/// Dropping the backend finishes the queued writes, stops the writer thread (waiting for it)
+/// and ends every watch stream.
+pub struct SqliteBackend {
+    tx: Option<mpsc::Sender<Request>>,
+    writer: Option<JoinHandle<()>>,
+    readers: Arc<ReadPool>,
+    hub: Arc<WatchHub>,
+    counters: Arc<Counters>,
+    clock: Arc<dyn Clock>,
+    sweep_batch: usize,
+    path: PathBuf,
+}
+
+impl SqliteBackend {
+    /// Opens (creating if needed) the store in `dir` (the directory is created too). Blocks
+    /// while it opens the files and preloads the watch ring; call it before serving.
+    pub fn open(dir: impl AsRef<Path>, clock: Arc<dyn Clock>, opts: SqliteOptions) -> Result<Self> {
+        let dir = dir.as_ref();
+        std::fs::create_dir_all(dir).map_err(|e| {
+            StorageError::Backend(format!(
+                "cannot create data directory {}: {e}",
+                dir.display()
+            ))
+        })?;
+        let path = dir.join(DB_FILE);
+        let conn = schema::open_writer(&path)?;
+        let counters = Arc::new(Counters::default());
+        counters
+            .revision
+            .store(schema::meta(&conn, "revision")?, Ordering::Release);
+        counters
+            .compacted
+            .store(schema::meta(&conn, "compacted")?, Ordering::Release);
+        let window = opts.history.watch_window.max(1);
+        let (floor, history) = schema::recent_events(&conn, window)?;
+        let hub = WatchHub::with_history(window, floor, history);
+        let readers = Arc::new(ReadPool::new(path.clone(), opts.read_connections)?);
+        let (tx, rx) = mpsc::channel(opts.queue_capacity.max(1));
+        let w = Writer {
+            conn,
+            hub: Arc::clone(&hub),
+            counters: Arc::clone(&counters),
+            history: opts.history,
+            max_batch: opts.max_batch.max(1),
+        };
+        let writer = std::thread::Builder::new()
+            .name("herald-sqlite-writer".into())
+            .spawn(move || w.run(rx))
+            .map_err(|e| StorageError::Backend(format!("cannot start writer thread: {e}")))?;
+        tracing::info!(path = %path.display(), revision = counters.revision.load(Ordering::Acquire), "opened SQLite store");
+        Ok(SqliteBackend {
+            tx: Some(tx),
+            writer: Some(writer),
+            readers,
+            hub,
+            counters,
+            clock,
+            sweep_batch: opts.sweep_batch.max(1),
+            path,
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The hub this backend publishes to (shared with an in-process watch cache).
+    pub fn hub(&self) -> &Arc<WatchHub> {
+        &self.hub
+    }
+
+    fn expiry_of(&self, ttl: Option<Duration>) -> Option<i64> {
+        ttl.map(|d| add_saturating(self.clock.now(), d).as_millisecond())
+    }
+
+    async fn submit(&self, op: Op) -> Result<Reply> {
+        let tx = self.tx.as_ref().ok_or(StorageError::Closed)?;
+        let (reply, rx) = oneshot::channel();
+        // Waits while the queue is full: back-pressure on the callers.
+        tx.send(Request { op, reply })
+            .await
+            .map_err(|_| StorageError::Closed)?;
+        rx.await.map_err(|_| StorageError::Closed)?
+    }
+
+    async fn write_kv(&self, op: Op) -> Result<KeyValue> {
+        match self.submit(op).await? {
+            Reply::Kv(kv) => Ok(kv),
+            _ => Err(StorageError::Backend(
+                "writer answered with the wrong reply".into(),
+            )),
+        }
+    }
+}
+
+impl Backend for SqliteBackend {
+    fn create<'a>(
+        &'a self,
+        key: &'a str,
+        value: Bytes,
+        ttl: Option<Duration>,
+    ) -> BoxFuture<'a, Result<KeyValue>> {
+        let op = Op::Create {
+            key: key.to_owned(),
+            value,
+            expires_at: self.expiry_of(ttl),
+        };
+        self.write_kv(op).boxed()
+    }
+
+    fn update<'a>(
+        &'a self,
+        key: &'a str,
+        value: Bytes,
+        expected: Option<Revision>,
+        ttl: Option<Duration>,
+    ) -> BoxFuture<'a, Result<KeyValue>> {
+        let op = Op::Update {
+            key: key.to_owned(),
+            value,
+            expected,
+            expires_at: self.expiry_of(ttl),
+        };
+        self.write_kv(op).boxed()
+    }
+
+    fn delete<'a>(
+        &'a self,
+        key: &'a str,
+        expected: Option<Revision>,
+    ) -> BoxFuture<'a, Result<Deleted>> {
+        let op = Op::Delete {
+            key: key.to_owned(),
+            expected,
+        };
+        async move {
+            match self.submit(op).await? {
+                Reply::Deleted(d) => Ok(d),
+                _ => Err(StorageError::Backend(
+                    "writer answered with the wrong reply".into(),
+                )),
+            }
+        }
+        .boxed()
+    }
+
+    fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<KeyValue>>> {
+        let key = key.to_owned();
+        self.readers.with(move |c| read::get(c, &key)).boxed()
+    }
+
+    fn list<'a>(&'a self, prefix: &'a str, opts: ListOptions) -> BoxFuture<'a, Result<ListResult>> {
+        let prefix = prefix.to_owned();
+        self.readers
+            .with(move |c| read::list(c, &prefix, &opts))
+            .boxed()
+    }
+
+    fn watch<'a>(
+        &'a self,
+        prefix: &'a str,
+        after_revision: Revision,
+    ) -> BoxFuture<'a, Result<WatchStream>> {
+        std::future::ready(self.hub.subscribe(prefix, after_revision)).boxed()
+    }
+
+    fn current_revision(&self) -> BoxFuture<'_, Result<Revision>> {
+        std::future::ready(Ok(self.counters.revision.load(Ordering::Acquire))).boxed()
+    }
+
+    fn expire_due(&self) -> BoxFuture<'_, Result<usize>> {
+        let now = self.clock.now().as_millisecond();
+        async move {
+            let mut total = 0;
+            loop {
+                let op = Op::Expire {
+                    now,
+                    limit: self.sweep_batch,
+                };
+                match self.submit(op).await? {
+                    Reply::Count(n) => {
+                        total += n;
+                        if n < self.sweep_batch {
+                            return Ok(total);
+                        }
+                    }
+                    _ => {
+                        return Err(StorageError::Backend(
+                            "writer answered with the wrong reply".into(),
+                        ));
+                    }
+                }
+            }
+        }
+        .boxed()
+    }
+
+    fn compact(&self, revision: Revision) -> BoxFuture<'_, Result<()>> {
+        async move {
+            self.submit(Op::Compact { revision }).await?;
+            Ok(())
+        }
+        .boxed()
+    }
+}
+
+impl Drop for SqliteBackend {
+    fn drop(&mut self) {
+        // Closing the queue lets the writer finish what is queued and exit.
+        self.tx.take();
+        if let Some(w) = self.writer.take()
+            && w.join().is_err()
+        {
+            tracing::error!("SQLite writer thread panicked");
+        }
+        self.hub.close();
+    }
+}

@@ -1,0 +1,337 @@
+//! The single writer thread: group commit.
+//!
+//! Callers put a request on a bounded queue and await a oneshot reply. The thread takes
+//! whatever is queued (up to `max_batch`), applies it all in one `BEGIN IMMEDIATE … COMMIT`
+//! transaction, whose commit fsyncs the WAL once (`synchronous=FULL`), then publishes the events
+//! to the watch hub and answers every caller. Under load the batch grows with the number of
+//! waiting writers, so one fsync is shared by many writes.
+//!
+//! A rejected operation (exists, conflict, not found) writes nothing and does not disturb the
+//! others in its batch. A database error (I/O, disk full) rolls the whole batch back and every
+//! caller in it gets the error; nothing from the batch is visible or published.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+use rusqlite::{Connection, OptionalExtension, params};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::storage::{
+    Deleted, HistoryOptions, KeyValue, Result, Revision, StorageError, WatchEvent, WatchHub,
+};
+
+/// One write operation.
+pub(super) enum Op {
+    Create {
+        key: String,
+        value: Bytes,
+        expires_at: Option<i64>,
+    },
+    Update {
+        key: String,
+        value: Bytes,
+        expected: Option<Revision>,
+        expires_at: Option<i64>,
+    },
+    Delete {
+        key: String,
+        expected: Option<Revision>,
+    },
+    /// Deletes up to `limit` keys whose `expires_at <= now`.
+    Expire {
+        now: i64,
+        limit: usize,
+    },
+    Compact {
+        revision: Revision,
+    },
+}
+
+/// What an operation answers.
+pub(super) enum Reply {
+    Kv(KeyValue),
+    Deleted(Deleted),
+    Count(usize),
+    Done,
+}
+
+pub(super) struct Request {
+    pub op: Op,
+    pub reply: oneshot::Sender<Result<Reply>>,
+}
+
+/// Revision counters shared with the readers of the backend.
+#[derive(Debug, Default)]
+pub(super) struct Counters {
+    /// The last committed revision.
+    pub revision: AtomicU64,
+    /// The last compacted revision.
+    pub compacted: AtomicU64,
+}
+
+pub(super) struct Writer {
+    pub conn: Connection,
+    pub hub: Arc<WatchHub>,
+    pub counters: Arc<Counters>,
+    pub history: HistoryOptions,
+    pub max_batch: usize,
+}
+
+/// The state of the transaction being built.
+struct Txn {
+    revision: Revision,
+    compacted: Revision,
+    events: Vec<WatchEvent>,
+    /// Set by an explicit compaction: the watch ring forgets the same history.
+    hub_compact: Option<Revision>,
+}
+
+impl Writer {
+    /// Runs until every sender is gone, then returns (the connection closes on drop).
+    pub fn run(mut self, mut rx: mpsc::Receiver<Request>) {
+        let mut batch: Vec<Request> = Vec::with_capacity(self.max_batch);
+        while let Some(first) = rx.blocking_recv() {
+            batch.push(first);
+            while batch.len() < self.max_batch {
+                match rx.try_recv() {
+                    Ok(r) => batch.push(r),
+                    Err(_) => break,
+                }
+            }
+            self.commit(&mut batch);
+        }
+    }
+
+    fn commit(&mut self, batch: &mut Vec<Request>) {
+        let mut txn = Txn {
+            revision: self.counters.revision.load(Ordering::Acquire),
+            compacted: self.counters.compacted.load(Ordering::Acquire),
+            events: Vec::with_capacity(batch.len()),
+            hub_compact: None,
+        };
+        let applied = self.apply_all(batch, &mut txn);
+        match applied {
+            Ok(results) => {
+                self.counters
+                    .revision
+                    .store(txn.revision, Ordering::Release);
+                self.counters
+                    .compacted
+                    .store(txn.compacted, Ordering::Release);
+                self.hub.publish(txn.events);
+                if let Some(rev) = txn.hub_compact {
+                    self.hub.compact(rev);
+                }
+                for (req, res) in batch.drain(..).zip(results) {
+                    // A caller that stopped waiting is fine: its write is durable anyway.
+                    let _ = req.reply.send(res);
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, writes = batch.len(), "write batch rolled back");
+                if let Err(rb) = self.conn.execute_batch("ROLLBACK") {
+                    tracing::debug!(error = %rb, "rollback after failed batch");
+                }
+                for req in batch.drain(..) {
+                    let _ = req.reply.send(Err(e.clone()));
+                }
+            }
+        }
+    }
+
+    /// Applies the batch in one transaction; `Err` only for database failures (then the
+    /// transaction is still open and must be rolled back).
+    fn apply_all(&mut self, batch: &[Request], txn: &mut Txn) -> Result<Vec<Result<Reply>>> {
+        self.conn.execute_batch("BEGIN IMMEDIATE")?;
+        let mut results = Vec::with_capacity(batch.len());
+        for req in batch {
+            let r = self.apply(&req.op, txn);
+            if let Err(StorageError::Backend(_)) = &r {
+                return r.map(|_| Vec::new());
+            }
+            results.push(r);
+        }
+        if let Some(target) = self
+            .history
+            .auto_compact_target(txn.revision, txn.compacted)
+        {
+            self.compact(target, txn)?;
+        }
+        self.conn
+            .prepare_cached("UPDATE meta SET value = ?1 WHERE name = 'revision'")?
+            .execute([txn.revision])?;
+        self.conn.execute_batch("COMMIT")?;
+        Ok(results)
+    }
+
+    fn apply(&self, op: &Op, txn: &mut Txn) -> Result<Reply> {
+        match op {
+            Op::Create {
+                key,
+                value,
+                expires_at,
+            } => {
+                let rev = txn.revision + 1;
+                let inserted = self
+                    .conn
+                    .prepare_cached(
+                        "INSERT OR IGNORE INTO kv(key, value, create_rev, mod_rev, expires_at)
+                         VALUES (?1, ?2, ?3, ?3, ?4)",
+                    )?
+                    .execute(params![key, &value[..], rev, expires_at])?;
+                if inserted == 0 {
+                    return Err(StorageError::AlreadyExists { key: key.clone() });
+                }
+                self.log(rev, key, false, None)?;
+                txn.revision = rev;
+                let kv = KeyValue {
+                    key: key.clone(),
+                    value: value.clone(),
+                    create_revision: rev,
+                    mod_revision: rev,
+                };
+                txn.events.push(WatchEvent::Put {
+                    kv: kv.clone(),
+                    prev: None,
+                });
+                Ok(Reply::Kv(kv))
+            }
+            Op::Update {
+                key,
+                value,
+                expected,
+                expires_at,
+            } => {
+                let prev = self.current(key)?;
+                let prev = check(key, prev, *expected)?;
+                let rev = txn.revision + 1;
+                self.conn
+                    .prepare_cached(
+                        "UPDATE kv SET value = ?2, mod_rev = ?3, expires_at = ?4 WHERE key = ?1",
+                    )?
+                    .execute(params![key, &value[..], rev, expires_at])?;
+                self.log(rev, key, false, Some(&prev))?;
+                txn.revision = rev;
+                let kv = KeyValue {
+                    key: key.clone(),
+                    value: value.clone(),
+                    create_revision: prev.create_revision,
+                    mod_revision: rev,
+                };
+                txn.events.push(WatchEvent::Put {
+                    kv: kv.clone(),
+                    prev: Some(prev),
+                });
+                Ok(Reply::Kv(kv))
+            }
+            Op::Delete { key, expected } => {
+                let prev = self.current(key)?;
+                let prev = check(key, prev, *expected)?;
+                Ok(Reply::Deleted(self.remove(prev, txn)?))
+            }
+            Op::Expire { now, limit } => {
+                let keys: Vec<String> = {
+                    let mut stmt = self.conn.prepare_cached(
+                        "SELECT key FROM kv WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2",
+                    )?;
+                    let limit = i64::try_from(*limit).unwrap_or(i64::MAX);
+                    stmt.query_map(params![now, limit], |r| r.get(0))?
+                        .collect::<rusqlite::Result<_>>()?
+                };
+                let mut n = 0;
+                for key in keys {
+                    if let Some(prev) = self.current(&key)? {
+                        self.remove(prev, txn)?;
+                        n += 1;
+                    }
+                }
+                Ok(Reply::Count(n))
+            }
+            Op::Compact { revision } => {
+                self.compact(*revision, txn)?;
+                txn.hub_compact = Some(txn.compacted);
+                Ok(Reply::Done)
+            }
+        }
+    }
+
+    fn remove(&self, prev: KeyValue, txn: &mut Txn) -> Result<Deleted> {
+        let rev = txn.revision + 1;
+        self.conn
+            .prepare_cached("DELETE FROM kv WHERE key = ?1")?
+            .execute([&prev.key])?;
+        self.log(rev, &prev.key, true, Some(&prev))?;
+        txn.revision = rev;
+        txn.events.push(WatchEvent::Delete {
+            prev: prev.clone(),
+            revision: rev,
+        });
+        Ok(Deleted {
+            prev,
+            revision: rev,
+        })
+    }
+
+    fn compact(&self, revision: Revision, txn: &mut Txn) -> Result<()> {
+        let target = revision.min(txn.revision);
+        if target <= txn.compacted {
+            return Ok(());
+        }
+        self.conn
+            .prepare_cached("DELETE FROM log WHERE rev <= ?1")?
+            .execute([target])?;
+        self.conn
+            .prepare_cached("UPDATE meta SET value = ?1 WHERE name = 'compacted'")?
+            .execute([target])?;
+        txn.compacted = target;
+        Ok(())
+    }
+
+    fn current(&self, key: &str) -> Result<Option<KeyValue>> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT value, create_rev, mod_rev FROM kv WHERE key = ?1")?
+            .query_row([key], |r| {
+                Ok(KeyValue {
+                    key: key.to_owned(),
+                    value: Bytes::copy_from_slice(r.get_ref(0)?.as_blob()?),
+                    create_revision: r.get(1)?,
+                    mod_revision: r.get(2)?,
+                })
+            })
+            .optional()?)
+    }
+
+    fn log(&self, rev: Revision, key: &str, deleted: bool, prev: Option<&KeyValue>) -> Result<()> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO log(rev, key, deleted, prev_value, prev_create_rev, prev_mod_rev)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?
+            .execute(params![
+                rev,
+                key,
+                deleted,
+                prev.map(|p| &p.value[..]),
+                prev.map(|p| p.create_revision),
+                prev.map(|p| p.mod_revision),
+            ])?;
+        Ok(())
+    }
+}
+
+/// Checks that `key` exists and, if asked, is at revision `expected`.
+fn check(key: &str, prev: Option<KeyValue>, expected: Option<Revision>) -> Result<KeyValue> {
+    let prev = prev.ok_or_else(|| StorageError::NotFound {
+        key: key.to_owned(),
+    })?;
+    match expected {
+        Some(e) if e != prev.mod_revision => Err(StorageError::Conflict {
+            key: key.to_owned(),
+            expected: e,
+            actual: prev.mod_revision,
+        }),
+        _ => Ok(prev),
+    }
+}

@@ -1,0 +1,134 @@
+//! The values that cross the [`Backend`](super::Backend) boundary.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::stream::BoxStream;
+
+use super::StorageError;
+
+/// A global store revision. Every successful write (create, update, delete, TTL expiry) takes
+/// the next one; it is what Kubernetes calls `resourceVersion`. Revision `0` means "nothing
+/// written yet" and is never assigned to a write.
+pub type Revision = u64;
+
+/// One stored key with its value and the revisions that describe its history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyValue {
+    /// The full key, e.g. `/events/<namespace>/<name>`.
+    pub key: String,
+    /// The opaque value (the registry stores JSON without `resourceVersion`).
+    pub value: Bytes,
+    /// The revision at which this incarnation of the key was created.
+    pub create_revision: Revision,
+    /// The revision of the last write to the key: the object's `resourceVersion`.
+    pub mod_revision: Revision,
+}
+
+/// A change seen by a watcher. Events are delivered in strictly increasing revision order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WatchEvent {
+    /// The key was created (`prev` is `None`) or updated (`prev` is the state before).
+    Put {
+        /// The new state; `kv.mod_revision` is the event's revision.
+        kv: KeyValue,
+        /// The state before this write, if the key existed.
+        prev: Option<KeyValue>,
+    },
+    /// The key was deleted, explicitly or because its TTL ran out.
+    Delete {
+        /// The last state of the key before the deletion.
+        prev: KeyValue,
+        /// The revision of the deletion itself (Kubernetes puts it on the `DELETED` object).
+        revision: Revision,
+    },
+}
+
+impl WatchEvent {
+    /// The revision this event was written at.
+    pub fn revision(&self) -> Revision {
+        match self {
+            WatchEvent::Put { kv, .. } => kv.mod_revision,
+            WatchEvent::Delete { revision, .. } => *revision,
+        }
+    }
+
+    /// The key the event is about.
+    pub fn key(&self) -> &str {
+        match self {
+            WatchEvent::Put { kv, .. } => &kv.key,
+            WatchEvent::Delete { prev, .. } => &prev.key,
+        }
+    }
+}
+
+/// What a successful delete reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deleted {
+    /// The state of the key just before it was deleted.
+    pub prev: KeyValue,
+    /// The revision of the deletion.
+    pub revision: Revision,
+}
+
+/// One page of a [`Backend::list`](super::Backend::list).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListResult {
+    /// The keys under the prefix as they were at `revision`, in bytewise key order.
+    pub items: Vec<KeyValue>,
+    /// The snapshot revision the page was read at (the list's `resourceVersion`). Pass it back
+    /// as `at_revision` with `start_after` = the last item's key to read the next page of the
+    /// same snapshot.
+    pub revision: Revision,
+    /// Whether more keys under the prefix follow the last returned item at `revision`.
+    pub more: bool,
+}
+
+/// Parameters of a [`Backend::list`](super::Backend::list).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListOptions {
+    /// Only keys strictly greater than this one (the continue position of the previous page).
+    pub start_after: Option<String>,
+    /// At most this many items; `None` or `Some(0)` means all of them.
+    pub limit: Option<usize>,
+    /// Read the snapshot at this revision; `None` means the latest. A revision older than the
+    /// retained history is [`StorageError::Expired`]; one newer than the store is
+    /// [`StorageError::FutureRevision`].
+    pub at_revision: Option<Revision>,
+}
+
+/// The stream a watch returns: events strictly after the requested revision, in order.
+///
+/// Items are shared (`Arc`) because one event fans out to every watcher without a copy. The
+/// stream ends with one `Err(StorageError::Expired)` if the watcher falls so far behind that the
+/// events it still needs left the bounded history window; the caller re-lists and watches again.
+/// It ends without an error when the backend shuts down.
+pub type WatchStream = BoxStream<'static, Result<Arc<WatchEvent>, StorageError>>;
+
+/// The smallest string greater than every string starting with `prefix`, or `None` when no
+/// such bound exists (empty prefix or a prefix of only `char::MAX`).
+pub(crate) fn prefix_end(prefix: &str) -> Option<String> {
+    let mut chars: Vec<char> = prefix.chars().collect();
+    while let Some(c) = chars.pop() {
+        let next = (c as u32 + 1..=char::MAX as u32).find_map(char::from_u32);
+        if let Some(n) = next {
+            chars.push(n);
+            return Some(chars.into_iter().collect());
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prefix_end;
+
+    #[test]
+    fn prefix_end_bounds_the_range() {
+        assert_eq!(prefix_end("/events/").as_deref(), Some("/events0"));
+        assert_eq!(prefix_end("a").as_deref(), Some("b"));
+        assert_eq!(prefix_end(""), None);
+        let p = format!("x{}", char::MAX);
+        assert_eq!(prefix_end(&p).as_deref(), Some("y"));
+    }
+}

@@ -1,0 +1,854 @@
+//! The storage contract, run against every backend, plus SQLite-only restart and crash tests.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use herald_core::clock::{FakeClock, SystemClock};
+use herald_server::storage::{
+    Backend, HistoryOptions, KeyValue, ListOptions, MemoryBackend, Revision, SqliteBackend,
+    SqliteOptions, StorageError, WatchEvent, WatchStream,
+};
+use tempfile::TempDir;
+
+/// A backend under test, its fake clock, and (for SQLite) the directory that holds it.
+struct Fixture {
+    store: Arc<dyn Backend>,
+    clock: Arc<FakeClock>,
+    _dir: Option<TempDir>,
+}
+
+fn clock() -> Arc<FakeClock> {
+    Arc::new(FakeClock::new("2024-01-01T00:00:00Z".parse().unwrap()))
+}
+
+fn memory(history: HistoryOptions) -> Fixture {
+    let clock = clock();
+    let store = Arc::new(MemoryBackend::new(clock.clone(), history));
+    Fixture {
+        store,
+        clock,
+        _dir: None,
+    }
+}
+
+fn sqlite(history: HistoryOptions) -> Fixture {
+    let clock = clock();
+    let dir = tempfile::tempdir().unwrap();
+    let opts = SqliteOptions {
+        history,
+        ..SqliteOptions::default()
+    };
+    let store = Arc::new(SqliteBackend::open(dir.path(), clock.clone(), opts).unwrap());
+    Fixture {
+        store,
+        clock,
+        _dir: Some(dir),
+    }
+}
+
+fn b(s: &str) -> Bytes {
+    Bytes::copy_from_slice(s.as_bytes())
+}
+
+/// The next watch item; a stalled stream fails the test instead of hanging it.
+async fn next(w: &mut WatchStream) -> Option<Result<Arc<WatchEvent>, StorageError>> {
+    tokio::time::timeout(Duration::from_secs(30), w.next())
+        .await
+        .expect("watch stream stalled")
+}
+
+async fn next_event(w: &mut WatchStream) -> Arc<WatchEvent> {
+    next(w).await.expect("stream ended").expect("watch error")
+}
+
+fn keys(items: &[KeyValue]) -> Vec<&str> {
+    items.iter().map(|kv| kv.key.as_str()).collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The contract: each fn takes a fresh fixture.
+
+async fn create_get_update_delete(f: Fixture) {
+    let s = &f.store;
+    assert_eq!(s.current_revision().await.unwrap(), 0);
+    assert_eq!(s.get("/events/ns/a").await.unwrap(), None);
+
+    let a1 = s.create("/events/ns/a", b("v1"), None).await.unwrap();
+    assert_eq!(a1.key, "/events/ns/a");
+    assert_eq!(a1.value, b("v1"));
+    assert_eq!(a1.create_revision, 1);
+    assert_eq!(a1.mod_revision, 1);
+    assert_eq!(
+        s.create("/events/ns/a", b("again"), None).await,
+        Err(StorageError::AlreadyExists {
+            key: "/events/ns/a".into()
+        })
+    );
+    assert_eq!(s.get("/events/ns/a").await.unwrap(), Some(a1.clone()));
+
+    let a2 = s
+        .update("/events/ns/a", b("v2"), Some(a1.mod_revision), None)
+        .await
+        .unwrap();
+    assert_eq!(a2.create_revision, 1);
+    assert_eq!(a2.mod_revision, 2);
+    assert_eq!(
+        s.update("/events/ns/a", b("stale"), Some(a1.mod_revision), None)
+            .await,
+        Err(StorageError::Conflict {
+            key: "/events/ns/a".into(),
+            expected: 1,
+            actual: 2
+        })
+    );
+    let a3 = s.update("/events/ns/a", b("v3"), None, None).await.unwrap();
+    assert_eq!(a3.mod_revision, 3);
+    assert_eq!(s.get("/events/ns/a").await.unwrap().unwrap().value, b("v3"));
+    assert_eq!(
+        s.update("/events/ns/missing", b("x"), None, None).await,
+        Err(StorageError::NotFound {
+            key: "/events/ns/missing".into()
+        })
+    );
+
+    assert_eq!(
+        s.delete("/events/ns/a", Some(2)).await,
+        Err(StorageError::Conflict {
+            key: "/events/ns/a".into(),
+            expected: 2,
+            actual: 3
+        })
+    );
+    let d = s.delete("/events/ns/a", Some(3)).await.unwrap();
+    assert_eq!(d.prev, a3);
+    assert_eq!(d.revision, 4);
+    assert_eq!(s.get("/events/ns/a").await.unwrap(), None);
+    assert_eq!(
+        s.delete("/events/ns/a", None).await,
+        Err(StorageError::NotFound {
+            key: "/events/ns/a".into()
+        })
+    );
+    // Failed writes take no revision; a re-created key starts a new incarnation.
+    assert_eq!(s.current_revision().await.unwrap(), 4);
+    let again = s.create("/events/ns/a", b("new"), None).await.unwrap();
+    assert_eq!((again.create_revision, again.mod_revision), (5, 5));
+}
+
+async fn list_pages_at_a_fixed_revision_while_writes_continue(f: Fixture) {
+    let s = &f.store;
+    s.create("/events/mm/before", b("x"), None).await.unwrap();
+    let mut original = BTreeMap::new();
+    for i in 0..25 {
+        let kv = s
+            .create(&format!("/events/ns/k{i:02}"), b(&format!("v{i}")), None)
+            .await
+            .unwrap();
+        original.insert(kv.key.clone(), kv);
+    }
+    s.create("/events/nt/after", b("x"), None).await.unwrap();
+
+    let page1 = s
+        .list(
+            "/events/ns/",
+            ListOptions {
+                limit: Some(10),
+                ..ListOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+    let snapshot = page1.revision;
+    assert_eq!(snapshot, s.current_revision().await.unwrap());
+    assert!(page1.more);
+    assert_eq!(page1.items.len(), 10);
+
+    // Writes land between pages: before, inside and after the pages still to come.
+    s.update("/events/ns/k15", b("changed"), None, None)
+        .await
+        .unwrap();
+    s.delete("/events/ns/k12", None).await.unwrap();
+    s.delete("/events/ns/k03", None).await.unwrap();
+    s.create("/events/ns/k13a", b("new"), None).await.unwrap();
+    s.create("/events/ns/k99", b("new"), None).await.unwrap();
+    s.delete("/events/ns/k20", None).await.unwrap();
+    s.create("/events/ns/k20", b("recreated"), None)
+        .await
+        .unwrap();
+
+    let mut all = page1.items.clone();
+    let mut last = page1;
+    let mut pages = 1;
+    while last.more {
+        let start_after = last.items.last().unwrap().key.clone();
+        last = s
+            .list(
+                "/events/ns/",
+                ListOptions {
+                    start_after: Some(start_after),
+                    limit: Some(10),
+                    at_revision: Some(snapshot),
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(last.revision, snapshot);
+        all.extend(last.items.iter().cloned());
+        pages += 1;
+        assert!(pages <= 3, "25 keys in pages of 10 take 3 pages");
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(all, original.values().cloned().collect::<Vec<_>>());
+
+    // The latest state shows the writes.
+    let now = s.list("/events/ns/", ListOptions::default()).await.unwrap();
+    assert!(!now.more);
+    assert_eq!(now.revision, s.current_revision().await.unwrap());
+    let k = keys(&now.items);
+    assert_eq!(k.len(), 25 - 2 + 2);
+    assert!(k.contains(&"/events/ns/k13a") && k.contains(&"/events/ns/k99"));
+    assert!(!k.contains(&"/events/ns/k12") && !k.contains(&"/events/ns/k03"));
+    let k20 = now
+        .items
+        .iter()
+        .find(|kv| kv.key == "/events/ns/k20")
+        .unwrap();
+    assert_eq!(k20.value, b("recreated"));
+    assert_eq!(k20.create_revision, k20.mod_revision);
+
+    // A single unlimited list at the old snapshot equals the paged one.
+    let whole = s
+        .list(
+            "/events/ns/",
+            ListOptions {
+                at_revision: Some(snapshot),
+                ..ListOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(whole.items, all);
+    assert!(!whole.more);
+
+    // The prefix bounds hold at both ends; a continue key before the prefix is harmless.
+    let from_before = s
+        .list(
+            "/events/ns/",
+            ListOptions {
+                start_after: Some("/a".into()),
+                limit: Some(1),
+                at_revision: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(keys(&from_before.items), ["/events/ns/k00"]);
+    let everything = s.list("/events/", ListOptions::default()).await.unwrap();
+    assert_eq!(everything.items.first().unwrap().key, "/events/mm/before");
+    assert_eq!(everything.items.last().unwrap().key, "/events/nt/after");
+}
+
+async fn list_at_a_compacted_revision_is_expired(f: Fixture) {
+    let s = &f.store;
+    let a = s.create("/events/ns/a", b("1"), None).await.unwrap();
+    let r1 = a.mod_revision;
+    s.update("/events/ns/a", b("2"), None, None).await.unwrap();
+    let r2 = s
+        .create("/events/ns/b", b("1"), None)
+        .await
+        .unwrap()
+        .mod_revision;
+    s.update("/events/ns/a", b("3"), None, None).await.unwrap();
+
+    let at = |rev| ListOptions {
+        at_revision: Some(rev),
+        ..ListOptions::default()
+    };
+    let old = s.list("/events/", at(r1)).await.unwrap();
+    assert_eq!(old.items.len(), 1);
+    assert_eq!(old.items[0].value, b("1"));
+
+    s.compact(r2).await.unwrap();
+    assert_eq!(
+        s.list("/events/", at(r1)).await,
+        Err(StorageError::Expired {
+            requested: r1,
+            oldest: r2
+        })
+    );
+    let at_r2 = s.list("/events/", at(r2)).await.unwrap();
+    assert_eq!(keys(&at_r2.items), ["/events/ns/a", "/events/ns/b"]);
+    assert_eq!(at_r2.items[0].value, b("2"));
+    let current = s.current_revision().await.unwrap();
+    assert_eq!(
+        s.list("/events/", at(current + 1)).await,
+        Err(StorageError::FutureRevision {
+            requested: current + 1,
+            current
+        })
+    );
+    // Watches from before the compaction are expired too; from it, they replay.
+    assert!(matches!(
+        s.watch("/events/", r1).await,
+        Err(StorageError::Expired { .. })
+    ));
+    let mut w = s.watch("/events/", r2).await.unwrap();
+    assert_eq!(next_event(&mut w).await.revision(), r2 + 1);
+}
+
+async fn automatic_compaction_bounds_history(f: Fixture) {
+    // keep_revisions is 16 in this fixture: after 100 writes, revision 10 is long gone.
+    let s = &f.store;
+    for i in 0..100 {
+        s.create(&format!("/events/ns/k{i:03}"), b("x"), None)
+            .await
+            .unwrap();
+    }
+    let err = s
+        .list(
+            "/events/",
+            ListOptions {
+                at_revision: Some(10),
+                ..ListOptions::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    let StorageError::Expired { requested, oldest } = err else {
+        panic!("expected Expired, got {err:?}");
+    };
+    assert_eq!(requested, 10);
+    assert!(
+        (100 - 16 - 2..=100 - 16).contains(&oldest),
+        "oldest {oldest}"
+    );
+    let recent = s
+        .list(
+            "/events/",
+            ListOptions {
+                at_revision: Some(95),
+                ..ListOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(recent.items.len(), 95);
+}
+
+async fn watch_replays_exactly_the_later_events_in_order(f: Fixture) {
+    let s = &f.store;
+    let a = s.create("/events/ns/a", b("a1"), None).await.unwrap();
+    s.create("/events/ns/b", b("b1"), None).await.unwrap();
+    let from = s.current_revision().await.unwrap();
+    let a2 = s.update("/events/ns/a", b("a2"), None, None).await.unwrap();
+    let del_b = s.delete("/events/ns/b", None).await.unwrap();
+    s.create("/other/x", b("not watched"), None).await.unwrap();
+    let c = s.create("/events/ns/c", b("c1"), None).await.unwrap();
+
+    let mut w = s.watch("/events/", from).await.unwrap();
+    let mut all = s.watch("/", 0).await.unwrap();
+    assert_eq!(
+        *next_event(&mut w).await,
+        WatchEvent::Put {
+            kv: a2.clone(),
+            prev: Some(a.clone())
+        }
+    );
+    assert_eq!(
+        *next_event(&mut w).await,
+        WatchEvent::Delete {
+            prev: del_b.prev.clone(),
+            revision: del_b.revision
+        }
+    );
+    assert_eq!(
+        *next_event(&mut w).await,
+        WatchEvent::Put {
+            kv: c.clone(),
+            prev: None
+        }
+    );
+    // Nothing else was pending: the next item is the next live write.
+    let live = s.create("/events/ns/d", b("d1"), None).await.unwrap();
+    assert_eq!(
+        *next_event(&mut w).await,
+        WatchEvent::Put {
+            kv: live.clone(),
+            prev: None
+        }
+    );
+    // A watch from 0 sees every write, in revision order, including other prefixes.
+    let mut revs = Vec::new();
+    for _ in 0..live.mod_revision {
+        revs.push(next_event(&mut all).await.revision());
+    }
+    assert_eq!(revs, (1..=live.mod_revision).collect::<Vec<Revision>>());
+    // A watch from the current revision waits for the next write only.
+    let mut fresh = s.watch("/events/", live.mod_revision).await.unwrap();
+    let e = s.create("/events/ns/e", b("e1"), None).await.unwrap();
+    assert_eq!(next_event(&mut fresh).await.revision(), e.mod_revision);
+}
+
+async fn watch_from_a_revision_older_than_the_window_is_expired(f: Fixture) {
+    // watch_window is 8 in this fixture.
+    let s = &f.store;
+    for i in 0..20 {
+        s.create(&format!("/events/ns/k{i}"), b("x"), None)
+            .await
+            .unwrap();
+    }
+    let err = s.watch("/events/", 5).await.err().expect("expired");
+    assert_eq!(
+        err,
+        StorageError::Expired {
+            requested: 5,
+            oldest: 12
+        }
+    );
+    let mut w = s.watch("/events/", 12).await.unwrap();
+    for expected in 13..=20 {
+        assert_eq!(next_event(&mut w).await.revision(), expected);
+    }
+}
+
+async fn slow_watcher_falls_out_of_the_window_and_gets_expired(f: Fixture) {
+    // watch_window is 8 in this fixture.
+    let s = &f.store;
+    let mut slow = s.watch("/events/", 0).await.unwrap();
+    let mut keeping_up = s.watch("/events/", 0).await.unwrap();
+    for i in 1..=20u64 {
+        s.create(&format!("/events/ns/k{i:02}"), b("x"), None)
+            .await
+            .unwrap();
+        assert_eq!(next_event(&mut keeping_up).await.revision(), i);
+    }
+    match next(&mut slow).await {
+        Some(Err(StorageError::Expired { requested, oldest })) => {
+            assert_eq!(requested, 0);
+            assert_eq!(oldest, 12);
+        }
+        other => panic!("expected Expired, got {other:?}"),
+    }
+    assert!(next(&mut slow).await.is_none(), "stream ends after Expired");
+}
+
+async fn ttl_expiry_deletes_keys_and_emits_delete_events(f: Fixture) {
+    let s = &f.store;
+    let a = s
+        .create("/events/ns/a", b("a"), Some(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    let bkv = s
+        .create("/events/ns/b", b("b"), Some(Duration::from_secs(120)))
+        .await
+        .unwrap();
+    s.create("/events/ns/c", b("c"), None).await.unwrap();
+    let mut w = s
+        .watch("/events/", s.current_revision().await.unwrap())
+        .await
+        .unwrap();
+
+    f.clock.advance(Duration::from_secs(59));
+    assert_eq!(s.expire_due().await.unwrap(), 0);
+    f.clock.advance(Duration::from_secs(2));
+    assert_eq!(s.expire_due().await.unwrap(), 1);
+    assert_eq!(s.get("/events/ns/a").await.unwrap(), None);
+    assert_eq!(
+        *next_event(&mut w).await,
+        WatchEvent::Delete {
+            prev: a.clone(),
+            revision: 4
+        }
+    );
+    // A write restarts the TTL (t = 91 s → b now expires at 211 s).
+    f.clock.advance(Duration::from_secs(30));
+    let b2 = s
+        .update(
+            "/events/ns/b",
+            b("b2"),
+            Some(bkv.mod_revision),
+            Some(Duration::from_secs(120)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(next_event(&mut w).await.revision(), b2.mod_revision);
+    f.clock.advance(Duration::from_secs(60)); // 151 s: past b's first TTL
+    assert_eq!(s.expire_due().await.unwrap(), 0);
+    assert!(s.get("/events/ns/b").await.unwrap().is_some());
+    f.clock.advance(Duration::from_secs(61)); // 212 s
+    assert_eq!(s.expire_due().await.unwrap(), 1);
+    assert_eq!(
+        *next_event(&mut w).await,
+        WatchEvent::Delete {
+            prev: b2.clone(),
+            revision: b2.mod_revision + 1
+        }
+    );
+    // An update without TTL clears it; keys without TTL never expire.
+    let d = s
+        .create("/events/ns/d", b("d"), Some(Duration::from_secs(1)))
+        .await
+        .unwrap();
+    s.update("/events/ns/d", b("d2"), Some(d.mod_revision), None)
+        .await
+        .unwrap();
+    f.clock.advance(Duration::from_secs(3600));
+    assert_eq!(s.expire_due().await.unwrap(), 0);
+    let left = s.list("/events/", ListOptions::default()).await.unwrap();
+    assert_eq!(keys(&left.items), ["/events/ns/c", "/events/ns/d"]);
+}
+
+async fn many_expiries_in_one_sweep(f: Fixture) {
+    // More than one SQLite sweep batch (1,000) expire together.
+    let s = &f.store;
+    for i in 0..2_500 {
+        s.create(
+            &format!("/events/ns/k{i:05}"),
+            b("x"),
+            Some(Duration::from_secs(10 + i % 7)),
+        )
+        .await
+        .unwrap();
+    }
+    s.create("/events/ns/keep", b("x"), Some(Duration::from_secs(3600)))
+        .await
+        .unwrap();
+    let from = s.current_revision().await.unwrap();
+    let mut w = s.watch("/events/", from).await.unwrap();
+    f.clock.advance(Duration::from_secs(60));
+    assert_eq!(s.expire_due().await.unwrap(), 2_500);
+    let mut deleted = std::collections::BTreeSet::new();
+    for i in 0..2_500u64 {
+        let ev = next_event(&mut w).await;
+        assert_eq!(ev.revision(), from + 1 + i);
+        assert!(matches!(&*ev, WatchEvent::Delete { .. }));
+        deleted.insert(ev.key().to_owned());
+    }
+    assert_eq!(deleted.len(), 2_500);
+    let left = s.list("/events/", ListOptions::default()).await.unwrap();
+    assert_eq!(keys(&left.items), ["/events/ns/keep"]);
+}
+
+async fn concurrent_writers_get_distinct_increasing_revisions(f: Fixture) {
+    const TASKS: usize = 64;
+    const EACH: usize = 20;
+    let start = f.store.current_revision().await.unwrap();
+    let mut handles = Vec::new();
+    for t in 0..TASKS {
+        let s = Arc::clone(&f.store);
+        handles.push(tokio::spawn(async move {
+            let mut revs = Vec::with_capacity(EACH);
+            for i in 0..EACH {
+                let kv = s
+                    .create(&format!("/events/ns/t{t:02}-{i:02}"), b("x"), None)
+                    .await
+                    .unwrap();
+                revs.push(kv.mod_revision);
+            }
+            revs
+        }));
+    }
+    let mut all = Vec::new();
+    for h in handles {
+        let revs = h.await.unwrap();
+        assert!(revs.windows(2).all(|w| w[0] < w[1]), "per-task order");
+        all.extend(revs);
+    }
+    all.sort_unstable();
+    let n = (TASKS * EACH) as u64;
+    assert_eq!(all, ((start + 1)..=(start + n)).collect::<Vec<_>>());
+    assert_eq!(f.store.current_revision().await.unwrap(), start + n);
+    let listed = f
+        .store
+        .list("/events/ns/", ListOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(listed.items.len(), TASKS * EACH);
+}
+
+fn small_window() -> HistoryOptions {
+    HistoryOptions {
+        watch_window: 8,
+        keep_revisions: 1_000,
+    }
+}
+
+fn small_history() -> HistoryOptions {
+    HistoryOptions {
+        watch_window: 1_000,
+        keep_revisions: 16,
+    }
+}
+
+macro_rules! contract {
+    ($backend:ident) => {
+        mod $backend {
+            use super::*;
+
+            #[tokio::test]
+            async fn create_get_update_delete() {
+                super::create_get_update_delete(super::$backend(HistoryOptions::default())).await;
+            }
+
+            #[tokio::test]
+            async fn list_pages_at_a_fixed_revision_while_writes_continue() {
+                super::list_pages_at_a_fixed_revision_while_writes_continue(super::$backend(
+                    HistoryOptions::default(),
+                ))
+                .await;
+            }
+
+            #[tokio::test]
+            async fn list_at_a_compacted_revision_is_expired() {
+                super::list_at_a_compacted_revision_is_expired(super::$backend(
+                    HistoryOptions::default(),
+                ))
+                .await;
+            }
+
+            #[tokio::test]
+            async fn automatic_compaction_bounds_history() {
+                super::automatic_compaction_bounds_history(super::$backend(small_history())).await;
+            }
+
+            #[tokio::test]
+            async fn watch_replays_exactly_the_later_events_in_order() {
+                super::watch_replays_exactly_the_later_events_in_order(super::$backend(
+                    HistoryOptions::default(),
+                ))
+                .await;
+            }
+
+            #[tokio::test]
+            async fn watch_from_a_revision_older_than_the_window_is_expired() {
+                super::watch_from_a_revision_older_than_the_window_is_expired(super::$backend(
+                    small_window(),
+                ))
+                .await;
+            }
+
+            #[tokio::test]
+            async fn slow_watcher_falls_out_of_the_window_and_gets_expired() {
+                super::slow_watcher_falls_out_of_the_window_and_gets_expired(super::$backend(
+                    small_window(),
+                ))
+                .await;
+            }
+
+            #[tokio::test]
+            async fn ttl_expiry_deletes_keys_and_emits_delete_events() {
+                super::ttl_expiry_deletes_keys_and_emits_delete_events(super::$backend(
+                    HistoryOptions::default(),
+                ))
+                .await;
+            }
+
+            #[tokio::test]
+            async fn many_expiries_in_one_sweep() {
+                super::many_expiries_in_one_sweep(super::$backend(HistoryOptions::default())).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn concurrent_writers_get_distinct_increasing_revisions() {
+                super::concurrent_writers_get_distinct_increasing_revisions(super::$backend(
+                    HistoryOptions::default(),
+                ))
+                .await;
+            }
+        }
+    };
+}
+
+contract!(memory);
+contract!(sqlite);
+
+// ---------------------------------------------------------------------------------------------
+// SQLite only.
+
+#[tokio::test]
+async fn sqlite_restart_keeps_data_revisions_ttl_and_watch_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = clock();
+    let open = || {
+        Arc::new(SqliteBackend::open(dir.path(), clock.clone(), SqliteOptions::default()).unwrap())
+    };
+    let (a, from, c, compacted_at) = {
+        let s = open();
+        let a = s.create("/events/ns/a", b("a"), None).await.unwrap();
+        s.create("/events/ns/b", b("b"), None).await.unwrap();
+        s.compact(2).await.unwrap();
+        let from = s.current_revision().await.unwrap();
+        let a = s
+            .update("/events/ns/a", b("a2"), Some(a.mod_revision), None)
+            .await
+            .unwrap();
+        s.delete("/events/ns/b", None).await.unwrap();
+        let c = s
+            .create("/events/ns/c", b("c"), Some(Duration::from_secs(60)))
+            .await
+            .unwrap();
+        (a, from, c, 2)
+    };
+    let s = open();
+    assert_eq!(s.current_revision().await.unwrap(), c.mod_revision);
+    assert_eq!(s.get("/events/ns/a").await.unwrap(), Some(a.clone()));
+    assert_eq!(s.get("/events/ns/b").await.unwrap(), None);
+    // History survives: an old snapshot, the compaction point and the watch replay.
+    let old = s
+        .list(
+            "/events/",
+            ListOptions {
+                at_revision: Some(from),
+                ..ListOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(keys(&old.items), ["/events/ns/a", "/events/ns/b"]);
+    assert_eq!(old.items[0].value, b("a"));
+    assert!(matches!(
+        s.list(
+            "/events/",
+            ListOptions {
+                at_revision: Some(compacted_at - 1),
+                ..ListOptions::default()
+            }
+        )
+        .await,
+        Err(StorageError::Expired { .. })
+    ));
+    let mut w = s.watch("/events/", from).await.unwrap();
+    let replay: Vec<Arc<WatchEvent>> = vec![
+        next_event(&mut w).await,
+        next_event(&mut w).await,
+        next_event(&mut w).await,
+    ];
+    assert!(
+        matches!(&*replay[0], WatchEvent::Put { kv, prev: Some(p) } if *kv == a && p.value == b("a"))
+    );
+    assert!(matches!(&*replay[1], WatchEvent::Delete { prev, .. } if prev.key == "/events/ns/b"));
+    assert!(matches!(&*replay[2], WatchEvent::Put { kv, prev: None } if *kv == c));
+    // Revisions continue, and the TTL set before the restart still applies.
+    let d = s.create("/events/ns/d", b("d"), None).await.unwrap();
+    assert_eq!(d.mod_revision, c.mod_revision + 1);
+    assert_eq!(next_event(&mut w).await.revision(), d.mod_revision);
+    clock.advance(Duration::from_secs(61));
+    assert_eq!(s.expire_due().await.unwrap(), 1);
+    assert_eq!(s.get("/events/ns/c").await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn sqlite_shutdown_ends_watch_streams() {
+    let f = sqlite(HistoryOptions::default());
+    let mut w = f.store.watch("/events/", 0).await.unwrap();
+    f.store.create("/events/ns/a", b("a"), None).await.unwrap();
+    drop(f.store);
+    assert_eq!(next_event(&mut w).await.revision(), 1);
+    assert!(next(&mut w).await.is_none());
+}
+
+/// Set in the child process of the SIGKILL test: the directory to write into.
+const KILL_WRITER_ENV: &str = "HERALD_STORAGE_KILL_WRITER_DIR";
+const ACKS_BEFORE_KILL: usize = 3_000;
+
+/// The child: 16 concurrent writers print every acknowledged write until they are killed
+/// (each stops after 20,000 writes, so an orphaned child still ends).
+fn run_kill_writer(dir: &str) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let store = Arc::new(
+            SqliteBackend::open(dir, Arc::new(SystemClock), SqliteOptions::default()).unwrap(),
+        );
+        let mut tasks = Vec::new();
+        for t in 0..16 {
+            let store = Arc::clone(&store);
+            tasks.push(tokio::spawn(async move {
+                for i in 0..20_000 {
+                    let key = format!("/events/kill/t{t:02}-{i:05}");
+                    let value =
+                        format!("{{\"task\":{t},\"i\":{i},\"pad\":\"{}\"}}", "p".repeat(150));
+                    let kv = store.create(&key, Bytes::from(value), None).await.unwrap();
+                    let mut out = std::io::stdout().lock();
+                    writeln!(out, "ACK {key} {}", kv.mod_revision).unwrap();
+                    out.flush().unwrap();
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+    });
+}
+
+#[test]
+fn sqlite_sigkill_keeps_every_acknowledged_write() {
+    if let Ok(dir) = std::env::var(KILL_WRITER_ENV) {
+        run_kill_writer(&dir);
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "sqlite_sigkill_keeps_every_acknowledged_write",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(KILL_WRITER_ENV, dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut acked: Vec<(String, Revision)> = Vec::new();
+    for line in BufReader::new(stdout).lines() {
+        let line = line.unwrap();
+        if let Some(rest) = line.strip_prefix("ACK ") {
+            let (key, rev) = rest.rsplit_once(' ').unwrap();
+            acked.push((key.to_owned(), rev.parse().unwrap()));
+            if acked.len() == ACKS_BEFORE_KILL {
+                break;
+            }
+        }
+    }
+    assert_eq!(
+        acked.len(),
+        ACKS_BEFORE_KILL,
+        "child ended before enough acks"
+    );
+    child.kill().unwrap(); // SIGKILL
+    let status = child.wait().unwrap();
+    assert!(!status.success());
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let store =
+            SqliteBackend::open(dir.path(), Arc::new(SystemClock), SqliteOptions::default())
+                .unwrap();
+        let max = acked.iter().map(|(_, r)| *r).max().unwrap();
+        assert!(store.current_revision().await.unwrap() >= max);
+        for (key, rev) in &acked {
+            let kv = store
+                .get(key)
+                .await
+                .unwrap()
+                .unwrap_or_else(|| panic!("acknowledged {key} lost"));
+            assert_eq!(kv.mod_revision, *rev, "{key}");
+        }
+        // The store still accepts writes after the crash, with fresh revisions.
+        let next = store
+            .create("/events/kill/after", b("x"), None)
+            .await
+            .unwrap();
+        assert!(next.mod_revision > max);
+    });
+}
