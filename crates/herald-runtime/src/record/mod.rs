@@ -53,7 +53,10 @@ mod stats;
 mod writer;
 
 pub use broadcaster::{BroadcasterOptions, EventBroadcaster, WatchHandle};
-pub use correlator::{CorrelateError, CorrelateResult, CorrelatorOptions, EventCorrelator};
+pub use correlator::{
+    COMBINED_MESSAGE_PREFIX, CacheSizes, CorrelateError, CorrelateResult, CorrelatorOptions,
+    CorrelatorStats, EventCorrelator, KeyBuilder, KeyFunc, MessageFunc, SpamKeyFunc,
+};
 pub use event::{EventSource, EventType, object_reference};
 pub use recorder::Recorder;
 pub use sink::{EventSink, KubeSink, MemorySink, RetryClass, SinkCall, SinkError, SinkOp};

@@ -1,0 +1,244 @@
+//! The dedup logger: counts identical events and writes the patch that updates the stored one.
+//!
+//! Per dedup key it remembers what the server knows about the event (name, resourceVersion,
+//! firstTimestamp) and how often it has been seen. The key is the event's full identity, or the
+//! aggregate key for combined events; the two kinds are tagged so they can never collide
+//! (client-go keeps both kinds as plain strings in one cache).
+
+use std::io::Write;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::lru::Lru;
+
+/// Tag of a dedup key built from the full event identity.
+pub(crate) const TAG_EVENT: u8 = 0;
+/// Tag of a dedup key built from an aggregate key.
+pub(crate) const TAG_AGGREGATE: u8 = 1;
+
+/// What the dedup cache remembers per key.
+#[derive(Debug, Default)]
+pub(crate) struct Entry {
+    /// 0 means "not seen": the next event with this key is not a repeat (client-go quirk).
+    pub(crate) count: i32,
+    pub(crate) first_timestamp: Option<Time>,
+    pub(crate) name: Option<String>,
+    pub(crate) resource_version: Option<String>,
+}
+
+/// Dedup state. Bound: `lru_cache_size` keys, evicting the least recently used (a later
+/// identical event then starts a new event object with count 1, as in client-go).
+#[derive(Debug)]
+pub(crate) struct DedupLog {
+    pub(crate) entries: Lru<Entry>,
+    pub(crate) evictions: u64,
+}
+
+/// The outcome of observing one event.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Seen {
+    /// Slot of the key's entry; valid until the next change to this cache.
+    pub(crate) idx: usize,
+    /// The key was seen before with a count > 0: the event is a repeat, its count was added
+    /// to the cached one, and it must be written as a patch.
+    pub(crate) repeat: bool,
+}
+
+impl DedupLog {
+    pub(crate) fn new(capacity: usize) -> Self {
+        Self {
+            entries: Lru::new(capacity),
+            evictions: 0,
+        }
+    }
+
+    /// Counts one occurrence of an event under `key`. `count` is the event's own count (the
+    /// recorder may have merged several identical events into one); on a repeat the cached
+    /// count grows by `max(count, 1)`, saturating at `i32::MAX`. Otherwise the entry is set
+    /// from `fill` (the event as it will be written).
+    pub(crate) fn observe(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+        count: Option<i32>,
+        fill: impl FnOnce(&mut Entry),
+    ) -> Seen {
+        match self.entries.get(hash, key) {
+            Some(idx) => {
+                let entry = self.entries.value_mut(idx);
+                if entry.count > 0 {
+                    entry.count = entry.count.saturating_add(count.unwrap_or(0).max(1));
+                    Seen { idx, repeat: true }
+                } else {
+                    fill(entry);
+                    Seen { idx, repeat: false }
+                }
+            }
+            None => {
+                let (idx, evicted) = self.entries.insert_with(hash, key, |old| {
+                    let mut entry = old.unwrap_or_default();
+                    fill(&mut entry);
+                    entry
+                });
+                self.evictions += u64::from(evicted);
+                Seen { idx, repeat: false }
+            }
+        }
+    }
+
+    /// Stores what the server returned for a written event; never lowers the cached count.
+    pub(crate) fn update(&mut self, hash: u64, key: &[u8], written: &Event) {
+        let count = written.count.unwrap_or(0);
+        let fill = |entry: &mut Entry, keep: i32| {
+            entry.count = count.max(keep);
+            entry.first_timestamp.clone_from(&written.first_timestamp);
+            entry.name.clone_from(&written.metadata.name);
+            entry
+                .resource_version
+                .clone_from(&written.metadata.resource_version);
+        };
+        match self.entries.get(hash, key) {
+            Some(idx) => {
+                let entry = self.entries.value_mut(idx);
+                let keep = entry.count;
+                fill(entry, keep);
+            }
+            None => {
+                let (_, evicted) = self.entries.insert_with(hash, key, |old| {
+                    let mut entry = old.unwrap_or_default();
+                    fill(&mut entry, i32::MIN);
+                    entry
+                });
+                self.evictions += u64::from(evicted);
+            }
+        }
+    }
+}
+
+/// The Unix epoch as metav1.Time writes it: the "old" lastTimestamp client-go diffs against.
+const EPOCH_RFC3339: &[u8] = b"1970-01-01T00:00:00Z";
+
+/// The dedup patch, exactly as client-go's two-way strategic merge yields it for an event
+/// diffed against a copy with count 0, lastTimestamp at the Unix epoch and an empty message:
+/// `{"count":N,"lastTimestamp":"<RFC3339 seconds UTC>","message":"…"}` with keys sorted.
+///
+/// Edge cases follow the diff: an empty message adds no `message` key (the server keeps the old
+/// one); a missing lastTimestamp is `null`; a lastTimestamp within the epoch's first second
+/// equals the "old" value and adds no key. Strings are escaped by serde_json (Go additionally
+/// writes `<`, `>`, `&` as `\u003c`… — the same JSON value).
+pub(crate) fn dedup_patch(
+    count: i32,
+    last_timestamp: Option<&Time>,
+    message: &str,
+) -> Result<Vec<u8>, serde_json::Error> {
+    let mut out = Vec::with_capacity(64 + message.len() + message.len() / 8);
+    out.extend_from_slice(b"{\"count\":");
+    // Writing into a Vec cannot fail.
+    let _ = write!(out, "{count}");
+    let mut ts = [0u8; 32];
+    match last_timestamp {
+        None => out.extend_from_slice(b",\"lastTimestamp\":null"),
+        Some(t) => {
+            let len = write_rfc3339_seconds(&mut ts, t.0);
+            if &ts[..len] != EPOCH_RFC3339 {
+                out.extend_from_slice(b",\"lastTimestamp\":\"");
+                out.extend_from_slice(&ts[..len]);
+                out.push(b'"');
+            }
+        }
+    }
+    if !message.is_empty() {
+        out.extend_from_slice(b",\"message\":");
+        serde_json::to_writer(&mut out, message)?;
+    }
+    out.push(b'}');
+    Ok(out)
+}
+
+/// Writes `t` as metav1.Time does (`2006-01-02T15:04:05Z`: UTC, whole seconds, sub-seconds
+/// dropped; negative years as `-0001`, like Go) into `buf`; returns the length written.
+pub(crate) fn write_rfc3339_seconds(buf: &mut [u8; 32], t: Timestamp) -> usize {
+    let dt = jiff::tz::Offset::UTC.to_datetime(t);
+    let mut n = 0;
+    let mut put = |b: u8| {
+        buf[n] = b;
+        n += 1;
+    };
+    let year = i32::from(dt.year());
+    if year < 0 {
+        put(b'-');
+    }
+    let y = year.unsigned_abs();
+    let digit = |v: u32| b'0' + (v % 10) as u8;
+    put(digit(y / 1000));
+    put(digit(y / 100));
+    put(digit(y / 10));
+    put(digit(y));
+    for (sep, v) in [
+        (b'-', dt.month()),
+        (b'-', dt.day()),
+        (b'T', dt.hour()),
+        (b':', dt.minute()),
+        (b':', dt.second()),
+    ] {
+        let v = v.unsigned_abs();
+        put(sep);
+        put(b'0' + v / 10);
+        put(b'0' + v % 10);
+    }
+    put(b'Z');
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn fmt(t: Timestamp) -> String {
+        let mut buf = [0u8; 32];
+        let n = write_rfc3339_seconds(&mut buf, t);
+        String::from_utf8(buf[..n].to_vec()).unwrap()
+    }
+
+    #[test]
+    fn patch_bytes() {
+        let t = Time("2024-05-06T07:08:09.999Z".parse().unwrap());
+        assert_eq!(
+            dedup_patch(2, Some(&t), "me \"again\"").unwrap(),
+            br#"{"count":2,"lastTimestamp":"2024-05-06T07:08:09Z","message":"me \"again\""}"#
+        );
+        assert_eq!(
+            dedup_patch(7, Some(&t), "").unwrap(),
+            br#"{"count":7,"lastTimestamp":"2024-05-06T07:08:09Z"}"#
+        );
+        assert_eq!(
+            dedup_patch(3, None, "m").unwrap(),
+            br#"{"count":3,"lastTimestamp":null,"message":"m"}"#
+        );
+        let epoch = Time("1970-01-01T00:00:00.5Z".parse().unwrap());
+        assert_eq!(
+            dedup_patch(3, Some(&epoch), "m").unwrap(),
+            br#"{"count":3,"message":"m"}"#
+        );
+    }
+
+    #[test]
+    fn negative_years_are_written_like_go() {
+        // Go pads the absolute year to four digits after the sign (jiff's %Y gives "-001").
+        let t: Timestamp = "-000001-12-31T23:59:59Z".parse().unwrap();
+        assert_eq!(fmt(t), "-0001-12-31T23:59:59Z");
+    }
+
+    proptest! {
+        #[test]
+        fn timestamp_format_matches_k8s_openapi(secs in -62_167_219_200i64..=253_402_207_200i64,
+                                                nanos in 0i32..1_000_000_000) {
+            let t = Timestamp::new(secs, nanos).unwrap();
+            let via_serde = serde_json::to_string(&Time(t)).unwrap();
+            prop_assert_eq!(format!("\"{}\"", fmt(t)), via_serde);
+        }
+    }
+}
