@@ -24,10 +24,14 @@ enum Command {
     ///
     /// kubectl, kube-rs and client-go talk to it unchanged. By default events are kept in
     /// SQLite under ./herald-data and every write is durable before it is acknowledged.
-    #[command(after_help = "Examples:\n  herald serve\n  herald serve --listen 127.0.0.1:7443 --data /var/lib/herald\n  herald serve --store memory --event-ttl 10m\n\nThen: herald kubeconfig > herald.kubeconfig && kubectl --kubeconfig herald.kubeconfig get events -A")]
+    #[command(
+        after_help = "Examples:\n  herald serve\n  herald serve --listen 127.0.0.1:7443 --data /var/lib/herald\n  herald serve --store memory --event-ttl 10m\n\nThen: herald kubeconfig > herald.kubeconfig && kubectl --kubeconfig herald.kubeconfig get events -A"
+    )]
     Serve(ServeArgs),
     /// Print a kubeconfig that points kubectl at a herald server.
-    #[command(after_help = "Example:\n  herald kubeconfig > herald.kubeconfig\n  kubectl --kubeconfig herald.kubeconfig get events -A")]
+    #[command(
+        after_help = "Example:\n  herald kubeconfig > herald.kubeconfig\n  kubectl --kubeconfig herald.kubeconfig get events -A"
+    )]
     Kubeconfig(KubeconfigArgs),
 }
 
@@ -176,7 +180,11 @@ mod tests {
         assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
         assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
         assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
-        assert!(parse_duration("soon").unwrap_err().contains("1h, 30m or 90s"));
+        assert!(
+            parse_duration("soon")
+                .unwrap_err()
+                .contains("1h, 30m or 90s")
+        );
     }
 
     #[test]
