@@ -451,3 +451,47 @@ async fn watcher_ids_count_up() {
     assert_eq!(ids, vec![0, 1, 2]);
     b.shutdown().await;
 }
+
+#[test]
+fn handles_are_send_and_sync() {
+    fn send_sync<X: Send + Sync>() {}
+    fn send<X: Send>() {}
+    send_sync::<Broadcaster<Arc<String>>>();
+    send::<Watcher<Arc<String>>>();
+    send_sync::<herald_core::watch::WatchStopper<u8>>();
+}
+
+/// Clones fine until told not to, then panics once.
+#[derive(Debug)]
+struct Fragile(Arc<std::sync::atomic::AtomicBool>);
+
+impl Clone for Fragile {
+    fn clone(&self) -> Self {
+        if self.0.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            panic!("clone failed");
+        }
+        Fragile(Arc::clone(&self.0))
+    }
+}
+
+#[tokio::test]
+async fn a_panicking_clone_on_the_thread_does_not_strand_items() {
+    let fail = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let b = make(25, 10, Drop, Distribution::OnThread);
+    let w = b.watch().unwrap();
+    assert_eq!(b.action_or_drop(Fragile(fail.clone())), Ok(true));
+    // The thread's step panicked; later calls distribute in the caller and the broadcaster
+    // still shuts down and ends the watch.
+    wait_until(|| !fail.load(std::sync::atomic::Ordering::SeqCst)).await;
+    let mut delivered = false;
+    for _ in 0..1000 {
+        if b.action_or_drop(Fragile(fail.clone())) == Ok(true) {
+            delivered = true;
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert!(delivered);
+    b.shutdown().await;
+    assert!(!drain(w).await.is_empty());
+}

@@ -42,7 +42,12 @@ fn run(rt: &tokio::runtime::Runtime, producers: u64) -> Duration {
                 std::thread::spawn(move || {
                     for i in 0..EVENTS / producers {
                         let pod = &pods[((i + p) % 100) as usize];
-                        recorder.event(pod, EventType::Warning, "BackOff", "Back-off restarting failed container");
+                        recorder.event(
+                            pod,
+                            EventType::Warning,
+                            "BackOff",
+                            "Back-off restarting failed container",
+                        );
                     }
                 })
             })

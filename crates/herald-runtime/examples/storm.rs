@@ -43,7 +43,10 @@ async fn main() {
     let web = pod("web-1");
     for (reason, message) in [
         ("Scheduled", "Successfully assigned prod/web-1 to node-1"),
-        ("Pulled", "Container image \"nginx:1.27\" already present on machine"),
+        (
+            "Pulled",
+            "Container image \"nginx:1.27\" already present on machine",
+        ),
         ("Created", "Created container web"),
         ("Started", "Started container web"),
     ] {
@@ -107,7 +110,10 @@ async fn main() {
         s.aggregated,
         s.skipped,
         stats.merged,
-        stats.dropped_invalid + stats.dropped_queue_full + stats.dropped_shutdown + s.dropped_shutdown,
+        stats.dropped_invalid
+            + stats.dropped_queue_full
+            + stats.dropped_shutdown
+            + s.dropped_shutdown,
         s.failed
     );
     println!(

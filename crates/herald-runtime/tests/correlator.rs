@@ -1009,3 +1009,10 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn correlator_and_options_can_move_between_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<EventCorrelator>();
+    send_sync::<CorrelatorOptions>();
+}

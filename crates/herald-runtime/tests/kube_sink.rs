@@ -55,7 +55,11 @@ async fn create(State(s): State<Shared>, Path(ns): Path<String>, body: Bytes) ->
     let name = v["metadata"]["name"].as_str().unwrap().to_string();
     let key = (ns, name.clone());
     if f.events.contains_key(&key) {
-        let (c, b) = status(409, "AlreadyExists", &format!("events \"{name}\" already exists"));
+        let (c, b) = status(
+            409,
+            "AlreadyExists",
+            &format!("events \"{name}\" already exists"),
+        );
         return reply(c, b);
     }
     f.revision += 1;
@@ -138,7 +142,10 @@ async fn creates_and_patches_with_strategic_merge() {
         .unwrap();
     assert_eq!(patched.count, Some(2));
     assert_eq!(patched.message.as_deref(), Some("again"));
-    let missing = sink.patch(&event("nope", 2), br#"{"count":2}"#).await.unwrap_err();
+    let missing = sink
+        .patch(&event("nope", 2), br#"{"count":2}"#)
+        .await
+        .unwrap_err();
     assert!(missing.is_not_found(), "{missing:?}");
     let f = state.lock().unwrap();
     assert_eq!(
@@ -156,15 +163,20 @@ async fn classifies_server_answers() {
     let (state, client) = start_with(false).await;
     {
         let mut f = state.lock().unwrap();
-        f.script.push_back(status(500, "InternalError", "etcd is sad"));
-        let mut throttled = serde_json::from_str::<Value>(&status(429, "TooManyRequests", "slow down").1).unwrap();
+        f.script
+            .push_back(status(500, "InternalError", "etcd is sad"));
+        let mut throttled =
+            serde_json::from_str::<Value>(&status(429, "TooManyRequests", "slow down").1).unwrap();
         throttled["details"] = json!({"retryAfterSeconds": 7});
         f.script.push_back((429, throttled.to_string()));
-        let mut terminating =
-            serde_json::from_str::<Value>(&status(403, "Forbidden", "namespace prod is being terminated").1).unwrap();
+        let mut terminating = serde_json::from_str::<Value>(
+            &status(403, "Forbidden", "namespace prod is being terminated").1,
+        )
+        .unwrap();
         terminating["details"] = json!({"causes":[{"reason":"NamespaceTerminating","message":"x","field":"metadata.namespace"}]});
         f.script.push_back((403, terminating.to_string()));
-        f.script.push_back(status(422, "Invalid", "Event \"e\" is invalid"));
+        f.script
+            .push_back(status(422, "Invalid", "Event \"e\" is invalid"));
         f.script.push_back((201, "this is not an event".into()));
     }
     let sink = KubeSink::new(client);
@@ -186,7 +198,11 @@ async fn classifies_server_answers() {
     // And now the real thing: created.
     assert!(sink.create(&e).await.is_ok());
     let err = sink.create(&e).await.unwrap_err();
-    assert_eq!(err.retry_class(), RetryClass::GiveUpQuietly, "AlreadyExists: {err:?}");
+    assert_eq!(
+        err.retry_class(),
+        RetryClass::GiveUpQuietly,
+        "AlreadyExists: {err:?}"
+    );
 }
 
 #[tokio::test]
@@ -223,7 +239,12 @@ async fn storm_through_kube_sink_stores_exact_count() {
         ..Pod::default()
     };
     for _ in 0..10_000 {
-        recorder.event(&pod, EventType::Warning, "BackOff", "Back-off restarting failed container");
+        recorder.event(
+            &pod,
+            EventType::Warning,
+            "BackOff",
+            "Back-off restarting failed container",
+        );
         tokio::task::yield_now().await;
     }
     b.shutdown().await;

@@ -89,7 +89,11 @@ async fn run_eventf_steps(recorder: &Recorder, sink: &MemorySink) {
     for (i, (obj, reason, op, count)) in STEPS.into_iter().enumerate() {
         tokio::time::advance(Duration::from_secs(1)).await;
         let before = sink.calls().len();
-        let message = format!("some {}verbose message: {}", if i == 1 { "other " } else { "" }, 1);
+        let message = format!(
+            "some {}verbose message: {}",
+            if i == 1 { "other " } else { "" },
+            1
+        );
         match obj {
             Obj::Ref1 => recorder.event_for_ref(
                 &test_ref("bar", "spec.containers[2]"),
@@ -125,7 +129,10 @@ async fn run_eventf_steps(recorder: &Recorder, sink: &MemorySink) {
             stored.source.as_ref().and_then(|s| s.component.as_deref()),
             Some("eventTest")
         );
-        let (first, last) = (stored.first_timestamp.unwrap(), stored.last_timestamp.unwrap());
+        let (first, last) = (
+            stored.first_timestamp.unwrap(),
+            stored.last_timestamp.unwrap(),
+        );
         if count > 1 {
             assert_ne!(first, last, "step {i}");
         } else {
@@ -241,7 +248,12 @@ async fn lots_of_events_with_failures_are_all_written() {
                 api_version: Some("version".into()),
                 ..ObjectReference::default()
             };
-            recorder.event_for_ref(&r, EventType::Normal, &format!("Reason-{i}"), &i.to_string());
+            recorder.event_for_ref(
+                &r,
+                EventType::Normal,
+                &format!("Reason-{i}"),
+                &i.to_string(),
+            );
         });
     }
     while tasks.join_next().await.is_some() {}
@@ -284,8 +296,17 @@ async fn shutdown_is_clean_and_idempotent() {
     let (a, c) = tokio::join!(b.shutdown(), b.shutdown());
     let _ = (a, c);
     b.shutdown().await;
-    assert_eq!(b.running_tasks(), 0, "every task the broadcaster started has ended");
-    recorder.event(&test_pod("bar"), EventType::Normal, "Late", "after shutdown");
+    assert_eq!(
+        b.running_tasks(),
+        0,
+        "every task the broadcaster started has ended"
+    );
+    recorder.event(
+        &test_pod("bar"),
+        EventType::Normal,
+        "Late",
+        "after shutdown",
+    );
     let stats = b.stats();
     assert_eq!(stats.emitted, 101);
     assert_eq!(stats.dropped_shutdown, 1);
@@ -322,7 +343,12 @@ async fn similar_events_aggregate_and_are_counted() {
     let recorder = b.new_recorder(EventSource::new("kubelet", "node1"));
     let pod = test_pod("bar");
     for i in 0..15 {
-        recorder.event(&pod, EventType::Warning, "FailedMount", &format!("volume {i} failed"));
+        recorder.event(
+            &pod,
+            EventType::Warning,
+            "FailedMount",
+            &format!("volume {i} failed"),
+        );
     }
     b.shutdown().await;
     let stats = b.stats();
@@ -434,7 +460,12 @@ async fn storm_of_a_million_identical_events_is_counted_exactly() {
             let pod = pod.clone();
             std::thread::spawn(move || {
                 for _ in 0..250_000 {
-                    recorder.event(&pod, EventType::Warning, "BackOff", "Back-off restarting failed container");
+                    recorder.event(
+                        &pod,
+                        EventType::Warning,
+                        "BackOff",
+                        "Back-off restarting failed container",
+                    );
                 }
             })
         })
@@ -453,14 +484,21 @@ async fn storm_of_a_million_identical_events_is_counted_exactly() {
     })
     .await;
     let waited = start.elapsed();
-    assert!(waited <= Duration::from_secs(301), "flushed {waited:?} after the storm");
+    assert!(
+        waited <= Duration::from_secs(301),
+        "flushed {waited:?} after the storm"
+    );
     b.shutdown().await;
     let stats = b.stats();
     assert_eq!(stats.emitted, 1_000_000);
     assert_eq!(stats.unaccounted(0), 0, "{stats:?}");
     assert_eq!(stats.dropped_queue_full, 0);
     let s = &stats.sinks[0];
-    assert!(s.api_calls() <= 26, "{} writes exceed the spam budget", s.api_calls());
+    assert!(
+        s.api_calls() <= 26,
+        "{} writes exceed the spam budget",
+        s.api_calls()
+    );
     assert_eq!(s.trailing_flushes, 1);
     assert_eq!(sink.events().len(), 1);
 }
@@ -513,7 +551,7 @@ mod properties {
                 let n2 = n.clone();
                 let sink = MemorySink::new().with_faults(move |_: &SinkCall| {
                     let k = n2.fetch_add(1, Ordering::Relaxed);
-                    (fail_every > 0 && k % (fail_every + 1) == 0)
+                    (fail_every > 0 && k.is_multiple_of(fail_every + 1))
                         .then(|| SinkError::status(503, "ServiceUnavailable", "try later"))
                 });
                 b.start_recording_to_sink(sink.clone());
@@ -605,39 +643,53 @@ async fn logging_watcher_writes_structured_fields() {
 /// one event never overlap.
 #[tokio::test(start_paused = true)]
 async fn writes_are_concurrent_across_keys_and_serial_per_key() {
+    /// In flight now, most in flight at once, in flight per event, most per event at once.
+    #[derive(Default)]
+    struct Concurrency {
+        now: usize,
+        max: usize,
+        per_key: BTreeMap<String, usize>,
+        max_per_key: usize,
+    }
     #[derive(Clone, Default)]
     struct Tracking {
         inner: MemorySink,
-        state: Arc<Mutex<(usize, usize, BTreeMap<String, usize>, usize)>>,
+        state: Arc<Mutex<Concurrency>>,
     }
     impl Tracking {
         async fn around<T>(&self, name: &str, f: impl std::future::Future<Output = T>) -> T {
             {
                 let mut s = self.state.lock().unwrap();
-                s.0 += 1;
-                s.1 = s.1.max(s.0);
-                let per = s.2.entry(name.to_string()).or_default();
+                s.now += 1;
+                s.max = s.max.max(s.now);
+                let per = s.per_key.entry(name.to_string()).or_default();
                 *per += 1;
                 let per = *per;
-                s.3 = s.3.max(per);
+                s.max_per_key = s.max_per_key.max(per);
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
             let r = f.await;
             let mut s = self.state.lock().unwrap();
-            s.0 -= 1;
-            *s.2.get_mut(name).unwrap() -= 1;
+            s.now -= 1;
+            *s.per_key.get_mut(name).unwrap() -= 1;
             r
         }
     }
     impl EventSink for Tracking {
         fn create<'a>(&'a self, e: &'a Event) -> sink::SinkFuture<'a> {
-            Box::pin(self.around(e.metadata.name.as_deref().unwrap_or(""), self.inner.create(e)))
+            Box::pin(self.around(
+                e.metadata.name.as_deref().unwrap_or(""),
+                self.inner.create(e),
+            ))
         }
         fn update<'a>(&'a self, e: &'a Event) -> sink::SinkFuture<'a> {
             self.inner.update(e)
         }
         fn patch<'a>(&'a self, e: &'a Event, p: &'a [u8]) -> sink::SinkFuture<'a> {
-            Box::pin(self.around(e.metadata.name.as_deref().unwrap_or(""), self.inner.patch(e, p)))
+            Box::pin(self.around(
+                e.metadata.name.as_deref().unwrap_or(""),
+                self.inner.patch(e, p),
+            ))
         }
     }
     let mut opts = options();
@@ -655,7 +707,10 @@ async fn writes_are_concurrent_across_keys_and_serial_per_key() {
         tokio::time::sleep(Duration::from_millis(30 * round)).await;
     }
     b.shutdown().await;
-    let (_, max_global, _, max_per_key) = *sink.state.lock().unwrap();
+    let (max_global, max_per_key) = {
+        let s = sink.state.lock().unwrap();
+        (s.max, s.max_per_key)
+    };
     assert_eq!(max_global, 4, "bounded concurrency is used");
     assert_eq!(max_per_key, 1, "one write at a time per event");
     for e in sink.inner.events() {

@@ -227,6 +227,27 @@ mod tests {
     }
 
     #[test]
+    fn reserve_goes_into_debt_and_reports_the_wait() {
+        let mut b = TokenBucket::new(2.0, 1);
+        assert_eq!(b.reserve_at(t0()), Some(Duration::ZERO));
+        assert_eq!(b.reserve_at(t0()), Some(Duration::from_millis(500)));
+        assert_eq!(b.reserve_at(t0()), Some(Duration::from_secs(1)));
+        // Paying back the debt takes the reported time; no token before that.
+        assert!(!b.try_accept_at(add_saturating(t0(), Duration::from_millis(1400))));
+        assert_eq!(
+            b.reserve_within_at(t0(), Duration::from_millis(1499)),
+            None,
+            "refused without taking"
+        );
+        assert_eq!(
+            b.reserve_at(add_saturating(t0(), Duration::from_secs(1))),
+            Some(Duration::from_millis(500))
+        );
+        let mut never = TokenBucket::new(1.0, 0);
+        assert_eq!(never.reserve_at(t0()), None);
+    }
+
+    #[test]
     fn degenerate_buckets() {
         let mut never = TokenBucket::new(1.0, 0);
         assert!(!never.try_accept_at(t0()));

@@ -10,13 +10,18 @@
 //! Who runs the step is the [`Distribution`] choice (see [`Shared::kick`]).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::atomic::fence;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::thread::Thread;
 
 use tokio::sync::Notify;
 
 use super::slot::Slot;
 use super::{Distribution, FullChannelBehavior};
+
+/// How often the distribution thread yields, looking for more work, before it parks.
+const SPIN_YIELDS: u32 = 8;
 
 const IDLE: u8 = 0;
 const RUNNING: u8 = 1;
@@ -33,10 +38,6 @@ pub(crate) struct Incoming<T> {
     /// Watchers registered since the distribution last looked.
     pub(crate) new_watchers: Vec<Arc<Slot<T>>>,
     pub(crate) stopped: bool,
-    /// Thread driver: a distribution step has been requested.
-    pending: bool,
-    /// Thread driver: the distribution thread is (about to be) waiting on the condvar.
-    sleeping: bool,
 }
 
 struct Registered<T> {
@@ -64,10 +65,14 @@ pub(crate) struct Shared<T> {
     threaded: AtomicBool,
     /// Caller driver: IDLE / RUNNING / DIRTY (running, and asked to run once more).
     state: AtomicU8,
-    /// Thread driver: wakes the distribution thread.
-    work: Condvar,
-    /// Producers waiting in `action` for room in the incoming queue.
-    pub(crate) room: Notify,
+    /// Thread driver: a distribution step has been requested.
+    pending: AtomicBool,
+    /// Thread driver: the distribution thread, once it has started.
+    thread: OnceLock<Thread>,
+    /// Producers waiting in `action` for room in the incoming queue, and how many there are
+    /// (so that the distribution only pays for a notification when someone listens).
+    room: Notify,
+    room_waiters: AtomicUsize,
     finished: AtomicBool,
     finished_notify: Notify,
     next_id: AtomicU64,
@@ -96,8 +101,6 @@ impl<T: Clone + Send + 'static> Shared<T> {
                 next_seq: 0,
                 new_watchers: Vec::new(),
                 stopped: false,
-                pending: false,
-                sleeping: false,
             }),
             dist: Mutex::new(Dist {
                 watchers: Vec::new(),
@@ -106,8 +109,10 @@ impl<T: Clone + Send + 'static> Shared<T> {
             }),
             threaded: AtomicBool::new(false),
             state: AtomicU8::new(IDLE),
-            work: Condvar::new(),
+            pending: AtomicBool::new(false),
+            thread: OnceLock::new(),
             room: Notify::new(),
+            room_waiters: AtomicUsize::new(0),
             finished: AtomicBool::new(false),
             finished_notify: Notify::new(),
             next_id: AtomicU64::new(0),
@@ -149,8 +154,38 @@ impl<T: Clone + Send + 'static> Shared<T> {
         }
         inc.queue.push_back(item);
         inc.next_seq += 1;
-        self.kick_locked(inc);
+        drop(inc);
+        self.kick();
         Offer::Accepted
+    }
+
+    /// Accepts `item`, waiting for room while the incoming queue is full; gives the item
+    /// back if the broadcaster is (or gets) stopped. Dropping the future drops the item.
+    pub(crate) async fn offer_waiting(&self, item: T) -> Result<(), T> {
+        struct Waiting<'a>(&'a AtomicUsize);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        let mut item = match self.offer(item) {
+            Offer::Accepted => return Ok(()),
+            Offer::Stopped(item) => return Err(item),
+            Offer::Full(item) => item,
+        };
+        self.room_waiters.fetch_add(1, Ordering::SeqCst);
+        let _waiting = Waiting(&self.room_waiters);
+        loop {
+            let notified = self.room.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            match self.offer(item) {
+                Offer::Accepted => return Ok(()),
+                Offer::Stopped(back) => return Err(back),
+                Offer::Full(back) => item = back,
+            }
+            notified.await;
+        }
     }
 
     /// Registers a watcher whose first item is the next one accepted.
@@ -199,25 +234,17 @@ impl<T: Clone + Send + 'static> Shared<T> {
     /// Asks for a distribution step.
     pub(crate) fn kick(&self) {
         if self.threaded.load(Ordering::SeqCst) {
-            let inc = self.lock_incoming();
-            self.kick_locked(inc);
-        } else {
-            self.run_in_caller();
-        }
-    }
-
-    /// `kick` for a caller that already holds the incoming lock (released here).
-    fn kick_locked(&self, mut inc: MutexGuard<'_, Incoming<T>>) {
-        if self.threaded.load(Ordering::SeqCst) {
-            inc.pending = true;
-            // Only the first producer after the thread fell asleep pays for the wake-up.
-            let wake = std::mem::replace(&mut inc.sleeping, false);
-            drop(inc);
-            if wake {
-                self.work.notify_one();
+            // Only the first request after the thread took the last one pays for the unpark
+            // (itself only a syscall when the thread is actually parked).
+            if !self.pending.swap(true, Ordering::SeqCst) {
+                // Pairs with the fence in `thread_main`: either the thread sees `pending`
+                // after publishing its handle, or we see the handle.
+                fence(Ordering::SeqCst);
+                if let Some(t) = self.thread.get() {
+                    t.unpark();
+                }
             }
         } else {
-            drop(inc);
             self.run_in_caller();
         }
     }
@@ -267,19 +294,39 @@ impl<T: Clone + Send + 'static> Shared<T> {
     }
 
     fn thread_main(&self) {
+        let _ = self.thread.set(std::thread::current());
+        fence(Ordering::SeqCst);
         loop {
-            {
-                let mut inc = self.lock_incoming();
-                while !inc.pending {
-                    inc.sleeping = true;
-                    inc = self.work.wait(inc).unwrap_or_else(|e| e.into_inner());
+            if self.pending.swap(false, Ordering::SeqCst) {
+                let step = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    self.run(&mut self.lock_dist())
+                }));
+                if step.is_err() {
+                    // Only `T::clone` can panic here. Rather than leave accepted items
+                    // stranded with no distributor, hand the work to the callers, where a
+                    // repeated panic is at least visible to whoever caused it.
+                    self.threaded.store(false, Ordering::SeqCst);
+                    // Requests that arrived before the switch went to this thread: serve
+                    // them (and anything stalled) once more, now as a caller.
+                    self.run_in_caller();
+                    return;
                 }
-                inc.pending = false;
-                inc.sleeping = false;
+                if self.is_finished() {
+                    return;
+                }
+                continue;
             }
-            self.run(&mut self.lock_dist());
-            if self.is_finished() {
-                return;
+            // Give producers a moment before parking: a batch that builds up meanwhile is
+            // delivered with one lock and one wake-up per watcher instead of one per item.
+            for _ in 0..SPIN_YIELDS {
+                if self.pending.load(Ordering::Relaxed) {
+                    break;
+                }
+                std::thread::yield_now();
+            }
+            if !self.pending.load(Ordering::SeqCst) {
+                // An unpark issued after our check is remembered, so this cannot miss it.
+                std::thread::park();
             }
         }
     }
@@ -327,7 +374,9 @@ impl<T: Clone + Send + 'static> Shared<T> {
                 }));
             (inc.stopped, arrived > 0 || joined, freed)
         };
-        if freed {
+        // Pairs with the increment in `offer_waiting` (SeqCst on both sides, around the
+        // incoming lock): a producer that saw the queue full is counted by now.
+        if freed && self.room_waiters.load(Ordering::SeqCst) > 0 {
             self.room.notify_waiters();
         }
         (stopped, fetched)

@@ -10,14 +10,24 @@
 //!   received. When full, [`FullChannelBehavior`] decides: drop the item for that watcher
 //!   only (counted in [`Watcher::dropped`]), or hold it until the watcher reads or stops.
 //!
-//! Who distributes ([`Distribution`]): by default the calling threads do — a producer that
-//! finds the distribution idle delivers the items itself (a consumer making room or a
-//! watcher stopping resumes a stalled one), so there are no threads, nothing runs behind the
-//! caller's back, and in Drop mode an item is in every watcher's queue before
-//! `action_or_drop` returns. With many watchers and a high item rate,
-//! [`Distribution::OnThread`] runs it on one dedicated thread instead, which batches: a
-//! producer only appends to the incoming queue, and the thread hands whole batches to each
-//! watcher with one lock and one wake-up. Either way the distribution step never blocks.
+//! Who distributes ([`Distribution`]) — the design choice, since core spawns no tasks:
+//!
+//! - [`Distribution::OnThread`] (the default): one dedicated OS thread per broadcaster, like
+//!   client-go's distribution goroutine. A producer only appends to the incoming queue (and
+//!   unparks the thread if it sleeps), so `action_or_drop` costs the same with 2 or 200
+//!   watchers; the thread hands whatever accumulated to each watcher as one batch, with one
+//!   lock and one wake-up per watcher. This batching is what makes fan-out to many
+//!   watchers fast (see `herald-runtime/benches/broadcaster.rs`). The thread ends when
+//!   shutdown completes (or the last handle is dropped).
+//! - [`Distribution::InCaller`]: no thread. A producer that finds the distribution idle
+//!   delivers the items itself, under the distribution lock (a consumer making room or a
+//!   watcher stopping resumes a stalled one). Nothing runs behind the caller's back and, in
+//!   Drop mode, an item is in every watcher's queue before `action_or_drop` returns —
+//!   handy for deterministic tests and for a few watchers at a low rate, but each item
+//!   pays the whole fan-out on the producer's thread.
+//!
+//! Either way the distribution step itself never blocks: a full watcher in Wait mode only
+//! records how far it got.
 //!
 //! ```
 //! use herald_core::watch::{Broadcaster, FullChannelBehavior};
@@ -58,18 +68,19 @@ pub enum FullChannelBehavior {
     DropIfChannelFull,
 }
 
-/// Who runs the distribution step; the observable behaviour is the same.
+/// Who runs the distribution step; the observable behaviour (order, bounds, drops) is the
+/// same, only when the items reach the watchers differs. See the [module documentation](self).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Distribution {
-    /// The callers of `action`/`action_or_drop` (and consumers or stoppers resuming a
-    /// stalled Wait-mode distribution) run it, one at a time, without ever waiting for each
-    /// other. No threads; deterministic.
-    #[default]
-    InCaller,
     /// A dedicated OS thread (named `herald-broadcast`) runs it and exits when shutdown
     /// completes. Producers only enqueue; items reach watchers in batches. If the thread
     /// cannot be spawned the broadcaster falls back to [`Distribution::InCaller`].
+    #[default]
     OnThread,
+    /// The callers of `action`/`action_or_drop` (and consumers or stoppers resuming a
+    /// stalled Wait-mode distribution) run it, one at a time, without ever waiting for each
+    /// other. No threads; deterministic.
+    InCaller,
 }
 
 /// The error of every operation on a broadcaster that has been shut down.
@@ -88,13 +99,13 @@ pub struct BroadcasterBuilder {
 
 impl BroadcasterBuilder {
     /// Starts configuring a broadcaster with watcher queues of `watcher_queue_len`
-    /// (incoming queue [`INCOMING_QUEUE_LEN`], [`Distribution::InCaller`]).
+    /// (incoming queue [`INCOMING_QUEUE_LEN`], [`Distribution::OnThread`]).
     pub fn new(watcher_queue_len: usize, behavior: FullChannelBehavior) -> Self {
         Self {
             incoming_len: INCOMING_QUEUE_LEN,
             watcher_queue_len,
             behavior,
-            distribution: Distribution::InCaller,
+            distribution: Distribution::OnThread,
         }
     }
 
@@ -168,8 +179,8 @@ impl<T: Clone + Send + 'static> fmt::Debug for Broadcaster<T> {
 
 impl<T: Clone + Send + 'static> Broadcaster<T> {
     /// A broadcaster with an incoming queue of [`INCOMING_QUEUE_LEN`] (25) and watcher
-    /// queues of `watcher_queue_len` (apimachinery's `NewBroadcaster`), distributing in the
-    /// callers.
+    /// queues of `watcher_queue_len` (apimachinery's `NewBroadcaster`), distributing on its
+    /// own thread.
     pub fn new(watcher_queue_len: usize, behavior: FullChannelBehavior) -> Self {
         BroadcasterBuilder::new(watcher_queue_len, behavior).build()
     }
@@ -218,19 +229,11 @@ impl<T: Clone + Send + 'static> Broadcaster<T> {
     /// broadcaster is (or, while waiting, gets) shut down. Cancel-safe: dropping the future
     /// before it completes drops the item unsent.
     pub async fn action(&self, item: T) -> Result<(), Stopped> {
-        let shared = &self.handle.shared;
-        let mut item = item;
-        loop {
-            let notified = shared.room.notified();
-            let mut notified = std::pin::pin!(notified);
-            notified.as_mut().enable();
-            match shared.offer(item) {
-                Offer::Accepted => return Ok(()),
-                Offer::Stopped(_) => return Err(Stopped),
-                Offer::Full(back) => item = back,
-            }
-            notified.await;
-        }
+        self.handle
+            .shared
+            .offer_waiting(item)
+            .await
+            .map_err(|_| Stopped)
     }
 
     /// Shuts down and waits until it is complete: new items and watchers are refused with

@@ -1,12 +1,16 @@
 //! The recorder's storm-proof incoming queue.
 //!
 //! client-go drops every event that arrives while its 1000-slot queue is full, so a storm
-//! loses most of its occurrences silently. This queue has the same bound, but when it is full
-//! an event *identical* to one already queued (same source, object, type, reason, message,
-//! annotations — the correlator's full dedup identity, ignoring the name and timestamps) is
-//! merged into it: the queued event's `count` grows and its `lastTimestamp` moves forward.
-//! Only a genuinely distinct event arriving at a full queue is dropped, and the caller counts
-//! that drop.
+//! loses most of its occurrences silently — and, worse, a storm of one event fills every slot
+//! and crowds out every other event. This queue has the same bound, but an event *identical*
+//! to one already queued (same source, object, type, reason, message, annotations — the
+//! correlator's full dedup identity, ignoring the name and timestamps) is merged into it: the
+//! queued event's `count` grows and its `lastTimestamp` moves forward. A storm of one event
+//! therefore takes one slot, and only a genuinely distinct event arriving at a full queue is
+//! dropped (the caller counts that drop).
+//!
+//! Merging only ever happens while the first event is still queued, i.e. while the pipeline
+//! is behind; an idle pipeline sees every event individually, exactly as client-go does.
 //!
 //! Bound: at most `capacity` events, each of bounded size; a merge allocates nothing.
 
@@ -23,7 +27,7 @@ use tokio::sync::Notify;
 pub(crate) enum Push {
     /// Queued as a new entry.
     Queued,
-    /// The queue was full; merged into an identical queued event.
+    /// Merged into an identical queued event.
     Merged,
     /// The queue was full of other events; the event was not queued.
     Full,
@@ -80,7 +84,7 @@ impl IncomingQueue {
         if st.closed {
             return Push::Closed;
         }
-        if st.slots.len() >= self.capacity {
+        {
             let State {
                 slots, head, index, ..
             } = &mut *st;
@@ -88,22 +92,24 @@ impl IncomingQueue {
                 let slot = &slots[(seq - *head) as usize];
                 slot.hash == hash && same_identity(&slot.event, &event)
             });
-            return match found {
-                Some(&seq) => {
-                    let slot = &mut slots[(seq - *head) as usize];
-                    let add = event.count.unwrap_or(1).max(1);
-                    slot.event.count = Some(slot.event.count.unwrap_or(1).saturating_add(add));
-                    if event.last_timestamp > slot.event.last_timestamp {
-                        slot.event.last_timestamp = event.last_timestamp;
-                    }
-                    Push::Merged
+            if let Some(&seq) = found {
+                let slot = &mut slots[(seq - *head) as usize];
+                let add = event.count.unwrap_or(1).max(1);
+                slot.event.count = Some(slot.event.count.unwrap_or(1).saturating_add(add));
+                if event.last_timestamp > slot.event.last_timestamp {
+                    slot.event.last_timestamp = event.last_timestamp;
                 }
-                None => Push::Full,
-            };
+                return Push::Merged;
+            }
+        }
+        if st.slots.len() >= self.capacity {
+            return Push::Full;
         }
         let seq = st.head + st.slots.len() as u64;
         st.slots.push_back(Slot { hash, event });
-        let State { slots, head, index, .. } = &mut *st;
+        let State {
+            slots, head, index, ..
+        } = &mut *st;
         index.insert_unique(hash, seq, |&s| slots[(s - *head) as usize].hash);
         drop(st);
         self.notify.notify_one();
@@ -202,26 +208,28 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn merges_only_when_full_and_only_identical() {
+    async fn merges_identical_and_drops_only_distinct_when_full() {
         let q = IncomingQueue::new(2);
         assert_eq!(q.push(ev("a", "m", 1)), Push::Queued);
-        // Not full: an identical event is its own entry, as in client-go.
-        assert_eq!(q.push(ev("a", "m", 2)), Push::Queued);
+        assert_eq!(q.push(ev("a", "m", 2)), Push::Merged);
+        assert_eq!(q.push(ev("b", "m", 2)), Push::Queued);
+        // Full: identical events still merge, distinct ones are refused.
         assert_eq!(q.push(ev("a", "m", 3)), Push::Merged);
-        assert_eq!(q.push(ev("b", "m", 4)), Push::Full);
+        assert_eq!(q.push(ev("c", "m", 4)), Push::Full);
         assert_eq!(q.push(ev("a", "other", 4)), Push::Full);
         assert_eq!(q.len(), 2);
         let first = q.pop().await.unwrap();
-        assert_eq!(first.count, Some(2));
+        assert_eq!(first.count, Some(3));
         assert_eq!(first.last_timestamp.unwrap().0.as_second(), 3);
-        assert_eq!(q.push(ev("b", "m", 5)), Push::Queued);
+        // Once popped, an identical event is a new entry again.
+        assert_eq!(q.push(ev("a", "m", 5)), Push::Queued);
         q.close();
         assert_eq!(q.push(ev("c", "m", 6)), Push::Closed);
-        assert_eq!(q.pop().await.unwrap().count, Some(1));
         assert_eq!(
             q.pop().await.unwrap().involved_object.name.as_deref(),
             Some("b")
         );
+        assert_eq!(q.pop().await.unwrap().count, Some(1));
         assert!(q.pop().await.is_none());
     }
 
@@ -246,7 +254,10 @@ mod tests {
             assert_eq!(q.push(ev("o1", "m", round)), Push::Merged);
             for i in 0..3 {
                 let e = q.pop().await.unwrap();
-                assert_eq!(e.involved_object.name.as_deref(), Some(format!("o{i}").as_str()));
+                assert_eq!(
+                    e.involved_object.name.as_deref(),
+                    Some(format!("o{i}").as_str())
+                );
                 assert_eq!(e.count, Some(if i == 1 { 2 } else { 1 }));
             }
         }

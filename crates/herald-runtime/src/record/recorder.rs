@@ -5,7 +5,6 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-
 use herald_core::clock::Clock;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Resource;

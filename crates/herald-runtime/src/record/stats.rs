@@ -411,7 +411,9 @@ mod tests {
         prometheus_client::encoding::text::encode(&mut text, &reg).unwrap();
         assert!(text.contains("herald_record_emitted_total 5"), "{text}");
         assert!(
-            text.contains(r#"herald_record_sink_outcomes_total{sink="memory",outcome="created"} 1"#),
+            text.contains(
+                r#"herald_record_sink_outcomes_total{sink="memory",outcome="created"} 1"#
+            ),
             "{text}"
         );
         assert!(

@@ -2,13 +2,13 @@
 //! keeps writes for one event strictly ordered while writes for different events run
 //! concurrently.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
-use std::time::Duration;
 use herald_core::flow::{ExponentialBackoff, JitterMode};
 use k8s_openapi::api::core::v1::Event;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -125,7 +125,7 @@ impl Write {
 #[derive(Debug)]
 pub(crate) enum WriteResult {
     /// Stored; the server's object and whether it was created.
-    Written { event: Event, created: bool },
+    Written { event: Box<Event>, created: bool },
     /// Given up (the error has been logged).
     Failed,
 }
@@ -192,7 +192,12 @@ pub(crate) async fn write_with_retries(
     loop {
         let result = attempt(sink, w, counters).await;
         let err = match result {
-            Ok((event, created)) => return WriteResult::Written { event, created },
+            Ok((event, created)) => {
+                return WriteResult::Written {
+                    event: Box::new(event),
+                    created,
+                };
+            }
             Err(e) => e,
         };
         tries += 1;
@@ -215,7 +220,10 @@ pub(crate) async fn write_with_retries(
             tracing::warn!(event = ?w.event.metadata.name, error = %err, "Unable to write event (broadcaster is shut down)");
             return WriteResult::Failed;
         }
-        let delay = opts.backoff.delay(tries - 1, rng).max(wait.unwrap_or_default());
+        let delay = opts
+            .backoff
+            .delay(tries - 1, rng)
+            .max(wait.unwrap_or_default());
         tracing::debug!(event = ?w.event.metadata.name, error = %err, ?delay, "Unable to write event (may retry after sleeping)");
         counters.retry();
         tokio::select! {
@@ -440,8 +448,8 @@ mod tests {
         let metrics = Metrics::default();
         let counters = metrics.new_sink("t");
         let mut rng = SmallRng::seed_from_u64(1);
-        let r = write_with_retries(sink, w, &RetryOptions::default(), &counters, stop, &mut rng)
-            .await;
+        let r =
+            write_with_retries(sink, w, &RetryOptions::default(), &counters, stop, &mut rng).await;
         let calls = metrics.snapshot().sinks[0].api_calls();
         (r, calls)
     }
@@ -451,10 +459,25 @@ mod tests {
     async fn write_event_error_attempt_counts() {
         type Fault = fn(u32) -> Option<SinkError>;
         let cases: [(&str, Fault, u64, bool); 5] = [
-            ("giveUp1", |_| Some(SinkError::RequestConstruction("bad".into())), 1, false),
+            (
+                "giveUp1",
+                |_| Some(SinkError::RequestConstruction("bad".into())),
+                1,
+                false,
+            ),
             ("giveUp2", |_| Some(SinkError::status(0, "", "")), 1, false),
-            ("retry1", |_| Some(SinkError::UnexpectedObject("?".into())), 12, false),
-            ("retry2", |_| Some(SinkError::Transport("A weird error".into())), 12, false),
+            (
+                "retry1",
+                |_| Some(SinkError::UnexpectedObject("?".into())),
+                12,
+                false,
+            ),
+            (
+                "retry2",
+                |_| Some(SinkError::Transport("A weird error".into())),
+                12,
+                false,
+            ),
             (
                 "succeedEventually",
                 |n| (n == 1).then(|| SinkError::Transport("A weird error".into())),
@@ -465,9 +488,8 @@ mod tests {
         for (name, fault, attempts, ok) in cases {
             let n = std::sync::Arc::new(AtomicU32::new(0));
             let n2 = n.clone();
-            let sink = MemorySink::new().with_faults(move |_: &SinkCall| {
-                fault(n2.fetch_add(1, Ordering::SeqCst) + 1)
-            });
+            let sink = MemorySink::new()
+                .with_faults(move |_: &SinkCall| fault(n2.fetch_add(1, Ordering::SeqCst) + 1));
             // An event with count 0 never deduplicates: always a create.
             let w = Write::for_event(event(name, 0, None), None, Tally::default());
             assert!(w.create);
@@ -539,13 +561,22 @@ mod tests {
 
     #[test]
     fn coalescing_keeps_a_create_a_create() {
-        let t1 = Tally { plain: 1, aggregated: 0 };
+        let t1 = Tally {
+            plain: 1,
+            aggregated: 0,
+        };
         let mut a = Write::for_event(event("k", 1, None), None, t1);
         let b = Write::for_event(event("k", 2, None), Some(b"{}".to_vec()), t1);
         assert!(a.create && !b.create);
         a.coalesce(b);
         assert!(a.create);
         assert_eq!(a.event.count, Some(2));
-        assert_eq!(a.tally, Tally { plain: 2, aggregated: 0 });
+        assert_eq!(
+            a.tally,
+            Tally {
+                plain: 2,
+                aggregated: 0
+            }
+        );
     }
 }

@@ -81,20 +81,19 @@ impl Aggregator {
         let idx = match self.records.get(hash, &self.aggregate_key) {
             Some(idx) => idx,
             None => {
-                let (idx, evicted) = self.records.insert_with(hash, &self.aggregate_key, |old| {
-                    match old {
-                        // Reuse the evicted record's allocations.
-                        Some(mut r) => {
-                            r.locals.clear();
-                            r.last = None;
-                            r
-                        }
-                        None => Record {
-                            locals: Lru::new(local_capacity),
-                            last: None,
-                        },
-                    }
-                });
+                let (idx, evicted) = self.records.insert_with(
+                    hash,
+                    &self.aggregate_key,
+                    || Record {
+                        locals: Lru::new(local_capacity),
+                        last: None,
+                    },
+                    // Reuse the evicted record's allocations.
+                    |r| {
+                        r.locals.clear();
+                        r.last = None;
+                    },
+                );
                 self.evictions += u64::from(evicted);
                 idx
             }

@@ -5,8 +5,6 @@
 //! aggregate key for combined events; the two kinds are tagged so they can never collide
 //! (client-go keeps both kinds as plain strings in one cache).
 
-use std::io::Write;
-
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -77,11 +75,10 @@ impl DedupLog {
                 }
             }
             None => {
-                let (idx, evicted) = self.entries.insert_with(hash, key, |old| {
-                    let mut entry = old.unwrap_or_default();
-                    fill(&mut entry);
-                    entry
-                });
+                // `fill` sets every field, so an evicted entry is reused as it is (its
+                // strings' buffers included).
+                let (idx, evicted) = self.entries.insert_with(hash, key, Entry::default, |_| {});
+                fill(self.entries.value_mut(idx));
                 self.evictions += u64::from(evicted);
                 Seen { idx, repeat: false }
             }
@@ -106,11 +103,8 @@ impl DedupLog {
                 fill(entry, keep);
             }
             None => {
-                let (_, evicted) = self.entries.insert_with(hash, key, |old| {
-                    let mut entry = old.unwrap_or_default();
-                    fill(&mut entry, i32::MIN);
-                    entry
-                });
+                let (idx, evicted) = self.entries.insert_with(hash, key, Entry::default, |_| {});
+                fill(self.entries.value_mut(idx), i32::MIN);
                 self.evictions += u64::from(evicted);
             }
         }
@@ -135,8 +129,7 @@ pub(crate) fn dedup_patch(
 ) -> Result<Vec<u8>, serde_json::Error> {
     let mut out = Vec::with_capacity(64 + message.len() + message.len() / 8);
     out.extend_from_slice(b"{\"count\":");
-    // Writing into a Vec cannot fail.
-    let _ = write!(out, "{count}");
+    write_i32(&mut out, count);
     let mut ts = [0u8; 32];
     match last_timestamp {
         None => out.extend_from_slice(b",\"lastTimestamp\":null"),
@@ -151,10 +144,39 @@ pub(crate) fn dedup_patch(
     }
     if !message.is_empty() {
         out.extend_from_slice(b",\"message\":");
-        serde_json::to_writer(&mut out, message)?;
+        if message
+            .bytes()
+            .all(|b| b >= 0x20 && b != b'"' && b != b'\\')
+        {
+            // Nothing to escape (the common case): copy as is.
+            out.push(b'"');
+            out.extend_from_slice(message.as_bytes());
+            out.push(b'"');
+        } else {
+            serde_json::to_writer(&mut out, message)?;
+        }
     }
     out.push(b'}');
     Ok(out)
+}
+
+fn write_i32(out: &mut Vec<u8>, v: i32) {
+    let mut digits = [0u8; 11];
+    let mut n = digits.len();
+    let mut u = v.unsigned_abs();
+    loop {
+        n -= 1;
+        digits[n] = b'0' + (u % 10) as u8;
+        u /= 10;
+        if u == 0 {
+            break;
+        }
+    }
+    if v < 0 {
+        n -= 1;
+        digits[n] = b'-';
+    }
+    out.extend_from_slice(&digits[n..]);
 }
 
 /// Writes `t` as metav1.Time does (`2006-01-02T15:04:05Z`: UTC, whole seconds, sub-seconds
@@ -223,6 +245,32 @@ mod tests {
             dedup_patch(3, Some(&epoch), "m").unwrap(),
             br#"{"count":3,"message":"m"}"#
         );
+    }
+
+    #[test]
+    fn counts_are_written_in_decimal() {
+        for v in [0, 7, 10, 2_147_483_647, -1, -2_147_483_648] {
+            let mut out = Vec::new();
+            write_i32(&mut out, v);
+            assert_eq!(out, v.to_string().into_bytes());
+        }
+    }
+
+    #[test]
+    fn escaping_matches_serde_json() {
+        for m in [
+            "plain",
+            "quote \"x\"",
+            "back\\slash",
+            "tab\t",
+            "nl\n",
+            "\u{1}",
+            "ünï → ok",
+        ] {
+            let p = dedup_patch(2, None, m).unwrap();
+            let v: serde_json::Value = serde_json::from_slice(&p).unwrap();
+            assert_eq!(v["message"], m);
+        }
     }
 
     #[test]

@@ -37,23 +37,22 @@ impl<'a> KeyBuilder<'a> {
     }
 
     /// Appends one part.
+    #[inline]
     pub fn push(&mut self, part: &str) -> &mut Self {
         self.push_bytes(part.as_bytes())
     }
 
     /// Appends one part given as raw bytes (for keys computed from non-text data).
+    #[inline]
     pub fn push_bytes(&mut self, part: &[u8]) -> &mut Self {
         let mut len = part.len();
-        loop {
+        self.buf.reserve(len + 10);
+        while len >= 0x80 {
             // Truncation is the point: seven bits per byte.
-            let low = (len & 0x7f) as u8;
+            self.buf.push((len & 0x7f) as u8 | 0x80);
             len >>= 7;
-            if len == 0 {
-                self.buf.push(low);
-                break;
-            }
-            self.buf.push(low | 0x80);
         }
+        self.buf.push(len as u8);
         self.buf.extend_from_slice(part);
         self
     }

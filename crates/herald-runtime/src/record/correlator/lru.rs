@@ -10,6 +10,8 @@
 //! an existing key hashes once, compares bytes, and allocates nothing. Entries live in a dense
 //! slab linked into a recency list; the hash table holds slab indices.
 
+use std::mem;
+
 use hashbrown::HashTable;
 
 const NIL: usize = usize::MAX;
@@ -93,65 +95,76 @@ impl<V> Lru<V> {
     }
 
     /// Inserts `key`, which must not be present, as most recently used. At capacity the least
-    /// recently used entry is evicted first; `make` receives its value (so its allocations can
-    /// be reused) and the evicted value is not returned. Returns the new slot index and whether
-    /// an entry was evicted.
+    /// recently used entry is evicted first and its slot reused in place: `reset` turns its
+    /// value into the new one (so allocations can be reused). Below capacity `make` builds the
+    /// value. Returns the slot index and whether an entry was evicted.
     pub(crate) fn insert_with(
         &mut self,
         hash: u64,
         key: &[u8],
-        make: impl FnOnce(Option<V>) -> V,
+        make: impl FnOnce() -> V,
+        reset: impl FnOnce(&mut V),
     ) -> (usize, bool) {
-        let (buf, old) = if self.capacity > 0 && self.slots.len() >= self.capacity {
-            match self.pop_lru() {
-                Some((_, buf, v)) => (buf, Some(v)),
-                None => (Vec::new(), None),
+        match self.reuse_lru_slot(hash, key) {
+            Some(idx) => {
+                reset(&mut self.slots[idx].value);
+                (idx, true)
             }
-        } else {
-            (Vec::new(), None)
-        };
-        let evicted = old.is_some();
-        let value = make(old);
-        (self.push_front(hash, key, buf, value), evicted)
+            None => (self.push_front(hash, key, make()), false),
+        }
     }
 
     /// Inserts `key` (which must not be present) as most recently used; returns the slot index
     /// and the evicted value, if the map was at capacity.
     pub(crate) fn insert(&mut self, hash: u64, key: &[u8], value: V) -> (usize, Option<V>) {
-        let (buf, old) = if self.capacity > 0 && self.slots.len() >= self.capacity {
-            match self.pop_lru() {
-                Some((_, buf, v)) => (buf, Some(v)),
-                None => (Vec::new(), None),
+        match self.reuse_lru_slot(hash, key) {
+            Some(idx) => {
+                let old = mem::replace(&mut self.slots[idx].value, value);
+                (idx, Some(old))
             }
-        } else {
-            (Vec::new(), None)
-        };
-        (self.push_front(hash, key, buf, value), old)
+            None => (self.push_front(hash, key, value), None),
+        }
     }
 
-    fn push_front(&mut self, hash: u64, key: &[u8], mut buf: Vec<u8>, value: V) -> usize {
-        buf.clear();
-        buf.extend_from_slice(key);
+    /// At capacity: re-keys the least recently used slot to `key` as most recently used (its
+    /// value is left for the caller to replace) and returns it; otherwise `None`.
+    fn reuse_lru_slot(&mut self, hash: u64, key: &[u8]) -> Option<usize> {
+        if self.capacity == 0 || self.slots.len() < self.capacity || self.tail == NIL {
+            return None;
+        }
+        let idx = self.tail;
+        self.unlink(idx);
+        let old_hash = self.slots[idx].hash;
+        if let Ok(entry) = self.table.find_entry(old_hash, |&i| i == idx) {
+            entry.remove();
+        }
+        let slot = &mut self.slots[idx];
+        slot.hash = hash;
+        slot.key.clear();
+        slot.key.extend_from_slice(key);
+        self.link_front(idx);
+        let slots = &self.slots;
+        self.table.insert_unique(hash, idx, |&i| slots[i].hash);
+        Some(idx)
+    }
+
+    fn push_front(&mut self, hash: u64, key: &[u8], value: V) -> usize {
         let idx = self.slots.len();
         self.slots.push(Slot {
             hash,
-            key: buf,
+            key: key.to_vec(),
             value,
             prev: NIL,
-            next: self.head,
+            next: NIL,
         });
-        if self.head != NIL {
-            self.slots[self.head].prev = idx;
-        } else {
-            self.tail = idx;
-        }
-        self.head = idx;
+        self.link_front(idx);
         let slots = &self.slots;
         self.table.insert_unique(hash, idx, |&i| slots[i].hash);
         idx
     }
 
     /// Removes and returns the least recently used entry as (hash, key, value).
+    #[cfg(test)]
     pub(crate) fn pop_lru(&mut self) -> Option<(u64, Vec<u8>, V)> {
         if self.tail == NIL {
             return None;
@@ -219,6 +232,12 @@ impl<V> Lru<V> {
             return;
         }
         self.unlink(idx);
+        self.link_front(idx);
+    }
+
+    /// Links the unlinked slot `idx` in as most recently used.
+    fn link_front(&mut self, idx: usize) {
+        self.slots[idx].prev = NIL;
         self.slots[idx].next = self.head;
         if self.head != NIL {
             self.slots[self.head].prev = idx;

@@ -320,6 +320,7 @@ impl EventCorrelator {
     }
 
     /// The spam decision for `event` (second clock read).
+    #[inline]
     fn spam_check(&mut self, event: &Event) -> (bool, u64) {
         self.spam_key.clear();
         (self.spam_key_func)(event, &mut KeyBuilder::new(&mut self.spam_key));
@@ -334,6 +335,7 @@ impl EventCorrelator {
         (decision.accepted, hash)
     }
 
+    #[inline]
     fn plain_path(&mut self, mut event: Event) -> Result<CorrelateResult, CorrelateError> {
         self.dedup_key.clear();
         self.dedup_key.push(TAG_EVENT);
@@ -416,6 +418,7 @@ impl EventCorrelator {
         })
     }
 
+    #[inline]
     fn aggregator_path(
         &mut self,
         mut input: Event,

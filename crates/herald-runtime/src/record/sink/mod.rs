@@ -135,8 +135,14 @@ mod tests {
             RetryClass::Retry(None)
         );
         // An empty StatusError (code 0) gives up, as client-go's TestWriteEventError expects.
-        assert_eq!(SinkError::status(0, "", "").retry_class(), RetryClass::GiveUp);
-        assert_eq!(SinkError::status(422, "Invalid", "").retry_class(), RetryClass::GiveUp);
+        assert_eq!(
+            SinkError::status(0, "", "").retry_class(),
+            RetryClass::GiveUp
+        );
+        assert_eq!(
+            SinkError::status(422, "Invalid", "").retry_class(),
+            RetryClass::GiveUp
+        );
         assert_eq!(
             SinkError::status(409, "AlreadyExists", "").retry_class(),
             RetryClass::GiveUpQuietly

@@ -1,0 +1,121 @@
+//! The reflector's retry delays: exponential with jitter and client-go's periodic reset.
+
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tokio::time::Instant;
+
+/// Backoff parameters. [`Default`] is client-go's reflector backoff: 800 ms doubling to a
+/// 30 s cap, jitter 1.0 (each sleep is `d + uniform[0, d)`), reset to 800 ms every 2 min.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BackoffConfig {
+    /// First delay.
+    pub initial: Duration,
+    /// Cap of the un-jittered delay (jitter may add up to `jitter × max` on top).
+    pub max: Duration,
+    /// Growth factor per step.
+    pub factor: f64,
+    /// Maximum jitter as a fraction of the delay; `0.0` = none.
+    pub jitter: f64,
+    /// The sequence restarts at `initial` when this much time has passed since its last
+    /// (re)start — periodic from the last reset, as apimachinery's `DelayWithReset` does.
+    pub reset_after: Duration,
+}
+
+impl Default for BackoffConfig {
+    fn default() -> Self {
+        Self {
+            initial: Duration::from_millis(800),
+            max: Duration::from_secs(30),
+            factor: 2.0,
+            jitter: 1.0,
+            reset_after: Duration::from_secs(120),
+        }
+    }
+}
+
+// TODO(merge): use herald_core::flow::ExponentialBackoff
+/// Exponential backoff with jitter and a periodic reset. Bound: the un-jittered delay never
+/// exceeds `max`; at the cap it stays there until the reset.
+#[derive(Debug)]
+pub(crate) struct Backoff {
+    config: BackoffConfig,
+    current: Duration,
+    last_start: Instant,
+    rng: StdRng,
+}
+
+impl Backoff {
+    pub(crate) fn new(config: BackoffConfig, now: Instant, seed: u64) -> Self {
+        Self {
+            current: config.initial,
+            config,
+            last_start: now,
+            rng: StdRng::seed_from_u64(seed),
+        }
+    }
+
+    /// The next delay (jitter applied), advancing the sequence.
+    pub(crate) fn next_delay(&mut self, now: Instant) -> Duration {
+        if now.saturating_duration_since(self.last_start) > self.config.reset_after {
+            self.current = self.config.initial;
+            self.last_start = now;
+        }
+        let d = self.current;
+        let grown = d.as_secs_f64() * self.config.factor;
+        self.current = if grown.is_finite() {
+            Duration::from_secs_f64(grown.min(self.config.max.as_secs_f64()))
+        } else {
+            self.config.max
+        };
+        if self.config.jitter > 0.0 {
+            let extra = self.rng.random::<f64>() * self.config.jitter * d.as_secs_f64();
+            d + Duration::from_secs_f64(extra)
+        } else {
+            d
+        }
+    }
+
+    /// A uniform number in `[0, 1)` from the same generator (used for watch timeouts).
+    pub(crate) fn unit(&mut self) -> f64 {
+        self.rng.random::<f64>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ladder_caps_and_resets_periodically() {
+        let t0 = Instant::now();
+        let cfg = BackoffConfig {
+            jitter: 0.0,
+            ..BackoffConfig::default()
+        };
+        let mut b = Backoff::new(cfg, t0, 1);
+        let got: Vec<u128> = (0..8).map(|_| b.next_delay(t0).as_millis()).collect();
+        assert_eq!(got, vec![800, 1600, 3200, 6400, 12800, 25600, 30000, 30000]);
+        // 2 min after the sequence started it restarts, however recent the last failure.
+        let later = t0 + Duration::from_secs(121);
+        assert_eq!(b.next_delay(later), Duration::from_millis(800));
+        assert_eq!(b.next_delay(later), Duration::from_millis(1600));
+    }
+
+    #[test]
+    fn jitter_stays_within_one_delay() {
+        let t0 = Instant::now();
+        let mut b = Backoff::new(BackoffConfig::default(), t0, 7);
+        for _ in 0..200 {
+            let d = b.next_delay(t0);
+            assert!(
+                d >= Duration::from_millis(800) && d < Duration::from_secs(60),
+                "{d:?}"
+            );
+        }
+        let mut b = Backoff::new(BackoffConfig::default(), t0, 9);
+        let first = b.next_delay(t0);
+        assert!(first >= Duration::from_millis(800) && first < Duration::from_millis(1600));
+    }
+}

@@ -1,0 +1,670 @@
+//! The [`Reflector`]: keeps a store in sync with the server through list + watch, with
+//! client-go's resourceVersion, pagination, streaming-list and backoff rules.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::Resource;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::backoff::{Backoff, BackoffConfig};
+use super::error::ListWatchError;
+use super::fifo::RealFifo;
+use super::indexer::Indexer;
+use super::key::{object_key, resource_version};
+use super::lister_watcher::{
+    ListRequest, ListerWatcher, WatchEvent, WatchRequest, WatchStream, watch_timeout,
+};
+
+/// Where a [`Reflector`] writes what it observes. Implemented by [`RealFifo`] (the
+/// informer's queue) and by [`Indexer`] (a plain mirror without handlers).
+pub trait ReflectorStore<K>: Send + Sync {
+    /// An object was added.
+    fn add(&self, obj: K);
+    /// An object was modified.
+    fn update(&self, obj: K);
+    /// An object was deleted (final state).
+    fn delete(&self, obj: K);
+    /// A (re)list completed at `resource_version`: the store must now hold exactly `list`.
+    fn replace(&self, list: Vec<K>, resource_version: &str);
+    /// Periodic resync (see [`ReflectorConfig::resync_period`]).
+    fn resync(&self) {}
+    /// A watch bookmark reached `resource_version`.
+    fn bookmark(&self, _resource_version: &str) {}
+    /// Resolves when the store can take another watch event (back-pressure).
+    fn ready(&self) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+}
+
+impl<K, S: ReflectorStore<K>> ReflectorStore<K> for Arc<S> {
+    fn add(&self, obj: K) {
+        (**self).add(obj)
+    }
+    fn update(&self, obj: K) {
+        (**self).update(obj)
+    }
+    fn delete(&self, obj: K) {
+        (**self).delete(obj)
+    }
+    fn replace(&self, list: Vec<K>, resource_version: &str) {
+        (**self).replace(list, resource_version)
+    }
+    fn resync(&self) {
+        (**self).resync()
+    }
+    fn bookmark(&self, resource_version: &str) {
+        (**self).bookmark(resource_version)
+    }
+    fn ready(&self) -> impl Future<Output = ()> + Send {
+        (**self).ready()
+    }
+}
+
+impl<K: Resource + Send + Sync> ReflectorStore<K> for RealFifo<K> {
+    fn add(&self, obj: K) {
+        RealFifo::add(self, obj)
+    }
+    fn update(&self, obj: K) {
+        RealFifo::update(self, obj)
+    }
+    fn delete(&self, obj: K) {
+        RealFifo::delete(self, obj)
+    }
+    fn replace(&self, list: Vec<K>, resource_version: &str) {
+        RealFifo::replace(self, list, resource_version)
+    }
+    fn resync(&self) {
+        RealFifo::resync(self)
+    }
+    fn ready(&self) -> impl Future<Output = ()> + Send {
+        self.wait_for_room()
+    }
+}
+
+impl<K: Resource + Send + Sync> ReflectorStore<K> for Indexer<K> {
+    fn add(&self, obj: K) {
+        Indexer::add(self, Arc::new(obj))
+    }
+    fn update(&self, obj: K) {
+        Indexer::add(self, Arc::new(obj))
+    }
+    fn delete(&self, obj: K) {
+        Indexer::delete(self, &obj);
+    }
+    fn replace(&self, list: Vec<K>, resource_version: &str) {
+        Indexer::replace(
+            self,
+            list.into_iter().map(Arc::new).collect(),
+            resource_version.to_owned(),
+        )
+    }
+    fn bookmark(&self, resource_version: &str) {
+        self.set_resource_version(resource_version.to_owned())
+    }
+}
+
+/// Decides, each resync period, whether to resync now.
+pub type ShouldResyncFn = Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// Told about every list and watch error (after the reflector's own logging).
+pub type WatchErrorHandler = Arc<dyn Fn(&ListWatchError) + Send + Sync>;
+
+/// Default LIST page size.
+pub const DEFAULT_PAGE_SIZE: u32 = 500;
+
+/// Reflector settings. [`Default`] is client-go's.
+#[derive(Debug, Clone)]
+pub struct ReflectorConfig {
+    /// Name used in logs.
+    pub name: String,
+    /// Fixed LIST page size. `None` (default): 500 for list requests at `""`/`"0"` (or when
+    /// the server paginated an RV `"0"` list, meaning its watch cache is off), unpaginated
+    /// for relists at a known resourceVersion so that the watch cache can serve them.
+    pub page_size: Option<u32>,
+    /// Lower bound of the randomized watch timeout: each watch asks for a timeout uniform in
+    /// `[min, 2·min)`. Values up to 5 min mean the default 5 min (as in client-go).
+    pub min_watch_timeout: Duration,
+    /// Retry delays.
+    pub backoff: BackoffConfig,
+    /// Try streaming lists (`sendInitialEvents=true`) before paginated lists.
+    pub watch_list: bool,
+    /// A streaming list that sees no event for this long without its
+    /// `k8s.io/initial-events-end` bookmark is abandoned for a paginated list (and streaming
+    /// is not tried again by this reflector): servers that ignore `sendInitialEvents` would
+    /// otherwise leave the cache unsynced forever.
+    pub initial_events_idle_timeout: Duration,
+    /// How often [`ReflectorStore::resync`] is considered; zero = never.
+    pub resync_period: Duration,
+    /// Seed for jitter and timeouts; `None` = random.
+    pub seed: Option<u64>,
+}
+
+impl Default for ReflectorConfig {
+    fn default() -> Self {
+        Self {
+            name: "reflector".to_owned(),
+            page_size: None,
+            min_watch_timeout: Duration::from_secs(300),
+            backoff: BackoffConfig::default(),
+            watch_list: true,
+            initial_events_idle_timeout: Duration::from_secs(10),
+            resync_period: Duration::ZERO,
+            seed: None,
+        }
+    }
+}
+
+/// The last resourceVersion a reflector synced to, readable while it runs.
+#[derive(Debug, Clone, Default)]
+pub struct ResourceVersionHandle(Arc<Mutex<String>>);
+
+impl ResourceVersionHandle {
+    /// The last synced resourceVersion (`""` before the first list).
+    pub fn get(&self) -> String {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn set(&self, rv: &str) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = rv.to_owned();
+    }
+}
+
+/// Lists and watches a collection into a [`ReflectorStore`].
+///
+/// * First list at resourceVersion `"0"` (any freshness, served from the watch cache),
+///   500 per page; relists at the last synced resourceVersion ("not older than"); after a
+///   410 or "too large resource version" an immediate quorum read (`""`). A continue token
+///   that expires mid-list becomes one full, unpaginated list at the original
+///   resourceVersion.
+/// * Watches from the list's resourceVersion with bookmarks and a random 5–10 min timeout;
+///   a normal close re-watches from the last resourceVersion without relisting; a 410
+///   relists; 429 and connection-refused retry the watch after a backoff step; a watch
+///   that closes within 1 s with no event is an error (relist after backoff).
+/// * Streaming lists first (when enabled), falling back to a paginated list when the
+///   server rejects or ignores them.
+/// * Between attempts: backoff 800 ms → 30 s with jitter, reset every 2 min.
+pub struct Reflector<K, L: ?Sized, S> {
+    lw: Arc<L>,
+    store: S,
+    config: ReflectorConfig,
+    should_resync: Option<ShouldResyncFn>,
+    on_error: Option<WatchErrorHandler>,
+    last_sync: ResourceVersionHandle,
+    rv_unavailable: bool,
+    paginated_result: bool,
+    watch_list_disabled: bool,
+    backoff: Backoff,
+    _k: std::marker::PhantomData<fn() -> K>,
+}
+
+enum Step<T> {
+    Stopped,
+    Done(T),
+}
+
+impl<K, L, S> Reflector<K, L, S>
+where
+    K: Resource + Send + 'static,
+    L: ListerWatcher<K> + ?Sized,
+    S: ReflectorStore<K>,
+{
+    /// A reflector from `lw` into `store`.
+    pub fn new(lw: Arc<L>, store: S, config: ReflectorConfig) -> Self {
+        let seed = config.seed.unwrap_or_else(rand::random);
+        Self {
+            lw,
+            store,
+            backoff: Backoff::new(config.backoff.clone(), Instant::now(), seed),
+            config,
+            should_resync: None,
+            on_error: None,
+            last_sync: ResourceVersionHandle::default(),
+            rv_unavailable: false,
+            paginated_result: false,
+            watch_list_disabled: false,
+            _k: std::marker::PhantomData,
+        }
+    }
+
+    /// Consulted at every resync period; without it every period resyncs.
+    #[must_use]
+    pub fn with_should_resync(mut self, f: ShouldResyncFn) -> Self {
+        self.should_resync = Some(f);
+        self
+    }
+
+    /// Called with every list/watch error.
+    #[must_use]
+    pub fn with_watch_error_handler(mut self, f: WatchErrorHandler) -> Self {
+        self.on_error = Some(f);
+        self
+    }
+
+    /// A handle on the last synced resourceVersion.
+    pub fn resource_version_handle(&self) -> ResourceVersionHandle {
+        self.last_sync.clone()
+    }
+
+    /// The last synced resourceVersion.
+    pub fn last_sync_resource_version(&self) -> String {
+        self.last_sync.get()
+    }
+
+    /// Runs list-and-watch until `shutdown`, sleeping one backoff step after every return
+    /// (error or not).
+    pub async fn run(mut self, shutdown: CancellationToken) {
+        while !shutdown.is_cancelled() {
+            if let Err(e) = self.list_and_watch(&shutdown).await {
+                self.report(&e);
+            }
+            if shutdown.is_cancelled() {
+                break;
+            }
+            let d = self.backoff.next_delay(Instant::now());
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tokio::time::sleep(d) => {}
+            }
+        }
+        tracing::debug!(reflector = %self.config.name, "reflector stopped");
+    }
+
+    /// One list (or streaming list) followed by watches until an error or `shutdown`.
+    /// `Ok(())` when stopped.
+    pub async fn list_and_watch(
+        &mut self,
+        shutdown: &CancellationToken,
+    ) -> Result<(), ListWatchError> {
+        if shutdown.is_cancelled() {
+            return Ok(());
+        }
+        let mut stream = None;
+        if self.config.watch_list && !self.watch_list_disabled && self.lw.supports_watch_list() {
+            match self.watch_list(shutdown).await {
+                Ok(Step::Stopped) => return Ok(()),
+                Ok(Step::Done(s)) => stream = Some(s),
+                Err(e) => {
+                    if matches!(
+                        e,
+                        ListWatchError::Invalid { .. } | ListWatchError::WatchListUnsupported(_)
+                    ) {
+                        self.watch_list_disabled = true;
+                    }
+                    tracing::info!(reflector = %self.config.name, error = %e,
+                        "streaming list failed; falling back to a paginated list");
+                    self.report(&e);
+                }
+            }
+        }
+        if stream.is_none() {
+            match self.list(shutdown).await? {
+                Step::Stopped => return Ok(()),
+                Step::Done(()) => {}
+            }
+        }
+        self.watch_loop(stream, shutdown).await
+    }
+
+    fn report(&self, e: &ListWatchError) {
+        match e {
+            ListWatchError::Expired(_) => {
+                tracing::debug!(reflector = %self.config.name, error = %e, "watch closed")
+            }
+            _ => tracing::warn!(reflector = %self.config.name, error = %e, "list/watch failed"),
+        }
+        if let Some(f) = &self.on_error {
+            f(e);
+        }
+    }
+
+    fn relist_resource_version(&self) -> String {
+        if self.rv_unavailable {
+            return String::new();
+        }
+        let last = self.last_sync.get();
+        if last.is_empty() {
+            "0".to_owned()
+        } else {
+            last
+        }
+    }
+
+    fn set_last_sync(&self, rv: &str) {
+        if !rv.is_empty() {
+            self.last_sync.set(rv);
+        }
+    }
+
+    async fn backoff_sleep(&mut self, shutdown: &CancellationToken) -> Step<()> {
+        let d = self.backoff.next_delay(Instant::now());
+        tokio::select! {
+            _ = shutdown.cancelled() => Step::Stopped,
+            _ = tokio::time::sleep(d) => Step::Done(()),
+        }
+    }
+
+    fn next_watch_timeout(&mut self) -> u32 {
+        let min = self.config.min_watch_timeout.max(Duration::from_secs(300));
+        watch_timeout(min, self.backoff.unit())
+    }
+
+    async fn list(&mut self, shutdown: &CancellationToken) -> Result<Step<()>, ListWatchError> {
+        let rv = self.relist_resource_version();
+        match self.list_at(rv, shutdown).await {
+            Err(e) if e.is_resource_version_unavailable() => {
+                tracing::debug!(reflector = %self.config.name, error = %e,
+                    "list resourceVersion unavailable; retrying with a quorum read");
+                self.rv_unavailable = true;
+                self.list_at(String::new(), shutdown).await
+            }
+            other => other,
+        }
+    }
+
+    async fn list_at(
+        &mut self,
+        rv: String,
+        shutdown: &CancellationToken,
+    ) -> Result<Step<()>, ListWatchError> {
+        let limit = match self.config.page_size {
+            Some(n) if n > 0 => Some(n),
+            _ if self.paginated_result || rv.is_empty() || rv == "0" => Some(DEFAULT_PAGE_SIZE),
+            _ => None,
+        };
+        let mut items: Vec<K> = Vec::new();
+        let mut req = ListRequest {
+            resource_version: rv.clone(),
+            resource_version_match: None,
+            limit,
+            continue_token: None,
+        };
+        let mut paginated = false;
+        let list_rv = loop {
+            let page = tokio::select! {
+                _ = shutdown.cancelled() => return Ok(Step::Stopped),
+                p = self.lw.list(req.clone()) => p,
+            };
+            let page = match page {
+                Ok(p) => p,
+                Err(ListWatchError::Expired(msg)) if req.continue_token.is_some() => {
+                    // The continue token expired mid-list: one full list at the original RV.
+                    tracing::debug!(reflector = %self.config.name, %msg,
+                        "continue token expired; falling back to a full list");
+                    let full = ListRequest {
+                        resource_version: rv.clone(),
+                        resource_version_match: None,
+                        limit: None,
+                        continue_token: None,
+                    };
+                    let page = tokio::select! {
+                        _ = shutdown.cancelled() => return Ok(Step::Stopped),
+                        p = self.lw.list(full) => p?,
+                    };
+                    items.clear();
+                    self.report_corrupt(&page.corrupt);
+                    items.extend(page.items);
+                    break page.resource_version;
+                }
+                Err(e) => return Err(e),
+            };
+            self.report_corrupt(&page.corrupt);
+            items.extend(page.items);
+            match page.continue_token {
+                Some(token) => {
+                    paginated = true;
+                    req = ListRequest {
+                        resource_version: String::new(),
+                        resource_version_match: None,
+                        limit,
+                        continue_token: Some(token),
+                    };
+                }
+                None => break page.resource_version,
+            }
+        };
+        if rv == "0" && paginated {
+            self.paginated_result = true;
+        }
+        self.rv_unavailable = false;
+        self.store.replace(items, &list_rv);
+        self.set_last_sync(&list_rv);
+        Ok(Step::Done(()))
+    }
+
+    fn report_corrupt(&self, corrupt: &[String]) {
+        for msg in corrupt {
+            self.report(&ListWatchError::Decode(msg.clone()));
+        }
+    }
+
+    /// Streaming list: initial events into a temporary map, swapped into the store at the
+    /// `initial-events-end` bookmark; the same stream then carries on as the watch.
+    async fn watch_list(
+        &mut self,
+        shutdown: &CancellationToken,
+    ) -> Result<Step<WatchStream<K>>, ListWatchError> {
+        let mut closed_early = 0u32;
+        loop {
+            let rv = if self.rv_unavailable {
+                String::new()
+            } else {
+                self.last_sync.get()
+            };
+            let req = WatchRequest {
+                resource_version: rv,
+                timeout_seconds: self.next_watch_timeout(),
+                allow_bookmarks: true,
+                send_initial_events: true,
+            };
+            let opened = tokio::select! {
+                _ = shutdown.cancelled() => return Ok(Step::Stopped),
+                s = self.lw.watch(req) => s,
+            };
+            let mut stream = match opened {
+                Ok(s) => s,
+                Err(e) if e.is_retryable_without_relist() => {
+                    self.report(&e);
+                    if let Step::Stopped = self.backoff_sleep(shutdown).await {
+                        return Ok(Step::Stopped);
+                    }
+                    continue;
+                }
+                Err(e) if e.is_resource_version_unavailable() && !self.rv_unavailable => {
+                    self.rv_unavailable = true;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let mut temp: HashMap<String, K> = HashMap::new();
+            let mut deadline = Instant::now() + self.config.initial_events_idle_timeout;
+            let retry = loop {
+                let ev = tokio::select! {
+                    _ = shutdown.cancelled() => return Ok(Step::Stopped),
+                    _ = tokio::time::sleep_until(deadline) => {
+                        return Err(ListWatchError::WatchListUnsupported(format!(
+                            "no {} bookmark within {:?} of the last event",
+                            super::lister_watcher::INITIAL_EVENTS_END_ANNOTATION,
+                            self.config.initial_events_idle_timeout
+                        )));
+                    }
+                    ev = stream.next() => ev,
+                };
+                deadline = Instant::now() + self.config.initial_events_idle_timeout;
+                match ev {
+                    None => break true,
+                    Some(Ok(WatchEvent::Added(o) | WatchEvent::Modified(o))) => {
+                        temp.insert(object_key(&o), o);
+                    }
+                    Some(Ok(WatchEvent::Deleted(o))) => {
+                        temp.remove(&object_key(&o));
+                    }
+                    Some(Ok(WatchEvent::Bookmark(b))) if b.initial_events_end => {
+                        self.store
+                            .replace(temp.into_values().collect(), &b.resource_version);
+                        self.set_last_sync(&b.resource_version);
+                        self.rv_unavailable = false;
+                        return Ok(Step::Done(stream));
+                    }
+                    Some(Ok(WatchEvent::Bookmark(_))) => {}
+                    Some(Err(e)) if e.is_resource_version_unavailable() => {
+                        self.rv_unavailable = true;
+                        break false;
+                    }
+                    Some(Err(e)) if e.is_retryable_without_relist() => {
+                        self.report(&e);
+                        break true;
+                    }
+                    Some(Err(e)) => return Err(e),
+                }
+            };
+            if retry {
+                closed_early += 1;
+                if closed_early >= 3 {
+                    return Err(ListWatchError::WatchListUnsupported(
+                        "streaming list closed three times before its initial-events-end bookmark"
+                            .to_owned(),
+                    ));
+                }
+                if let Step::Stopped = self.backoff_sleep(shutdown).await {
+                    return Ok(Step::Stopped);
+                }
+            }
+        }
+    }
+
+    async fn watch_loop(
+        &mut self,
+        mut stream: Option<WatchStream<K>>,
+        shutdown: &CancellationToken,
+    ) -> Result<(), ListWatchError> {
+        let period = self.config.resync_period;
+        let mut resync = (!period.is_zero()).then(|| {
+            let mut i = tokio::time::interval_at(Instant::now() + period, period);
+            i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            i
+        });
+        loop {
+            if shutdown.is_cancelled() {
+                return Ok(());
+            }
+            let start_rv = self.last_sync.get();
+            let s = match stream.take() {
+                Some(s) => s,
+                None => {
+                    let req = WatchRequest {
+                        resource_version: start_rv.clone(),
+                        timeout_seconds: self.next_watch_timeout(),
+                        allow_bookmarks: true,
+                        send_initial_events: false,
+                    };
+                    let opened = tokio::select! {
+                        _ = shutdown.cancelled() => return Ok(()),
+                        s = self.lw.watch(req) => s,
+                    };
+                    match opened {
+                        Ok(s) => s,
+                        Err(e) if e.is_retryable_without_relist() => {
+                            self.report(&e);
+                            if let Step::Stopped = self.backoff_sleep(shutdown).await {
+                                return Ok(());
+                            }
+                            continue;
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+            };
+            match self
+                .handle_watch(s, &start_rv, resync.as_mut(), shutdown)
+                .await
+            {
+                Ok(()) => {}
+                Err(e @ ListWatchError::TooManyRequests { .. }) => {
+                    self.report(&e);
+                    if let Step::Stopped = self.backoff_sleep(shutdown).await {
+                        return Ok(());
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    async fn handle_watch(
+        &mut self,
+        mut stream: WatchStream<K>,
+        start_rv: &str,
+        mut resync: Option<&mut tokio::time::Interval>,
+        shutdown: &CancellationToken,
+    ) -> Result<(), ListWatchError> {
+        let started = Instant::now();
+        let mut events = 0u64;
+        // A watch from "" or "0" starts with synthetic ADDEDs in arbitrary order: their RVs
+        // must not become the resume point until a non-ADDED event arrives.
+        let mut suppress = start_rv.is_empty() || start_rv == "0";
+        loop {
+            let ev = tokio::select! {
+                _ = shutdown.cancelled() => return Ok(()),
+                _ = async {
+                    match resync.as_mut() {
+                        Some(i) => { i.tick().await; }
+                        None => std::future::pending::<()>().await,
+                    }
+                } => {
+                    if self.should_resync.as_ref().is_none_or(|f| f()) {
+                        self.store.resync();
+                    }
+                    continue;
+                }
+                ev = stream.next() => ev,
+            };
+            let ev = match ev {
+                None => {
+                    let elapsed = started.elapsed();
+                    if events == 0 && elapsed < Duration::from_secs(1) {
+                        return Err(ListWatchError::VeryShortWatch { elapsed });
+                    }
+                    return Ok(());
+                }
+                Some(Err(e)) => return Err(e),
+                Some(Ok(ev)) => ev,
+            };
+            events += 1;
+            tokio::select! {
+                _ = shutdown.cancelled() => return Ok(()),
+                _ = self.store.ready() => {}
+            }
+            let (rv, added) = match ev {
+                WatchEvent::Added(o) => {
+                    let rv = resource_version(&o).to_owned();
+                    self.store.add(o);
+                    (rv, true)
+                }
+                WatchEvent::Modified(o) => {
+                    let rv = resource_version(&o).to_owned();
+                    self.store.update(o);
+                    (rv, false)
+                }
+                WatchEvent::Deleted(o) => {
+                    let rv = resource_version(&o).to_owned();
+                    self.store.delete(o);
+                    (rv, false)
+                }
+                WatchEvent::Bookmark(b) => {
+                    self.store.bookmark(&b.resource_version);
+                    (b.resource_version, false)
+                }
+            };
+            if suppress && added {
+                continue;
+            }
+            suppress = false;
+            self.set_last_sync(&rv);
+        }
+    }
+}
