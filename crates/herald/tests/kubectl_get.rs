@@ -85,6 +85,26 @@ async fn get_events_all_namespaces_and_one_namespace() {
     assert_eq!(t.rows.len(), 1, "{}", o.show());
     assert_eq!(t.column("REASON"), ["ScalingReplicaSet"], "{}", o.show());
 
+    // One object by its short name: the server's one-row table, and kubectl's warning that
+    // both groups claim "ev" (as on a real cluster).
+    let o = k.run(&["get", "ev", "web-1.b"]).await;
+    let t = o.table();
+    assert_eq!(t.column("REASON"), ["BackOff"], "{}", o.show());
+    assert!(
+        o.stderr.contains(
+            "Warning: short name \"ev\" could also match lower priority resource events.events.k8s.io"
+        ),
+        "{}",
+        o.show()
+    );
+    let o = k.run(&["get", "events", "nope"]).await;
+    assert!(
+        o.failed()
+            .contains("Error from server (NotFound): events \"nope\" not found"),
+        "{}",
+        o.show()
+    );
+
     let o = k.run(&["get", "events", "-n", "nowhere"]).await;
     assert_eq!(o.ok(), "", "{}", o.show());
     assert!(
@@ -171,6 +191,22 @@ async fn get_events_as_json_and_yaml() {
     // Created in the order web-1.a, web-1.b, db-0.a.
     assert!(rvs[1] < rvs[2] && rvs[2] < rvs[0], "{rvs:?}");
     assert!(b["metadata"]["creationTimestamp"].as_str().is_some());
+
+    let o = k.run(&["get", "events", "-o", "yaml"]).await;
+    let y = o.ok();
+    assert!(y.starts_with("apiVersion: v1\nitems:\n"), "{}", o.show());
+    assert!(y.lines().any(|l| l == "kind: List"), "{}", o.show());
+    assert_eq!(y.matches("\n  kind: Event\n").count(), 3, "{}", o.show());
+
+    // The raw API answer is the server's EventList.
+    let o = k
+        .run(&["get", "--raw", "/api/v1/namespaces/default/events"])
+        .await;
+    let v = o.json();
+    assert_eq!(v["kind"], "EventList", "{}", o.show());
+    assert_eq!(v["apiVersion"], "v1");
+    assert_eq!(v["items"].as_array().unwrap().len(), 3);
+    assert!(v["metadata"]["resourceVersion"].as_str().is_some());
 
     let o = k.run(&["get", "events", "web-1.b", "-o", "yaml"]).await;
     let y = o.ok();
@@ -624,6 +660,13 @@ async fn api_resources_lists_events_in_both_groups() {
         "{}",
         o.show()
     );
+    // The dispatcher ran the kubectl matching the server's minor.
+    let o = k.run(&["version"]).await;
+    let out = o.ok();
+    assert!(out.contains("Client Version: v1.32."), "{}", o.show());
+    assert!(out.contains("Server Version: v1.32."), "{}", o.show());
+    assert!(!o.stderr.contains("version difference"), "{}", o.show());
+
     let o = k.run(&["api-versions"]).await;
     assert_eq!(
         o.ok().lines().collect::<Vec<_>>(),

@@ -321,6 +321,44 @@ async fn patch_strategic_merge_and_json() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replace_with_a_stale_resource_version_is_a_conflict() {
+    let (_server, k) = seeded().await;
+    let o = k.run(&["get", "event", "db-0.a", "-o", "json"]).await;
+    let mut stale = o.json();
+    let f = k.write("stale.json", &stale.to_string());
+    // Someone else writes first.
+    k.run(&["annotate", "event", "db-0.a", "by=someone"])
+        .await
+        .ok();
+    stale["message"] = "mine".into();
+    std::fs::write(&f, stale.to_string()).unwrap();
+    let o = k.run(&["replace", "-f", &f]).await;
+    assert!(
+        o.failed().contains(
+            "Error from server (Conflict): error when replacing \"FILE\": Operation cannot be \
+             fulfilled on events \"db-0.a\": the object has been modified; please apply your \
+             changes to the latest version and try again"
+                .replace("FILE", &f)
+                .as_str()
+        ),
+        "{}",
+        o.show()
+    );
+    // Without a resourceVersion the update is unconditional (events allow it).
+    stale["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("resourceVersion");
+    std::fs::write(&f, stale.to_string()).unwrap();
+    let o = k.run(&["replace", "-f", &f]).await;
+    assert_eq!(o.ok(), "event/db-0.a replaced\n", "{}", o.show());
+    let o = k
+        .run(&["get", "event", "db-0.a", "-o", "jsonpath={.message}"])
+        .await;
+    assert_eq!(o.ok(), "mine", "{}", o.show());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn label_and_annotate() {
     let (_server, k) = seeded().await;
     let o = k.run(&["label", "event", "web-1.a", "tier=frontend"]).await;
