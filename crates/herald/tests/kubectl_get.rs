@@ -695,3 +695,17 @@ async fn the_table_parser_keeps_empty_cells() {
     assert_eq!(t.cell("NAME", "b.2", "SUBOBJECT"), "x");
     assert!(SEED.contains("name: coredns.a"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_kubectl_fails_the_test_with_a_clear_message() {
+    let server = Herald::memory().await;
+    let mut k = Kubectl::new(&server).await;
+    let empty = tempfile::tempdir().unwrap();
+    k.path = Some(empty.path().to_path_buf());
+    let err = tokio::spawn(async move { k.run(&["version"]).await })
+        .await
+        .expect_err("running a kubectl that is not there must fail, never skip");
+    let msg = err.into_panic();
+    let msg = msg.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(msg.contains("kubectl is not on PATH"), "{msg}");
+}

@@ -691,3 +691,54 @@ type: Sometimes
         o.show()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_k8s_io_watch_sees_a_core_v1_write() {
+    let (_server, k) = seeded().await;
+    let mut w = k.stream(&[
+        "get",
+        "events.v1.events.k8s.io",
+        "-w",
+        "--output-watch-events",
+        "-o",
+        "json",
+    ]);
+    // One compact JSON watch event per line; the listed events arrive first as ADDED.
+    let named = |name: &'static str| {
+        move |l: &str| {
+            serde_json::from_str::<serde_json::Value>(l)
+                .is_ok_and(|v| v["object"]["metadata"]["name"] == name)
+        }
+    };
+    let listed = w.wait_for("the listed web-1.b", named("web-1.b")).await;
+    let v: serde_json::Value = serde_json::from_str(&listed).unwrap();
+    assert_eq!(v["type"], "ADDED", "{listed}");
+    assert_eq!(v["object"]["deprecatedCount"], 5, "{listed}");
+
+    let f = k.write(
+        "new.yaml",
+        &core_event(
+            "conv.1",
+            "web-1",
+            "Warning",
+            "Converted",
+            "written through core",
+        ),
+    );
+    k.run(&["create", "-f", &f]).await.ok();
+    // The watch of the other group delivers it in that group's shape.
+    let line = w.wait_for("the new conv.1", named("conv.1")).await;
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["type"], "ADDED", "{line}");
+    let o = &v["object"];
+    assert_eq!(o["apiVersion"], "events.k8s.io/v1", "{line}");
+    assert_eq!(o["note"], "written through core", "{line}");
+    assert_eq!(o["regarding"]["name"], "web-1", "{line}");
+    assert_eq!(o["deprecatedSource"]["component"], "e2e", "{line}");
+    assert!(
+        o.get("involvedObject").is_none() && o.get("message").is_none(),
+        "{line}"
+    );
+    // Nothing listed was sent twice.
+    assert_eq!(w.seen.len(), 4, "{}", w.seen.join("\n"));
+}

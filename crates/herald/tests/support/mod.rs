@@ -230,6 +230,8 @@ impl Output {
 pub struct Kubectl {
     dir: tempfile::TempDir,
     kubeconfig: PathBuf,
+    /// Replaces PATH for kubectl (only the helper's own test uses it).
+    pub path: Option<PathBuf>,
 }
 
 fn spawn_failed(e: std::io::Error) -> ! {
@@ -266,7 +268,11 @@ impl Kubectl {
         let kubeconfig = dir.path().join("kubeconfig");
         std::fs::write(&kubeconfig, text).expect("write kubeconfig");
         std::fs::create_dir_all(dir.path().join("home")).expect("home dir");
-        Kubectl { dir, kubeconfig }
+        Kubectl {
+            dir,
+            kubeconfig,
+            path: None,
+        }
     }
 
     /// Writes `text` into the temp dir and returns its path.
@@ -288,6 +294,9 @@ impl Kubectl {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
+        if let Some(p) = &self.path {
+            cmd.env("PATH", p);
+        }
         cmd
     }
 
