@@ -635,6 +635,37 @@ async fn events_k8s_io_create_and_read_back_through_core_v1() {
         "{}",
         o.show()
     );
+
+    // Writes through events.k8s.io/v1 land on the same object.
+    let o = k
+        .run(&[
+            "label",
+            "events.v1.events.k8s.io",
+            "pulled.1",
+            "via=events-k8s-io",
+        ])
+        .await;
+    assert_eq!(
+        o.ok(),
+        "event.events.k8s.io/pulled.1 labeled\n",
+        "{}",
+        o.show()
+    );
+    let o = k
+        .run(&["get", "events", "-l", "via=events-k8s-io", "-o", "name"])
+        .await;
+    assert_eq!(o.ok(), "event/pulled.1\n", "{}", o.show());
+    let o = k
+        .run(&["delete", "events.v1.events.k8s.io", "pulled.1"])
+        .await;
+    assert_eq!(
+        o.ok(),
+        "event.events.k8s.io \"pulled.1\" deleted\n",
+        "{}",
+        o.show()
+    );
+    let o = k.run(&["get", "events", "-o", "name"]).await;
+    assert_eq!(o.ok(), "event/old.1\n", "{}", o.show());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
