@@ -585,4 +585,30 @@ async fn periodic_bookmarks_and_timeout() {
     assert_eq!(items.len(), 2, "two ADDED, no bookmarks: {items:?}");
     assert!(items.iter().all(|i| matches!(i, WatchItem::Added(_))));
     let _ = clock.now();
+
+    // extreme timeouts and intervals are clamped, not panics
+    let opts = RegistryOptions {
+        bookmark_interval: Duration::MAX,
+        default_watch_timeout: Duration::MAX,
+        ..RegistryOptions::default()
+    };
+    let reg = registry_with(clock, opts);
+    for t in [None, Some(i64::MAX)] {
+        let p = ListParams {
+            watch: true,
+            allow_watch_bookmarks: true,
+            timeout_seconds: t,
+            ..ListParams::default()
+        };
+        let mut w = reg.watch(ApiGroup::Core, None, None, &p).await.unwrap();
+        reg.create(
+            ApiGroup::Core,
+            "default",
+            event(&format!("x{}", t.is_some())),
+            &WriteOptions::default(),
+        )
+        .await
+        .unwrap();
+        assert!(matches!(w.next().await, Some(WatchItem::Added(_))));
+    }
 }

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use herald_core::flow::{ExponentialBackoff, JitterMode};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::time::Instant;
@@ -35,22 +36,30 @@ impl Default for BackoffConfig {
     }
 }
 
-// TODO(merge): use herald_core::flow::ExponentialBackoff
-/// Exponential backoff with jitter and a periodic reset. Bound: the un-jittered delay never
-/// exceeds `max`; at the cap it stays there until the reset.
+/// Exponential backoff with jitter ([`ExponentialBackoff`]) and client-go's periodic reset.
+/// Bound: the un-jittered delay never exceeds `max`; at the cap it stays there until the reset.
 #[derive(Debug)]
 pub(crate) struct Backoff {
     config: BackoffConfig,
-    current: Duration,
+    schedule: ExponentialBackoff,
+    attempt: u32,
     last_start: Instant,
     rng: StdRng,
 }
 
 impl Backoff {
     pub(crate) fn new(config: BackoffConfig, now: Instant, seed: u64) -> Self {
+        let jitter = if config.jitter > 0.0 {
+            JitterMode::Proportional(config.jitter)
+        } else {
+            JitterMode::None
+        };
         Self {
-            current: config.initial,
+            schedule: ExponentialBackoff::new(config.initial, config.max)
+                .with_factor(config.factor)
+                .with_jitter(jitter),
             config,
+            attempt: 0,
             last_start: now,
             rng: StdRng::seed_from_u64(seed),
         }
@@ -59,22 +68,12 @@ impl Backoff {
     /// The next delay (jitter applied), advancing the sequence.
     pub(crate) fn next_delay(&mut self, now: Instant) -> Duration {
         if now.saturating_duration_since(self.last_start) > self.config.reset_after {
-            self.current = self.config.initial;
+            self.attempt = 0;
             self.last_start = now;
         }
-        let d = self.current;
-        let grown = d.as_secs_f64() * self.config.factor;
-        self.current = if grown.is_finite() {
-            Duration::from_secs_f64(grown.min(self.config.max.as_secs_f64()))
-        } else {
-            self.config.max
-        };
-        if self.config.jitter > 0.0 {
-            let extra = self.rng.random::<f64>() * self.config.jitter * d.as_secs_f64();
-            d + Duration::from_secs_f64(extra)
-        } else {
-            d
-        }
+        let d = self.schedule.delay(self.attempt, &mut self.rng);
+        self.attempt = self.attempt.saturating_add(1);
+        d
     }
 
     /// A uniform number in `[0, 1)` from the same generator (used for watch timeouts).

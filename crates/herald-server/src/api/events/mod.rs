@@ -303,6 +303,15 @@ async fn read(st: GroupState, ns: Option<String>, name: Option<String>, req: Req
         }
         None => {
             let out = negotiate_output(accept.as_deref(), Target::List)?;
+            if out == Output::Object {
+                let l = st.api.registry.list_raw(group, ns.as_deref(), &p).await?;
+                let mut resp = (StatusCode::OK, render::raw_event_list(group, &l)).into_response();
+                resp.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                );
+                return Ok(resp);
+            }
             let l = st.api.registry.list(group, ns.as_deref(), &p).await?;
             Ok(json_response(
                 StatusCode::OK,

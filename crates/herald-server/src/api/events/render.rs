@@ -9,7 +9,8 @@ use crate::api::negotiate::{IncludeObject, Output};
 use crate::api::table::{
     TableMeta, TableOptions, event_table, partial_object_metadata, partial_object_metadata_list,
 };
-use crate::registry::{EventList, INITIAL_EVENTS_END_ANNOTATION, WatchItem};
+use crate::registry::codec::{decode, splice_resource_version_into};
+use crate::registry::{EventList, INITIAL_EVENTS_END_ANNOTATION, RawEventList, WatchItem};
 
 /// One event in the requested representation.
 pub fn object(
@@ -156,4 +157,53 @@ pub fn watch_line(
     let mut line = serde_json::to_vec(&json!({"type": ty, "object": obj})).unwrap_or_default();
     line.push(b'\n');
     line
+}
+
+/// The JSON bytes of an `EventList` from stored key-values. On core/v1 each item is the
+/// stored bytes with the resourceVersion spliced in (no decode); on `events.k8s.io/v1` items
+/// are decoded and converted.
+pub fn raw_event_list(group: ApiGroup, l: &RawEventList) -> Vec<u8> {
+    let mut meta = serde_json::Map::new();
+    meta.insert("resourceVersion".into(), l.resource_version.clone().into());
+    if let Some(c) = &l.continue_ {
+        meta.insert("continue".into(), c.clone().into());
+    }
+    let head = json!({"kind": "EventList", "apiVersion": group.api_version(), "metadata": meta});
+    let mut out = serde_json::to_vec(&head).unwrap_or_default();
+    // Replace the closing brace with the items array.
+    out.pop();
+    out.extend_from_slice(b",\"items\":[");
+    let total: usize = l.items.iter().map(|kv| kv.value.len() + 32).sum();
+    out.reserve(total + 2);
+    let mut first = true;
+    for kv in &l.items {
+        if !first {
+            out.push(b',');
+        }
+        if group == ApiGroup::Core
+            && splice_resource_version_into(&mut out, &kv.value, kv.mod_revision)
+        {
+            first = false;
+            continue;
+        }
+        match decode(kv) {
+            Ok(e) => {
+                let mut v = event_json(group, &e);
+                if let Some(m) = v.as_object_mut() {
+                    m.remove("kind");
+                    m.remove("apiVersion");
+                }
+                out.extend_from_slice(&serde_json::to_vec(&v).unwrap_or_default());
+                first = false;
+            }
+            Err(err) => {
+                if !first {
+                    out.pop();
+                }
+                tracing::warn!(key = %kv.key, error = %err, "skipping undecodable stored event");
+            }
+        }
+    }
+    out.extend_from_slice(b"]}");
+    out
 }
