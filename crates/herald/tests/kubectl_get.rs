@@ -626,6 +626,27 @@ source:
     let t = o.table();
     assert_eq!(t.column("REASON"), ["Noticed"], "{}", o.show());
     assert_eq!(t.column("OBJECT"), ["Event/web-1.b"], "{}", o.show());
+
+    // -w with --for: the filtered watch replays the match, then only new matches arrive.
+    let mut w = k.stream(&["events", "--for", "event/web-1.b", "-w"]);
+    w.wait_for("the replayed Noticed", |l| l.contains("Noticed"))
+        .await;
+    // The decoy is written first: were it not filtered, it would be printed before the match.
+    let (matching, decoy) = about.split_once("---\n").unwrap();
+    let more = format!("{decoy}---\n{matching}")
+        .replace("about-web-1.b", "again-web-1.b")
+        .replace("about-pod-web-1.b", "again-pod-web-1.b")
+        .replace("Noticed", "NoticedAgain")
+        .replace("Decoy", "DecoyAgain");
+    let f = k.write("more.yaml", &more);
+    k.run(&["create", "-f", &f]).await.ok();
+    w.wait_for("the new match", |l| l.contains("NoticedAgain"))
+        .await;
+    assert!(
+        !w.seen.iter().any(|l| l.contains("Decoy")),
+        "{}",
+        w.seen.join("\n")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
