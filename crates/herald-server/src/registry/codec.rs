@@ -163,13 +163,55 @@ pub fn decode_body(
             &owned[..]
         }
     };
-    match group {
+    let event = match group {
         ApiGroup::Core => serde_json::from_slice::<CoreEvent>(text)
             .map(normalize_core)
             .map_err(cannot_handle),
         ApiGroup::EventsV1 => serde_json::from_slice::<EventsV1Event>(text)
             .map(events_v1_to_core)
             .map_err(cannot_handle),
+    }?;
+    Ok(drop_empty_maps(event))
+}
+
+/// kube-apiserver never returns `"labels": {}` or `"annotations": {}` (the Go fields are
+/// `omitempty`), so removing the last label (`kubectl label ev x a-`) leaves no `labels` key.
+fn drop_empty_maps(mut e: CoreEvent) -> CoreEvent {
+    if e.metadata.labels.as_ref().is_some_and(|m| m.is_empty()) {
+        e.metadata.labels = None;
+    }
+    if e.metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|m| m.is_empty())
+    {
+        e.metadata.annotations = None;
+    }
+    e
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_label_and_annotation_maps_are_dropped() {
+        let body = serde_json::json!({
+            "metadata": {"name": "x.1", "labels": {}, "annotations": {}},
+            "involvedObject": {"kind": "Pod", "name": "x"},
+        });
+        let e = decode_body(ApiGroup::Core, body, None).unwrap();
+        assert_eq!(e.metadata.labels, None);
+        assert_eq!(e.metadata.annotations, None);
+        let body = serde_json::json!({
+            "metadata": {"name": "x.1", "labels": {"a": "b"}},
+            "involvedObject": {"kind": "Pod", "name": "x"},
+        });
+        let e = decode_body(ApiGroup::Core, body, None).unwrap();
+        assert_eq!(
+            e.metadata.labels.unwrap().get("a").map(String::as_str),
+            Some("b")
+        );
     }
 }
 

@@ -1,0 +1,615 @@
+//! Shared helpers of the end-to-end tests: the real `herald` binary on 127.0.0.1 (port 0) and
+//! the real `kubectl` pointed at it.
+//!
+//! Every wait is bounded: the server's address line ([`START_GUARD`]), every kubectl run
+//! ([`KUBECTL_GUARD`], after which the process is killed), every line of a streaming kubectl
+//! ([`LINE_GUARD`]). A missing kubectl FAILS the test with a clear message; it never skips.
+//! Every kubectl gets its own HOME and KUBECACHEDIR, so no discovery cache leaks between tests.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+
+/// How long the server may take to print its address.
+pub const START_GUARD: Duration = Duration::from_secs(30);
+/// Hard bound on one kubectl process (it is killed after this).
+pub const KUBECTL_GUARD: Duration = Duration::from_secs(60);
+/// How long a streaming kubectl (`-w`) may take to print the line a test waits for.
+pub const LINE_GUARD: Duration = Duration::from_secs(30);
+/// kubectl's own bound on every request of a non-streaming command.
+pub const REQUEST_TIMEOUT: &str = "--request-timeout=10s";
+/// Streaming commands (`-w`) hold one request open for the whole test; client-go's request
+/// timeout would cut it, so they get a longer one (still bounded by [`KUBECTL_GUARD`]-style
+/// guards on every line the test waits for).
+pub const WATCH_REQUEST_TIMEOUT: &str = "--request-timeout=120s";
+
+/// Keeps at most this many bytes of a child's output (the tail), so a chatty server cannot
+/// grow a test's memory without bound; older output is dropped.
+const LOG_TAIL: usize = 64 * 1024;
+
+/// A shared, bounded tail of a process's output, for failure messages.
+#[derive(Clone, Default)]
+pub struct LogTail(Arc<Mutex<String>>);
+
+impl LogTail {
+    fn push(&self, line: &str) {
+        let mut s = self.0.lock().unwrap();
+        s.push_str(line);
+        s.push('\n');
+        if s.len() > LOG_TAIL {
+            let mut cut = s.len() - LOG_TAIL;
+            while !s.is_char_boundary(cut) {
+                cut += 1;
+            }
+            s.drain(..cut);
+        }
+    }
+
+    /// The output kept so far.
+    pub fn text(&self) -> String {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+fn drain<R: AsyncRead + Unpin + Send + 'static>(r: R, tail: LogTail) {
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(r).lines();
+        while let Ok(Some(l)) = lines.next_line().await {
+            tail.push(&l);
+        }
+    });
+}
+
+/// The path of the binary under test.
+pub fn herald_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_herald")
+}
+
+/// A running `herald serve`; killed (SIGKILL) when dropped.
+pub struct Herald {
+    child: Child,
+    /// `http://127.0.0.1:PORT`, from the server's first stdout line.
+    pub url: String,
+    /// The first stdout line, verbatim.
+    pub banner: String,
+    /// The server's stderr (logs) and the rest of its stdout.
+    pub logs: LogTail,
+}
+
+impl Herald {
+    /// `herald serve --listen 127.0.0.1:0 --store memory`.
+    pub async fn memory() -> Herald {
+        Herald::start(&["--store", "memory"]).await
+    }
+
+    /// `herald serve --listen 127.0.0.1:0 --data DIR` (SQLite).
+    pub async fn sqlite(dir: &Path) -> Herald {
+        let dir = dir.to_str().expect("utf-8 temp dir");
+        Herald::start(&["--data", dir]).await
+    }
+
+    /// Starts `herald serve --listen 127.0.0.1:0 EXTRA…` and waits (bounded) for its
+    /// `herald-server listening on http://…` line.
+    pub async fn start(extra: &[&str]) -> Herald {
+        let mut cmd = Command::new(herald_bin());
+        cmd.arg("serve")
+            .args(["--listen", "127.0.0.1:0"])
+            .args(extra)
+            .env("NO_COLOR", "1")
+            .env("RUST_LOG", "info")
+            .env_remove("HERALD_LISTEN")
+            .env_remove("HERALD_DATA")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().expect("start the herald binary");
+        let logs = LogTail::default();
+        drain(child.stderr.take().unwrap(), logs.clone());
+        let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = tokio::time::timeout(START_GUARD, out.next_line()).await;
+        let banner = match first {
+            Ok(Ok(Some(line))) => line,
+            other => {
+                let _ = child.start_kill();
+                panic!(
+                    "herald serve printed no address line within {START_GUARD:?} ({other:?}); logs:\n{}",
+                    logs.text()
+                )
+            }
+        };
+        let rest = out.into_inner();
+        drain(rest, logs.clone());
+        let url = banner
+            .strip_prefix("herald-server listening on ")
+            .and_then(|s| s.split_whitespace().next())
+            .unwrap_or_else(|| panic!("unexpected first line from herald serve: {banner:?}"))
+            .to_string();
+        assert!(
+            url.starts_with("http://127.0.0.1:") && !url.ends_with(":0"),
+            "the server must print the port it chose: {banner:?}"
+        );
+        Herald {
+            child,
+            url,
+            banner,
+            logs,
+        }
+    }
+
+    /// Kills the server with SIGKILL (what `kill -9` does) and reaps it.
+    pub async fn kill9(mut self) {
+        self.child.start_kill().expect("SIGKILL the server");
+        let status = tokio::time::timeout(START_GUARD, self.child.wait())
+            .await
+            .expect("the killed server exits")
+            .expect("reap the server");
+        assert!(
+            !status.success(),
+            "SIGKILL must end the process: {status:?}"
+        );
+    }
+
+    /// A kube-rs client for this server (used to drive load faster than kubectl can).
+    pub fn kube_client(&self) -> kube::Client {
+        let mut config = kube::Config::new(self.url.parse().expect("server url"));
+        config.read_timeout = Some(Duration::from_secs(10));
+        config.connect_timeout = Some(Duration::from_secs(10));
+        config.write_timeout = Some(Duration::from_secs(10));
+        kube::Client::try_from(config).expect("kube client")
+    }
+}
+
+impl Drop for Herald {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+/// The result of one finished kubectl run.
+#[derive(Debug)]
+pub struct Output {
+    pub args: Vec<String>,
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Output {
+    /// Everything about the run, for assertion messages.
+    pub fn show(&self) -> String {
+        format!(
+            "kubectl {}\nrc={:?}\n--- stdout\n{}--- stderr\n{}",
+            self.args.join(" "),
+            self.code,
+            self.stdout,
+            self.stderr
+        )
+    }
+
+    /// Asserts the run succeeded and returns its stdout.
+    #[track_caller]
+    pub fn ok(&self) -> &str {
+        assert_eq!(self.code, Some(0), "kubectl failed:\n{}", self.show());
+        &self.stdout
+    }
+
+    /// Asserts the run failed and returns its stderr.
+    #[track_caller]
+    pub fn failed(&self) -> &str {
+        assert!(
+            self.code.is_some_and(|c| c != 0),
+            "kubectl should have failed:\n{}",
+            self.show()
+        );
+        &self.stderr
+    }
+
+    /// stdout parsed as a kubectl table.
+    #[track_caller]
+    pub fn table(&self) -> Table {
+        Table::parse(self.ok()).unwrap_or_else(|e| panic!("{e}:\n{}", self.show()))
+    }
+
+    /// stdout parsed as JSON.
+    #[track_caller]
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(self.ok())
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", self.show()))
+    }
+}
+
+/// A temp dir with a kubeconfig (written by `herald kubeconfig`), a HOME and a cache dir.
+pub struct Kubectl {
+    dir: tempfile::TempDir,
+    kubeconfig: PathBuf,
+    /// Replaces PATH for kubectl (only the helper's own test uses it).
+    pub path: Option<PathBuf>,
+}
+
+fn spawn_failed(e: std::io::Error) -> ! {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        panic!(
+            "kubectl is not on PATH: the end-to-end tests need the real kubectl (CI installs it; \
+             these tests never skip): {e}"
+        )
+    }
+    panic!("cannot start kubectl: {e}")
+}
+
+impl Kubectl {
+    /// A kubectl environment pointed at `server` through `herald kubeconfig --server URL`.
+    pub async fn new(server: &Herald) -> Kubectl {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let out = tokio::time::timeout(
+            KUBECTL_GUARD,
+            Command::new(herald_bin())
+                .args(["kubeconfig", "--server", &server.url])
+                .stdin(Stdio::null())
+                .kill_on_drop(true)
+                .output(),
+        )
+        .await
+        .expect("herald kubeconfig finishes")
+        .expect("run herald kubeconfig");
+        assert!(out.status.success(), "herald kubeconfig failed: {out:?}");
+        let text = String::from_utf8(out.stdout).expect("utf-8 kubeconfig");
+        assert!(
+            text.contains(&format!("server: {}", server.url)),
+            "kubeconfig does not point at the server:\n{text}"
+        );
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(&kubeconfig, text).expect("write kubeconfig");
+        std::fs::create_dir_all(dir.path().join("home")).expect("home dir");
+        Kubectl {
+            dir,
+            kubeconfig,
+            path: None,
+        }
+    }
+
+    /// Writes `text` into the temp dir and returns its path.
+    pub fn write(&self, name: &str, text: &str) -> String {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, text).expect("write manifest");
+        p.to_str().expect("utf-8 path").to_string()
+    }
+
+    fn command(&self, args: &[&str], request_timeout: &str) -> Command {
+        let mut cmd = Command::new("kubectl");
+        cmd.args(args)
+            .arg(request_timeout)
+            .env("HOME", self.dir.path().join("home"))
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("KUBECACHEDIR", self.dir.path().join("cache"))
+            .env_remove("KUBECTL_EXTERNAL_DIFF")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        if let Some(p) = &self.path {
+            cmd.env("PATH", p);
+        }
+        cmd
+    }
+
+    /// Runs kubectl to completion (killed after [`KUBECTL_GUARD`]).
+    pub async fn run(&self, args: &[&str]) -> Output {
+        let child = self
+            .command(args, REQUEST_TIMEOUT)
+            .spawn()
+            .unwrap_or_else(|e| spawn_failed(e));
+        let out = tokio::time::timeout(KUBECTL_GUARD, child.wait_with_output())
+            .await
+            .unwrap_or_else(|_| panic!("kubectl {args:?} did not finish within {KUBECTL_GUARD:?}"))
+            .expect("kubectl output");
+        Output {
+            args: args.iter().map(|s| s.to_string()).collect(),
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// Starts a long-running kubectl (`-w`) whose stdout is read line by line.
+    pub fn stream(&self, args: &[&str]) -> Stream {
+        let mut child = self
+            .command(args, WATCH_REQUEST_TIMEOUT)
+            .spawn()
+            .unwrap_or_else(|e| spawn_failed(e));
+        let stderr = LogTail::default();
+        drain(child.stderr.take().unwrap(), stderr.clone());
+        // Bounded by the test: the reader stops when the child is killed at drop, and a
+        // test reads at most a few dozen lines.
+        let (tx, rx) = mpsc::unbounded_channel();
+        let stdout = child.stdout.take().unwrap();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stdout).lines();
+            while let Ok(Some(l)) = lines.next_line().await {
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        Stream {
+            child,
+            lines: rx,
+            seen: Vec::new(),
+            stderr,
+            args: args.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+}
+
+/// A running kubectl whose stdout lines are consumed as they come; killed when dropped.
+pub struct Stream {
+    child: Child,
+    lines: mpsc::UnboundedReceiver<String>,
+    /// Every line read so far, in order.
+    pub seen: Vec<String>,
+    stderr: LogTail,
+    args: Vec<String>,
+}
+
+impl Stream {
+    /// Reads lines until one satisfies `pred` (returned), failing after [`LINE_GUARD`] or if
+    /// kubectl ends first.
+    pub async fn wait_for(&mut self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let deadline = tokio::time::Instant::now() + LINE_GUARD;
+        loop {
+            let next = tokio::time::timeout_at(deadline, self.lines.recv()).await;
+            match next {
+                Ok(Some(line)) => {
+                    self.seen.push(line.clone());
+                    if pred(&line) {
+                        return line;
+                    }
+                }
+                Ok(None) => panic!(
+                    "kubectl {:?} ended before printing {what}; stdout:\n{}\nstderr:\n{}",
+                    self.args,
+                    self.seen.join("\n"),
+                    self.stderr.text()
+                ),
+                Err(_) => panic!(
+                    "kubectl {:?} printed no {what} within {LINE_GUARD:?}; stdout:\n{}\nstderr:\n{}",
+                    self.args,
+                    self.seen.join("\n"),
+                    self.stderr.text()
+                ),
+            }
+        }
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+/// A kubectl table split into cells by the header's column positions (kubectl's tabwriter
+/// left-aligns every cell under its header and pads columns with at least 3 spaces), so empty
+/// cells and cells with single spaces inside are kept.
+#[derive(Debug)]
+pub struct Table {
+    pub headers: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// Parses a table printed by kubectl (header line first).
+    pub fn parse(text: &str) -> Result<Table, String> {
+        let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+        let header = lines.next().ok_or("no header line")?;
+        let mut starts = Vec::new();
+        let mut headers = Vec::new();
+        let chars: Vec<char> = header.chars().collect();
+        let mut i = 0;
+        while i < chars.len() {
+            if chars[i] == ' ' {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            // A header ends at a run of 2+ spaces ("LAST SEEN" has one inside).
+            while i < chars.len()
+                && !(chars[i] == ' ' && chars.get(i + 1).is_none_or(|c| *c == ' '))
+            {
+                i += 1;
+            }
+            starts.push(start);
+            headers.push(chars[start..i].iter().collect::<String>());
+        }
+        let mut rows = Vec::new();
+        for line in lines {
+            let cs: Vec<char> = line.chars().collect();
+            let mut row = Vec::new();
+            for (k, &s) in starts.iter().enumerate() {
+                let e = starts.get(k + 1).copied().unwrap_or(cs.len()).min(cs.len());
+                let cell: String = cs[s.min(cs.len())..e].iter().collect();
+                // tabwriter widens a column to its longest cell, so the character before the
+                // next column's start is always padding.
+                if k + 1 < starts.len() && e < cs.len() && e > 0 && cs[e - 1] != ' ' {
+                    return Err(format!("row is not aligned with the header: {line:?}"));
+                }
+                row.push(cell.trim().to_string());
+            }
+            rows.push(row);
+        }
+        Ok(Table { headers, rows })
+    }
+
+    /// The index of a column, panicking with the headers if absent.
+    #[track_caller]
+    pub fn col(&self, name: &str) -> usize {
+        self.headers
+            .iter()
+            .position(|h| h == name)
+            .unwrap_or_else(|| panic!("no column {name:?} in {:?}", self.headers))
+    }
+
+    /// The values of one column, top to bottom.
+    #[track_caller]
+    pub fn column(&self, name: &str) -> Vec<&str> {
+        let c = self.col(name);
+        self.rows.iter().map(|r| r[c].as_str()).collect()
+    }
+
+    /// The row whose `key` column equals `value`.
+    #[track_caller]
+    pub fn row(&self, key: &str, value: &str) -> Vec<&str> {
+        let c = self.col(key);
+        let found: Vec<_> = self.rows.iter().filter(|r| r[c] == value).collect();
+        assert_eq!(
+            found.len(),
+            1,
+            "expected one row with {key}={value}: {self:?}"
+        );
+        found[0].iter().map(|s| s.as_str()).collect()
+    }
+
+    /// The cell of `column` in the row whose `key` column equals `value`.
+    #[track_caller]
+    pub fn cell(&self, key: &str, value: &str, column: &str) -> String {
+        let r = self.row(key, value);
+        r[self.col(column)].to_string()
+    }
+}
+
+/// Core/v1 events used by several tests, as one multi-document manifest. Their names sort
+/// differently from their lastTimestamps (db-0.a < web-1.a < web-1.b by name; web-1.a,
+/// db-0.a, web-1.b by time) so `--sort-by` is observable.
+pub const SEED: &str = r#"apiVersion: v1
+kind: Event
+metadata:
+  name: web-1.a
+  namespace: default
+involvedObject:
+  apiVersion: v1
+  kind: Pod
+  name: web-1
+  namespace: default
+reason: Scheduled
+message: Successfully assigned default/web-1 to node-1
+type: Normal
+source:
+  component: default-scheduler
+count: 1
+firstTimestamp: "2025-01-01T00:00:00Z"
+lastTimestamp: "2025-01-01T00:00:00Z"
+---
+apiVersion: v1
+kind: Event
+metadata:
+  name: web-1.b
+  namespace: default
+  labels:
+    app: web
+involvedObject:
+  apiVersion: v1
+  kind: Pod
+  name: web-1
+  namespace: default
+  fieldPath: spec.containers{app}
+reason: BackOff
+message: Back-off restarting failed container
+type: Warning
+source:
+  component: kubelet
+  host: node-1
+count: 5
+firstTimestamp: "2025-01-01T00:01:00Z"
+lastTimestamp: "2025-01-01T00:05:00Z"
+---
+apiVersion: v1
+kind: Event
+metadata:
+  name: db-0.a
+  namespace: default
+involvedObject:
+  apiVersion: v1
+  kind: Pod
+  name: db-0
+  namespace: default
+reason: FailedMount
+message: MountVolume.SetUp failed for volume data
+type: Warning
+source:
+  component: kubelet
+  host: node-2
+count: 2
+firstTimestamp: "2025-01-01T00:02:00Z"
+lastTimestamp: "2025-01-01T00:03:00Z"
+---
+apiVersion: v1
+kind: Event
+metadata:
+  name: coredns.a
+  namespace: kube-system
+involvedObject:
+  apiVersion: apps/v1
+  kind: Deployment
+  name: coredns
+  namespace: kube-system
+reason: ScalingReplicaSet
+message: Scaled up replica set coredns-5d78c9869d to 2
+type: Normal
+source:
+  component: deployment-controller
+count: 1
+firstTimestamp: "2025-01-01T00:04:00Z"
+lastTimestamp: "2025-01-01T00:04:00Z"
+"#;
+
+/// A server seeded with [`SEED`] through `kubectl create -f`, and its kubectl.
+pub async fn seeded() -> (Herald, Kubectl) {
+    let server = Herald::memory().await;
+    let k = Kubectl::new(&server).await;
+    let f = k.write("seed.yaml", SEED);
+    let o = k.run(&["create", "-f", &f]).await;
+    assert_eq!(
+        o.ok().lines().collect::<Vec<_>>(),
+        [
+            "event/web-1.a created",
+            "event/web-1.b created",
+            "event/db-0.a created",
+            "event/coredns.a created"
+        ],
+        "{}",
+        o.show()
+    );
+    (server, k)
+}
+
+/// A core/v1 event manifest in `default` about `pod/<object>`.
+pub fn core_event(name: &str, object: &str, kind: &str, reason: &str, message: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Event
+metadata:
+  name: {name}
+  namespace: default
+involvedObject:
+  apiVersion: v1
+  kind: Pod
+  name: {object}
+  namespace: default
+reason: {reason}
+message: "{message}"
+type: {kind}
+source:
+  component: e2e
+count: 1
+firstTimestamp: "2025-01-01T00:10:00Z"
+lastTimestamp: "2025-01-01T00:10:00Z"
+"#
+    )
+}
