@@ -10,6 +10,8 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 use herald_server::server::{Server, ServerConfig, StoreKind};
 
+mod bench;
+
 /// Herald: the Kubernetes event system.
 #[derive(Debug, Parser)]
 #[command(name = "herald", version, about, propagate_version = true)]
@@ -24,11 +26,20 @@ enum Command {
     ///
     /// kubectl, kube-rs and client-go talk to it unchanged. By default events are kept in
     /// SQLite under ./herald-data and every write is durable before it is acknowledged.
-    #[command(after_help = "Examples:\n  herald serve\n  herald serve --listen 127.0.0.1:7443 --data /var/lib/herald\n  herald serve --store memory --event-ttl 10m\n\nThen: herald kubeconfig > herald.kubeconfig && kubectl --kubeconfig herald.kubeconfig get events -A")]
+    #[command(
+        after_help = "Examples:\n  herald serve\n  herald serve --listen 127.0.0.1:7443 --data /var/lib/herald\n  herald serve --store memory --event-ttl 10m\n\nThen: herald kubeconfig > herald.kubeconfig && kubectl --kubeconfig herald.kubeconfig get events -A"
+    )]
     Serve(ServeArgs),
     /// Print a kubeconfig that points kubectl at a herald server.
-    #[command(after_help = "Example:\n  herald kubeconfig > herald.kubeconfig\n  kubectl --kubeconfig herald.kubeconfig get events -A")]
+    #[command(
+        after_help = "Example:\n  herald kubeconfig > herald.kubeconfig\n  kubectl --kubeconfig herald.kubeconfig get events -A"
+    )]
     Kubeconfig(KubeconfigArgs),
+    /// Put load on an events API server and summarise throughput, latency and watch lag.
+    #[command(
+        after_help = "Examples:\n  herald bench --clients 64 --duration 30s\n  herald bench --rate 10000 --watchers 1000 --duration 20s\n  herald bench --server http://127.0.0.1:7443 --requests 100000 --list -o json"
+    )]
+    Bench(bench::BenchArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -83,6 +94,7 @@ fn main() -> ExitCode {
             print!("{}", kubeconfig(&args));
             Ok(())
         }
+        Command::Bench(args) => bench::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -176,7 +188,11 @@ mod tests {
         assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
         assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
         assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
-        assert!(parse_duration("soon").unwrap_err().contains("1h, 30m or 90s"));
+        assert!(
+            parse_duration("soon")
+                .unwrap_err()
+                .contains("1h, 30m or 90s")
+        );
     }
 
     #[test]
