@@ -506,15 +506,16 @@ async fn ttl_expiry_deletes_keys_and_emits_delete_events(f: Fixture) {
 async fn many_expiries_in_one_sweep(f: Fixture) {
     // More than one SQLite sweep batch (1,000) expire together.
     let s = &f.store;
-    for i in 0..2_500 {
-        s.create(
-            &format!("/events/ns/k{i:05}"),
-            b("x"),
-            Some(Duration::from_secs(10 + i % 7)),
-        )
-        .await
-        .unwrap();
-    }
+    let names: Vec<String> = (0..2_500).map(|i| format!("/events/ns/k{i:05}")).collect();
+    // Written concurrently (one group commit covers many), with TTLs spread over 7 seconds.
+    futures::future::try_join_all(
+        names
+            .iter()
+            .zip(0u64..)
+            .map(|(k, i)| s.create(k, b("x"), Some(Duration::from_secs(10 + i % 7)))),
+    )
+    .await
+    .unwrap();
     s.create("/events/ns/keep", b("x"), Some(Duration::from_secs(3600)))
         .await
         .unwrap();

@@ -1,5 +1,7 @@
 //! Tuning knobs for the backends, each with its bound and what happens at it.
 
+use std::time::Duration;
+
 use super::Revision;
 
 /// How much history a backend keeps.
@@ -50,6 +52,11 @@ pub struct SqliteOptions {
     /// Most writes committed in one transaction / one fsync (default 2,048). Bounds the latency
     /// a single batch adds to its members.
     pub max_batch: usize,
+    /// The longest the writer waits after a commit for the writers it just acknowledged to
+    /// send their next write, so they share the next fsync (default 1 ms; the wait is also at
+    /// most a quarter of the last commit's time and ends as soon as they are all back).
+    /// `Duration::ZERO` disables it.
+    pub max_linger: Duration,
     /// Read-only connections serving `get` and `list` concurrently with the writer (default 4).
     /// More concurrent reads than this wait for a free connection.
     pub read_connections: usize,
@@ -64,6 +71,7 @@ impl Default for SqliteOptions {
             history: HistoryOptions::default(),
             queue_capacity: 8_192,
             max_batch: 2_048,
+            max_linger: Duration::from_millis(1),
             read_connections: 4,
             sweep_batch: 1_000,
         }

@@ -1,0 +1,637 @@
+//! Create, get, update, patch and delete over real HTTP, in both API groups, on memory and
+//! SQLite.
+
+mod events_support;
+
+use events_support::*;
+use herald_server::server::StoreKind;
+use serde_json::json;
+
+async fn crud_scenario(http: &Http) {
+    // create in core/v1
+    let r = http
+        .post(
+            &core_path("default"),
+            &core_event("web.1", "default", "Started"),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let created = r.json();
+    assert_eq!(created["kind"], "Event");
+    assert_eq!(created["apiVersion"], "v1");
+    assert!(
+        created["metadata"]["uid"]
+            .as_str()
+            .is_some_and(|u| u.len() == 36)
+    );
+    assert_eq!(
+        created["metadata"]["creationTimestamp"],
+        "2026-11-22T00:00:00Z"
+    );
+    let rv1 = rv(&created);
+    assert!(rv1 > 0);
+
+    // get in both groups: converted shapes
+    let got = http
+        .get(&format!("{}/web.1", core_path("default")))
+        .await
+        .json();
+    assert_eq!(got["message"], "message of web.1");
+    assert_eq!(got["involvedObject"]["name"], "pod-web.1");
+    assert_eq!(rv(&got), rv1);
+    let v1 = http.get(&format!("{}/web.1", v1_path("default"))).await;
+    assert_eq!(v1.status, 200, "{}", v1.text());
+    let v1 = v1.json();
+    assert_eq!(v1["apiVersion"], "events.k8s.io/v1");
+    assert_eq!(v1["note"], "message of web.1");
+    assert_eq!(v1["regarding"]["name"], "pod-web.1");
+    assert_eq!(v1["deprecatedSource"]["component"], "kubelet");
+    assert_eq!(v1["deprecatedCount"], 1);
+    assert_eq!(v1["eventTime"], serde_json::Value::Null);
+
+    // create in events.k8s.io/v1, read back on core
+    let r = http
+        .post(
+            &v1_path("default"),
+            &v1_event("job.1", "default", "Pulling"),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    assert_eq!(r.json()["eventTime"], "2026-11-21T23:59:00.123456Z");
+    let core = http
+        .get(&format!("{}/job.1", core_path("default")))
+        .await
+        .json();
+    assert_eq!(core["message"], "note of job.1");
+    assert_eq!(core["reportingComponent"], "example.com/ctl");
+    assert_eq!(core["involvedObject"]["kind"], "Pod");
+
+    // duplicate create
+    let r = http
+        .post(
+            &core_path("default"),
+            &core_event("web.1", "default", "Started"),
+        )
+        .await;
+    let s = r.status_failure(409, "AlreadyExists");
+    assert_eq!(s["message"], r#"events "web.1" already exists"#);
+
+    // update with the current RV, then a stale one
+    let mut upd = got.clone();
+    upd["message"] = json!("updated");
+    let r = http
+        .put(&format!("{}/web.1", core_path("default")), &upd)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let rv2 = rv(&r.json());
+    assert!(rv2 > rv1);
+    let r = http
+        .put(&format!("{}/web.1", core_path("default")), &upd)
+        .await;
+    let s = r.status_failure(409, "Conflict");
+    assert_eq!(
+        s["message"],
+        r#"Operation cannot be fulfilled on events "web.1": the object has been modified; please apply your changes to the latest version and try again"#
+    );
+    // unconditional update (no RV) overwrites
+    upd["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("resourceVersion");
+    upd["message"] = json!("unconditional");
+    let r = http
+        .put(&format!("{}/web.1", core_path("default")), &upd)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["message"], "unconditional");
+    assert_eq!(r.json()["metadata"]["uid"], created["metadata"]["uid"]);
+
+    // delete: Status Success with uid, then 404
+    let r = http
+        .delete(
+            &format!("{}/web.1", core_path("default")),
+            r#"{"propagationPolicy":"Background"}"#,
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let s = r.json();
+    assert_eq!(s["kind"], "Status");
+    assert_eq!(s["status"], "Success");
+    assert_eq!(s["details"]["name"], "web.1");
+    assert_eq!(s["details"]["kind"], "events");
+    assert_eq!(s["details"]["uid"], created["metadata"]["uid"]);
+    let r = http.get(&format!("{}/web.1", core_path("default"))).await;
+    assert_eq!(
+        r.status_failure(404, "NotFound")["message"],
+        r#"events "web.1" not found"#
+    );
+    let r = http
+        .delete(&format!("{}/web.1", v1_path("default")), "{}")
+        .await;
+    assert_eq!(
+        r.status_failure(404, "NotFound")["message"],
+        r#"events.events.k8s.io "web.1" not found"#
+    );
+}
+
+#[tokio::test]
+async fn crud_both_groups_memory() {
+    let (server, _clock) = memory().await;
+    crud_scenario(&Http::new(&server)).await;
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn crud_both_groups_sqlite_survives_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = StoreKind::Sqlite {
+        dir: dir.path().to_path_buf(),
+    };
+    let server = start(store.clone(), fake_clock()).await;
+    let http = Http::new(&server);
+    crud_scenario(&http).await;
+    server.shutdown().await.unwrap();
+    let server = start(store, fake_clock()).await;
+    let http = Http::new(&server);
+    let r = http.get(&format!("{}/job.1", core_path("default"))).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["message"], "note of job.1");
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn generate_name_and_create_on_update() {
+    let (server, _) = memory().await;
+    let http = Http::new(&server);
+    let mut body = core_event("", "default", "Gen");
+    body["metadata"] = json!({"generateName": "gen-"});
+    let r = http.post(&core_path("default"), &body).await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let name = r.json()["metadata"]["name"].as_str().unwrap().to_string();
+    assert!(name.starts_with("gen-") && name.len() == 9, "{name}");
+    assert!(
+        name[4..]
+            .chars()
+            .all(|c| "bcdfghjklmnpqrstvwxz2456789".contains(c))
+    );
+
+    // PUT to a missing name creates (201)
+    let r = http
+        .put(
+            &format!("{}/made.by.put", core_path("ns1")),
+            &core_event("made.by.put", "ns1", "Put"),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    // name mismatch with the URL is 400
+    let r = http
+        .put(
+            &format!("{}/other", core_path("ns1")),
+            &core_event("made.by.put", "ns1", "Put"),
+        )
+        .await;
+    let s = r.status_failure(400, "BadRequest");
+    assert_eq!(
+        s["message"],
+        "the name of the object (made.by.put) does not match the name on the URL (other)"
+    );
+    // namespace mismatch on create is 400
+    let r = http
+        .post(&core_path("ns2"), &core_event("x", "ns1", "R"))
+        .await;
+    assert_eq!(
+        r.status_failure(400, "BadRequest")["message"],
+        "the namespace of the provided object does not match the namespace sent on the request"
+    );
+    // namespace from the URL when the body has none
+    let mut body = core_event("nons", "ns3", "R");
+    body["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("namespace");
+    let r = http.post(&core_path("ns3"), &body).await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    assert_eq!(r.json()["metadata"]["namespace"], "ns3");
+    // a client resourceVersion on create is rejected as upstream does
+    let mut body = core_event("with-rv", "ns1", "R");
+    body["metadata"]["resourceVersion"] = json!("5");
+    let r = http.post(&core_path("ns1"), &body).await;
+    assert!(
+        r.status_failure(500, "InternalError")["message"]
+            .as_str()
+            .unwrap()
+            .contains("resourceVersion should not be set")
+    );
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn validation_per_group() {
+    let (server, _) = memory().await;
+    let http = Http::new(&server);
+    // events.k8s.io/v1 is strict: type must be Normal/Warning, eventTime required
+    let mut body = v1_event("bad", "default", "R");
+    body["type"] = json!("Sideways");
+    body.as_object_mut().unwrap().remove("eventTime");
+    let r = http.post(&v1_path("default"), &body).await;
+    let s = r.status_failure(422, "Invalid");
+    let msg = s["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with(r#"Event.events.k8s.io "bad" is invalid: "#),
+        "{msg}"
+    );
+    assert!(msg.contains("eventTime: Required value"), "{msg}");
+    // the same (converted) body is fine on core/v1, which is lax
+    let mut core = core_event("bad", "default", "R");
+    core["type"] = json!("Sideways");
+    assert_eq!(http.post(&core_path("default"), &core).await.status, 201);
+    // core: involvedObject.namespace must match
+    let mut core = core_event("mismatch", "default", "R");
+    core["involvedObject"]["namespace"] = json!("elsewhere");
+    let s = http
+        .post(&core_path("default"), &core)
+        .await
+        .status_failure(422, "Invalid");
+    assert_eq!(
+        s["message"],
+        r#"Event "mismatch" is invalid: involvedObject.namespace: Invalid value: "elsewhere": does not match event.namespace"#
+    );
+    assert_eq!(
+        s["details"]["causes"][0]["field"],
+        "involvedObject.namespace"
+    );
+    // events.k8s.io/v1 update: note is immutable
+    assert_eq!(
+        http.post(&v1_path("default"), &v1_event("imm", "default", "R"))
+            .await
+            .status,
+        201
+    );
+    let r = http
+        .patch(
+            &format!("{}/imm", v1_path("default")),
+            "application/merge-patch+json",
+            &json!({"note": "changed"}),
+        )
+        .await;
+    let s = r.status_failure(422, "Invalid");
+    assert!(
+        s["message"]
+            .as_str()
+            .unwrap()
+            .contains(r#"message: Invalid value: "changed": field is immutable"#),
+        "{s}"
+    );
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn every_patch_type() {
+    let (server, _) = memory().await;
+    let http = Http::new(&server);
+    let path = format!("{}/p.1", core_path("default"));
+    let mut body = core_event("p.1", "default", "R");
+    body["metadata"]["finalizers"] = json!(["example.com/a"]);
+    let created = http.post(&core_path("default"), &body).await.json();
+
+    // strategic merge (kubectl patch default)
+    let r = http
+        .patch(
+            &path,
+            "application/strategic-merge-patch+json",
+            &json!({"message": "smp", "count": 3, "metadata": {"finalizers": ["example.com/b"]}}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["message"], "smp");
+    assert_eq!(v["count"], 3);
+    assert_eq!(
+        v["metadata"]["finalizers"],
+        json!(["example.com/a", "example.com/b"])
+    );
+    assert!(rv(&v) > rv(&created));
+
+    // merge patch (kubectl label): lists replaced, null deletes
+    let r = http
+        .patch(
+            &path,
+            "application/merge-patch+json",
+            &json!({"metadata": {"labels": {"a": "b"}, "finalizers": null}}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["metadata"]["labels"]["a"], "b");
+    assert!(v["metadata"].get("finalizers").is_none());
+
+    // a no-op patch changes nothing (kubectl's "patched (no change)")
+    let same = http
+        .patch(
+            &path,
+            "application/merge-patch+json",
+            &json!({"metadata": {"labels": {"a": "b"}}}),
+        )
+        .await
+        .json();
+    assert_eq!(rv(&same), rv(&v));
+
+    // JSON patch, with a failing test op
+    let r = http
+        .patch(
+            &path,
+            "application/json-patch+json",
+            &json!([{"op": "replace", "path": "/message", "value": "jp"}]),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["message"], "jp");
+    let r = http
+        .patch(
+            &path,
+            "application/json-patch+json",
+            &json!([{"op": "test", "path": "/message", "value": "nope"}]),
+        )
+        .await;
+    r.status_failure(422, "Invalid");
+
+    // resourceVersion in the patch is a precondition
+    let r = http
+        .patch(
+            &path,
+            "application/merge-patch+json",
+            &json!({"metadata": {"resourceVersion": "1"}, "message": "x"}),
+        )
+        .await;
+    r.status_failure(409, "Conflict");
+    let cur = http.get(&path).await.json();
+    let r = http
+        .patch(&path, "application/merge-patch+json", &json!({"metadata": {"resourceVersion": cur["metadata"]["resourceVersion"]}, "message": "ok"}))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+
+    // patch of a missing event is 404
+    let r = http
+        .patch(
+            &format!("{}/missing", core_path("default")),
+            "application/merge-patch+json",
+            &json!({"message": "m"}),
+        )
+        .await;
+    r.status_failure(404, "NotFound");
+
+    // server-side apply creates a missing event (201), then updates it (200); fieldManager required
+    let apply = format!(
+        "{}/applied?fieldManager=kubectl&fieldValidation=Strict&force=false",
+        core_path("default")
+    );
+    let r = http
+        .patch(
+            &apply,
+            "application/apply-patch+yaml",
+            &core_event("applied", "default", "Applied"),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let mut again = core_event("applied", "default", "Applied");
+    again["message"] = json!("re-applied");
+    let r = http
+        .patch(&apply, "application/apply-patch+yaml", &again)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["message"], "re-applied");
+    let r = http
+        .patch(
+            &format!("{}/applied", core_path("default")),
+            "application/apply-patch+yaml",
+            &again,
+        )
+        .await;
+    r.status_failure(422, "Invalid");
+
+    // events.k8s.io/v1 merge patch with the whole event plus a series (kube-rs Recorder)
+    let r = http
+        .post(&v1_path("default"), &v1_event("rec.1", "default", "R"))
+        .await;
+    assert_eq!(r.status, 201);
+    let mut whole = v1_event("rec.1", "default", "R");
+    whole["series"] = json!({"count": 2, "lastObservedTime": "2026-11-22T00:00:01.000000Z"});
+    let r = http
+        .patch(
+            &format!("{}/rec.1", v1_path("default")),
+            "application/merge-patch+json",
+            &whole,
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["series"]["count"], 2);
+
+    // unknown patch type is 415
+    let r = http.patch(&path, "text/plain", &json!({})).await;
+    r.status_failure(415, "UnsupportedMediaType");
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn field_validation_and_dry_run() {
+    let (server, _) = memory().await;
+    let http = Http::new(&server);
+    let mut body = core_event("fv", "default", "R");
+    body["spec"] = json!({});
+    let r = http
+        .post(
+            &format!("{}?fieldValidation=Strict", core_path("default")),
+            &body,
+        )
+        .await;
+    let s = r.status_failure(400, "BadRequest");
+    assert!(
+        s["message"]
+            .as_str()
+            .unwrap()
+            .ends_with(r#"strict decoding error: unknown field "spec""#),
+        "{s}"
+    );
+    let r = http.post(&core_path("default"), &body).await;
+    assert_eq!(r.status, 201);
+    let warning = r.headers.get("warning").unwrap().to_str().unwrap();
+    assert_eq!(warning, r#"299 - "unknown field \"spec\"""#);
+    let r = http
+        .post(
+            &format!("{}?fieldValidation=Ignore", core_path("default")),
+            &core_event("fv2", "default", "R"),
+        )
+        .await;
+    assert_eq!(r.status, 201);
+    assert!(r.headers.get("warning").is_none());
+
+    // dryRun=All: validated, not stored
+    let r = http
+        .post(
+            &format!("{}?dryRun=All", core_path("default")),
+            &core_event("dry", "default", "R"),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    assert_eq!(r.json()["metadata"]["name"], "dry");
+    http.get(&format!("{}/dry", core_path("default")))
+        .await
+        .status_failure(404, "NotFound");
+    let r = http
+        .delete(&format!("{}/fv2?dryRun=All", core_path("default")), "")
+        .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        http.get(&format!("{}/fv2", core_path("default")))
+            .await
+            .status,
+        200
+    );
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn delete_preconditions_and_collection() {
+    let (server, _) = memory().await;
+    let http = Http::new(&server);
+    for (i, app) in ["a", "a", "b"].iter().enumerate() {
+        let mut body = core_event(&format!("d.{i}"), "default", "R");
+        body["metadata"]["labels"] = json!({"app": app});
+        assert_eq!(http.post(&core_path("default"), &body).await.status, 201);
+    }
+    let path = format!("{}/d.0", core_path("default"));
+    let r = http
+        .delete(&path, r#"{"preconditions":{"uid":"not-the-uid"}}"#)
+        .await;
+    let s = r.status_failure(409, "Conflict");
+    assert!(
+        s["message"]
+            .as_str()
+            .unwrap()
+            .contains("Precondition failed: UID in precondition: not-the-uid"),
+        "{s}"
+    );
+    let r = http
+        .delete(&path, r#"{"preconditions":{"resourceVersion":"999"}}"#)
+        .await;
+    r.status_failure(409, "Conflict");
+    let r = http
+        .delete(&path, r#"{"propagationPolicy":"Sideways"}"#)
+        .await;
+    r.status_failure(422, "Invalid");
+    let cur = http.get(&path).await.json();
+    let body = json!({"preconditions": {"uid": cur["metadata"]["uid"], "resourceVersion": cur["metadata"]["resourceVersion"]}}).to_string();
+    assert_eq!(http.delete(&path, &body).await.status, 200);
+
+    // deletecollection with a label selector returns the deleted items
+    let r = http
+        .delete(
+            &format!("{}?labelSelector=app%3Da", core_path("default")),
+            "",
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["kind"], "EventList");
+    let names: Vec<&str> = v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["d.1"]);
+    let left = http.get(&core_path("default")).await.json();
+    assert_eq!(left["items"].as_array().unwrap().len(), 1);
+    assert_eq!(left["items"][0]["metadata"]["name"], "d.2");
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn kube_rs_api_both_groups() {
+    use k8s_openapi::api::core::v1::Event as CoreEvent;
+    use k8s_openapi::api::events::v1::Event as V1Event;
+    use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+
+    let (server, _) = memory().await;
+    let client = kube_client(&server);
+    let core: Api<CoreEvent> = Api::namespaced(client.clone(), "default");
+    let v1: Api<V1Event> = Api::namespaced(client.clone(), "default");
+    let e: CoreEvent = serde_json::from_value(core_event("kr.1", "default", "Started")).unwrap();
+    let created = core.create(&PostParams::default(), &e).await.unwrap();
+    assert!(created.metadata.resource_version.is_some());
+    let as_v1 = v1.get("kr.1").await.unwrap();
+    assert_eq!(as_v1.note.as_deref(), Some("message of kr.1"));
+    assert!(core.get_opt("nope").await.unwrap().is_none());
+
+    let ev: V1Event = serde_json::from_value(v1_event("kr.2", "default", "Pulled")).unwrap();
+    v1.create(&PostParams::default(), &ev).await.unwrap();
+    let l = v1
+        .list(&ListParams::default().fields("regarding.name=pod-kr.2"))
+        .await
+        .unwrap();
+    assert_eq!(l.items.len(), 1);
+    assert_eq!(l.items[0].reason.as_deref(), Some("Pulled"));
+    let l = core.list(&ListParams::default()).await.unwrap();
+    assert_eq!(l.items.len(), 2);
+
+    let mut replaced = core.get("kr.1").await.unwrap();
+    replaced.message = Some("replaced".into());
+    let out = core
+        .replace("kr.1", &PostParams::default(), &replaced)
+        .await
+        .unwrap();
+    assert_eq!(out.message.as_deref(), Some("replaced"));
+    let err = core
+        .replace("kr.1", &PostParams::default(), &replaced)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 409),
+        "{err:?}"
+    );
+
+    let applied = core
+        .patch(
+            "kr.3",
+            &PatchParams::apply("rs-mgr").force(),
+            &Patch::Apply(core_event("kr.3", "default", "Applied")),
+        )
+        .await
+        .unwrap();
+    assert_eq!(applied.reason.as_deref(), Some("Applied"));
+    let merged = core
+        .patch(
+            "kr.3",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"message": "m"})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(merged.message.as_deref(), Some("m"));
+    let smp = core
+        .patch(
+            "kr.3",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"count": 9})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(smp.count, Some(9));
+
+    let del = core.delete("kr.3", &DeleteParams::default()).await.unwrap();
+    assert!(del.is_right(), "events delete answers a Status");
+    let gone = v1
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await
+        .unwrap();
+    let list = gone.left().expect("deletecollection answers the list");
+    assert_eq!(list.items.len(), 2);
+    assert!(
+        core.list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    server.shutdown().await.unwrap();
+}

@@ -1,0 +1,588 @@
+//! Watches over real HTTP (and a few at the registry level under paused tokio time):
+//! from a revision, from now, watch-list with the initial-events-end bookmark, 410 ERROR
+//! events, TTL expiry, selector transitions, Tables, kube-runtime's watcher, SQLite.
+
+mod events_support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use events_support::*;
+use futures::StreamExt;
+use herald_core::clock::{Clock, FakeClock};
+use herald_core::event::{ApiGroup, CoreEvent};
+use herald_server::registry::{
+    EventRegistry, ListParams, RegistryOptions, WatchItem, WriteOptions,
+};
+use herald_server::server::{Server, StoreKind};
+use herald_server::storage::{HistoryOptions, MemoryBackend};
+use serde_json::json;
+
+async fn changes_from_rv(server: &Server) {
+    let http = Http::new(server);
+    let first = http
+        .post(&core_path("default"), &core_event("w.1", "default", "R"))
+        .await
+        .json();
+    let rv1 = rv(&first);
+    let mut w = http
+        .watch(
+            &format!("{}?watch=true&resourceVersion={rv1}", core_path("default")),
+            None,
+        )
+        .await;
+    assert_eq!(w.status, 200);
+    assert_eq!(w.headers["content-type"], "application/json");
+    assert_eq!(w.headers["transfer-encoding"], "chunked");
+
+    let created = http
+        .post(&core_path("default"), &core_event("w.2", "default", "R"))
+        .await
+        .json();
+    let (ty, obj) = w.expect().await;
+    assert_eq!(ty, "ADDED");
+    assert_eq!(obj["metadata"]["name"], "w.2");
+    assert_eq!(obj["kind"], "Event");
+    assert_eq!(rv(&obj), rv(&created));
+
+    let path = format!("{}/w.2", core_path("default"));
+    let patched = http
+        .patch(
+            &path,
+            "application/merge-patch+json",
+            &json!({"message": "m2"}),
+        )
+        .await
+        .json();
+    let (ty, obj) = w.expect().await;
+    assert_eq!(ty, "MODIFIED");
+    assert_eq!(obj["message"], "m2");
+    assert_eq!(rv(&obj), rv(&patched));
+
+    // events in other namespaces are not in a namespaced watch
+    assert_eq!(
+        http.post(&core_path("other"), &core_event("w.3", "other", "R"))
+            .await
+            .status,
+        201
+    );
+    assert_eq!(http.delete(&path, "").await.status, 200);
+    let (ty, obj) = w.expect().await;
+    assert_eq!(ty, "DELETED");
+    assert_eq!(obj["message"], "m2", "the last state");
+    assert!(rv(&obj) > rv(&patched) + 1, "the deletion's own revision");
+}
+
+#[tokio::test]
+async fn watch_from_resource_version_memory() {
+    let (server, _) = memory().await;
+    changes_from_rv(&server).await;
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn watch_from_resource_version_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(
+        StoreKind::Sqlite {
+            dir: dir.path().to_path_buf(),
+        },
+        fake_clock(),
+    )
+    .await;
+    changes_from_rv(&server).await;
+    // a watch from a revision before a restart still replays
+    server.shutdown().await.unwrap();
+    let server = start(
+        StoreKind::Sqlite {
+            dir: dir.path().to_path_buf(),
+        },
+        fake_clock(),
+    )
+    .await;
+    let http = Http::new(&server);
+    let mut w = http
+        .watch(
+            &format!("{}?watch=true&resourceVersion=1", core_path("default")),
+            None,
+        )
+        .await;
+    let (ty, obj) = w.expect().await;
+    assert_eq!(
+        (ty.as_str(), obj["metadata"]["name"].as_str()),
+        ("ADDED", Some("w.2"))
+    );
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn watch_without_rv_starts_with_current_state() {
+    let (server, _) = memory().await;
+    let http = Http::new(&server);
+    for n in ["a.1", "a.2"] {
+        assert_eq!(
+            http.post(&core_path("default"), &core_event(n, "default", "R"))
+                .await
+                .status,
+            201
+        );
+    }
+    // kubectl events -w: no RV, no preceding list
+    let mut w = http
+        .watch(
+            &format!("{}?limit=500&watch=true", core_path("default")),
+            None,
+        )
+        .await;
+    for n in ["a.1", "a.2"] {
+        let (ty, obj) = w.expect().await;
+        assert_eq!(
+            (ty.as_str(), obj["metadata"]["name"].as_str()),
+            ("ADDED", Some(n))
+        );
+    }
+    assert_eq!(
+        http.post(&core_path("default"), &core_event("a.3", "default", "R"))
+            .await
+            .status,
+        201
+    );
+    let (ty, obj) = w.expect().await;
+    assert_eq!(
+        (ty.as_str(), obj["metadata"]["name"].as_str()),
+        ("ADDED", Some("a.3"))
+    );
+
+    // watch-list: ADDED, then the initial-events-end bookmark at the store revision
+    let mut w = http
+        .watch(
+            "/apis/events.k8s.io/v1/events?watch=true&allowWatchBookmarks=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=0",
+            None,
+        )
+        .await;
+    for n in ["a.1", "a.2", "a.3"] {
+        let (ty, obj) = w.expect().await;
+        assert_eq!(
+            (ty.as_str(), obj["metadata"]["name"].as_str()),
+            ("ADDED", Some(n))
+        );
+        assert_eq!(obj["apiVersion"], "events.k8s.io/v1");
+    }
+    let (ty, obj) = w.expect().await;
+    assert_eq!(ty, "BOOKMARK");
+    assert_eq!(
+        obj["metadata"]["annotations"]["k8s.io/initial-events-end"],
+        "true"
+    );
+    assert_eq!(obj["metadata"]["resourceVersion"], "3");
+    assert_eq!(obj["kind"], "Event");
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn too_old_rv_gets_an_error_event_then_close() {
+    let (server, _) = memory().await;
+    let http = Http::new(&server);
+    for n in ["o.1", "o.2", "o.3"] {
+        assert_eq!(
+            http.post(&core_path("default"), &core_event(n, "default", "R"))
+                .await
+                .status,
+            201
+        );
+    }
+    server.registry().backend().compact(2).await.unwrap();
+    let mut w = http
+        .watch(
+            &format!("{}?watch=true&resourceVersion=1", core_path("default")),
+            None,
+        )
+        .await;
+    assert_eq!(w.status, 200);
+    let (ty, obj) = w.expect().await;
+    assert_eq!(ty, "ERROR");
+    assert_eq!(obj["kind"], "Status");
+    assert_eq!(obj["code"], 410);
+    assert_eq!(obj["reason"], "Expired");
+    assert_eq!(obj["message"], "too old resource version: 1 (2)");
+    assert!(
+        w.next().await.is_none(),
+        "the stream closes after the ERROR"
+    );
+    // the server still serves watches from a retained revision
+    let mut w = http
+        .watch(
+            &format!("{}?watch=true&resourceVersion=2", core_path("default")),
+            None,
+        )
+        .await;
+    let (ty, obj) = w.expect().await;
+    assert_eq!(
+        (ty.as_str(), obj["metadata"]["name"].as_str()),
+        ("ADDED", Some("o.3"))
+    );
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn ttl_expiry_is_a_deleted_event_and_writes_restart_it() {
+    let (server, clock) = memory().await;
+    let http = Http::new(&server);
+    let a = http
+        .post(&core_path("default"), &core_event("t.1", "default", "R"))
+        .await
+        .json();
+    let b = http
+        .post(&core_path("default"), &core_event("t.2", "default", "R"))
+        .await
+        .json();
+    let mut w = http
+        .watch(
+            &format!(
+                "{}?watch=true&resourceVersion={}",
+                core_path("default"),
+                rv(&b)
+            ),
+            None,
+        )
+        .await;
+    let backend = server.registry().backend().clone();
+
+    clock.advance(Duration::from_secs(40 * 60));
+    let p = http
+        .patch(
+            &format!("{}/t.2", core_path("default")),
+            "application/merge-patch+json",
+            &json!({"count": 2}),
+        )
+        .await;
+    assert_eq!(p.status, 200);
+    let (ty, _) = w.expect().await;
+    assert_eq!(ty, "MODIFIED");
+    clock.advance(Duration::from_secs(21 * 60));
+    assert_eq!(
+        backend.expire_due().await.unwrap(),
+        1,
+        "only t.1 is an hour old"
+    );
+    let (ty, obj) = w.expect().await;
+    assert_eq!(ty, "DELETED");
+    assert_eq!(obj["metadata"]["name"], "t.1");
+    assert!(rv(&obj) > rv(&a));
+    http.get(&format!("{}/t.1", core_path("default")))
+        .await
+        .status_failure(404, "NotFound");
+    assert_eq!(
+        http.get(&format!("{}/t.2", core_path("default")))
+            .await
+            .status,
+        200
+    );
+    clock.advance(Duration::from_secs(40 * 60));
+    assert_eq!(backend.expire_due().await.unwrap(), 1);
+    let (ty, obj) = w.expect().await;
+    assert_eq!(
+        (ty.as_str(), obj["metadata"]["name"].as_str()),
+        ("DELETED", Some("t.2"))
+    );
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn selector_transitions_follow_the_etcd_watcher() {
+    let (server, _) = memory().await;
+    let http = Http::new(&server);
+    let mut w = http
+        .watch(&format!("{}?watch=true&resourceVersion=0&labelSelector=app%3Dweb&sendInitialEvents=false&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true", core_path("default")), None)
+        .await;
+    let path = format!("{}/s.1", core_path("default"));
+    let mut body = core_event("s.1", "default", "R");
+    body["metadata"]["labels"] = json!({"app": "db"});
+    assert_eq!(http.post(&core_path("default"), &body).await.status, 201);
+    let merge = "application/merge-patch+json";
+    assert_eq!(
+        http.patch(
+            &path,
+            merge,
+            &json!({"metadata": {"labels": {"app": "web"}}})
+        )
+        .await
+        .status,
+        200
+    );
+    let (ty, obj) = w.expect().await;
+    assert_eq!(ty, "ADDED", "started matching: {obj}");
+    assert_eq!(
+        http.patch(&path, merge, &json!({"message": "still web"}))
+            .await
+            .status,
+        200
+    );
+    let (ty, _) = w.expect().await;
+    assert_eq!(ty, "MODIFIED");
+    let before = http.get(&path).await.json();
+    let moved = http
+        .patch(
+            &path,
+            merge,
+            &json!({"metadata": {"labels": {"app": "db"}}, "message": "gone"}),
+        )
+        .await
+        .json();
+    let (ty, obj) = w.expect().await;
+    assert_eq!(ty, "DELETED", "stopped matching");
+    assert_eq!(obj["message"], "still web", "the last matching state");
+    assert_eq!(obj["metadata"]["labels"]["app"], "web");
+    assert_eq!(rv(&obj), rv(&moved));
+    assert!(rv(&obj) > rv(&before));
+    // a non-matching change produces nothing: the next line is the next matching event
+    assert_eq!(
+        http.patch(&path, merge, &json!({"message": "quiet"}))
+            .await
+            .status,
+        200
+    );
+    let mut body = core_event("s.2", "default", "R");
+    body["metadata"]["labels"] = json!({"app": "web"});
+    assert_eq!(http.post(&core_path("default"), &body).await.status, 201);
+    let (ty, obj) = w.expect().await;
+    assert_eq!(
+        (ty.as_str(), obj["metadata"]["name"].as_str()),
+        ("ADDED", Some("s.2"))
+    );
+
+    // single-object watch through the name URL
+    let mut one = http
+        .watch(
+            &format!(
+                "{}/s.2?watch=true&resourceVersion={}",
+                core_path("default"),
+                rv(&obj)
+            ),
+            None,
+        )
+        .await;
+    assert_eq!(
+        http.patch(&path, merge, &json!({"message": "not s.2"}))
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        http.patch(
+            &format!("{}/s.2", core_path("default")),
+            merge,
+            &json!({"message": "s.2!"})
+        )
+        .await
+        .status,
+        200
+    );
+    let (ty, obj) = one.expect().await;
+    assert_eq!(
+        (ty.as_str(), obj["message"].as_str()),
+        ("MODIFIED", Some("s.2!"))
+    );
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn table_watch_and_shutdown_ends_watches() {
+    let (server, _) = memory().await;
+    let http = Http::new(&server);
+    let l = http.get_accept(&core_path("default"), TBL).await.json();
+    let list_rv = l["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut w = http
+        .watch(
+            &format!(
+                "{}?resourceVersion={list_rv}&watch=true",
+                core_path("default")
+            ),
+            Some(TBL),
+        )
+        .await;
+    for n in ["tb.1", "tb.2"] {
+        assert_eq!(
+            http.post(&core_path("default"), &core_event(n, "default", "Pulled"))
+                .await
+                .status,
+            201
+        );
+    }
+    let (ty, t1) = w.expect().await;
+    assert_eq!(ty, "ADDED");
+    assert_eq!(t1["kind"], "Table");
+    assert_eq!(t1["columnDefinitions"].as_array().unwrap().len(), 10);
+    assert_eq!(t1["rows"][0]["cells"][9], "tb.1");
+    assert_eq!(t1["rows"][0]["object"]["kind"], "PartialObjectMetadata");
+    let (_, t2) = w.expect().await;
+    assert!(
+        t2["columnDefinitions"].is_null(),
+        "only the first Table has headers"
+    );
+    assert_eq!(t2["rows"][0]["cells"][2], "Pulled");
+
+    let metrics = http.get("/metrics").await.text();
+    assert!(metrics.contains("herald_apiserver_watches 1"), "{metrics}");
+    assert!(
+        metrics.contains(r#"herald_apiserver_requests_total{verb="create",code="201"} 2"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("herald_storage_write_duration_seconds_count 2"),
+        "{metrics}"
+    );
+
+    let shutdown = tokio::spawn(server.shutdown());
+    assert!(
+        w.next().await.is_none(),
+        "graceful shutdown ends open watches"
+    );
+    tokio::time::timeout(GUARD, shutdown)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test]
+async fn kube_runtime_watcher_list_watch_and_streaming() {
+    use k8s_openapi::api::core::v1::Event as CoreEventK;
+    use k8s_openapi::api::events::v1::Event as V1Event;
+    use kube::api::{Api, PostParams};
+    use kube::runtime::watcher::{self, Event};
+
+    let (server, _) = memory().await;
+    let client = kube_client(&server);
+    let core: Api<CoreEventK> = Api::namespaced(client.clone(), "default");
+    let pre: CoreEventK = serde_json::from_value(core_event("pre.1", "default", "R")).unwrap();
+    core.create(&PostParams::default(), &pre).await.unwrap();
+
+    async fn next<K: Clone>(
+        s: &mut (impl futures::Stream<Item = Result<Event<K>, watcher::Error>> + Unpin),
+    ) -> Event<K> {
+        tokio::time::timeout(GUARD, s.next())
+            .await
+            .expect("watcher event in time")
+            .expect("stream open")
+            .expect("no watcher error")
+    }
+
+    for streaming in [false, true] {
+        let cfg = if streaming {
+            watcher::Config::default().streaming_lists()
+        } else {
+            watcher::Config::default()
+        };
+        let v1: Api<V1Event> = Api::namespaced(client.clone(), "default");
+        let mut s = Box::pin(watcher::watcher(v1, cfg));
+        assert!(matches!(next(&mut s).await, Event::Init));
+        let mut seen = Vec::new();
+        loop {
+            match next(&mut s).await {
+                Event::InitApply(e) => seen.push(e.metadata.name.unwrap()),
+                Event::InitDone => break,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert!(seen.contains(&"pre.1".to_string()), "{seen:?}");
+        let name = format!("live.{streaming}");
+        let ev: CoreEventK = serde_json::from_value(core_event(&name, "default", "Live")).unwrap();
+        core.create(&PostParams::default(), &ev).await.unwrap();
+        match next(&mut s).await {
+            Event::Apply(e) => {
+                assert_eq!(e.metadata.name.as_deref(), Some(name.as_str()));
+                assert_eq!(
+                    e.note.as_deref(),
+                    Some(format!("message of {name}").as_str())
+                );
+            }
+            other => panic!("expected Apply, got {other:?}"),
+        }
+    }
+    server.shutdown().await.unwrap();
+}
+
+fn registry_with(clock: Arc<FakeClock>, opts: RegistryOptions) -> EventRegistry {
+    let backend = Arc::new(MemoryBackend::new(clock.clone(), HistoryOptions::default()));
+    EventRegistry::new(backend, clock, opts)
+}
+
+fn event(name: &str) -> CoreEvent {
+    event_in(name, "default")
+}
+
+fn event_in(name: &str, ns: &str) -> CoreEvent {
+    serde_json::from_value(core_event(name, ns, "R")).unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn periodic_bookmarks_and_timeout() {
+    let clock = fake_clock();
+    let opts = RegistryOptions {
+        bookmark_interval: Duration::from_secs(60),
+        ..RegistryOptions::default()
+    };
+    let reg = registry_with(clock.clone(), opts);
+    let e = reg
+        .create(
+            ApiGroup::Core,
+            "default",
+            event("b.1"),
+            &WriteOptions::default(),
+        )
+        .await
+        .unwrap();
+    let p = ListParams {
+        watch: true,
+        allow_watch_bookmarks: true,
+        timeout_seconds: Some(150),
+        resource_version: e.metadata.resource_version.clone(),
+        ..ListParams::default()
+    };
+    let mut w = reg
+        .watch(ApiGroup::Core, Some("default"), None, &p)
+        .await
+        .unwrap();
+    // an event in another namespace is outside the watched prefix: not delivered, not counted
+    reg.create(
+        ApiGroup::Core,
+        "other",
+        event_in("b.2", "other"),
+        &WriteOptions::default(),
+    )
+    .await
+    .unwrap();
+    let start = tokio::time::Instant::now();
+    match w.next().await {
+        Some(WatchItem::Bookmark {
+            resource_version,
+            initial_events_end: false,
+        }) => assert_eq!(
+            resource_version, "1",
+            "only changes under the watched prefix are seen"
+        ),
+        other => panic!("expected a bookmark, got {other:?}"),
+    }
+    assert!(start.elapsed() >= Duration::from_secs(60));
+    assert!(matches!(w.next().await, Some(WatchItem::Bookmark { .. })));
+    assert!(w.next().await.is_none(), "ends at timeoutSeconds");
+    assert!(start.elapsed() >= Duration::from_secs(150));
+    // without allowWatchBookmarks, none are sent
+    let p = ListParams {
+        watch: true,
+        timeout_seconds: Some(100),
+        ..ListParams::default()
+    };
+    let mut w = reg.watch(ApiGroup::Core, None, None, &p).await.unwrap();
+    let mut items = Vec::new();
+    while let Some(i) = w.next().await {
+        items.push(i);
+    }
+    assert_eq!(items.len(), 2, "two ADDED, no bookmarks: {items:?}");
+    assert!(items.iter().all(|i| matches!(i, WatchItem::Added(_))));
+    let _ = clock.now();
+}
