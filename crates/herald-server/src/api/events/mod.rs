@@ -25,6 +25,7 @@
 //! # }
 //! ```
 
+pub mod line_cache;
 pub mod metrics;
 pub mod render;
 
@@ -44,6 +45,7 @@ use http::{HeaderMap, HeaderValue, StatusCode, header};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use self::line_cache::{LineCache, LineKind};
 use self::metrics::{Metrics, WatchGuard};
 use super::discovery::GroupVersion;
 use super::error::StatusError;
@@ -66,6 +68,7 @@ pub struct EventsApi {
     shutdown: CancellationToken,
     metrics: Option<Arc<Metrics>>,
     max_body: usize,
+    lines: Arc<LineCache>,
 }
 
 impl std::fmt::Debug for EventsApi {
@@ -93,6 +96,7 @@ impl EventsApi {
             shutdown: CancellationToken::new(),
             metrics: None,
             max_body: MAX_BODY_BYTES,
+            lines: Arc::new(LineCache::default()),
         }
     }
 
@@ -186,7 +190,10 @@ fn dry_run(pairs: &[(String, String)]) -> Result<bool, ApiError> {
 }
 
 fn json_response(code: StatusCode, v: &Value) -> Response {
-    let body = serde_json::to_vec(v).unwrap_or_default();
+    json_bytes_response(code, serde_json::to_vec(v).unwrap_or_default())
+}
+
+fn json_bytes_response(code: StatusCode, body: Vec<u8>) -> Response {
     let mut resp = (code, body).into_response();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -304,6 +311,16 @@ async fn read(st: GroupState, ns: Option<String>, name: Option<String>, req: Req
         None => {
             let out = negotiate_output(accept.as_deref(), Target::List)?;
             let l = st.api.registry.list(group, ns.as_deref(), &p).await?;
+            if out == Output::Object {
+                // The common (and large) case: serialize item by item, no JSON tree.
+                let body = render::event_list_bytes(
+                    group,
+                    &l.items,
+                    Some(&l.resource_version),
+                    l.continue_.as_deref(),
+                );
+                return Ok(json_bytes_response(StatusCode::OK, body));
+            }
             Ok(json_response(
                 StatusCode::OK,
                 &render::list(group, &l, out, include, now),
@@ -321,20 +338,52 @@ fn watch_response(
 ) -> Response {
     let clock = api.clock.clone();
     let guard = api.metrics.clone().map(WatchGuard::new);
+    let lines = api.lines.clone();
     let mut first = true;
     let stream = w
         .take_until(api.shutdown.clone().cancelled_owned())
         .map(move |item| {
             let _keep = &guard;
+            let shared = match (&item, out) {
+                (WatchItem::Added(e), Output::Object) => Some((LineKind::Added, e)),
+                (WatchItem::Modified(e), Output::Object) => Some((LineKind::Modified, e)),
+                (WatchItem::Deleted(e), Output::Object) => Some((LineKind::Deleted, e)),
+                _ => None,
+            };
             let is_obj = matches!(
                 item,
                 WatchItem::Added(_) | WatchItem::Modified(_) | WatchItem::Deleted(_)
             );
-            let line = render::watch_line(group, &item, out, include, clock.now(), first);
+            // Plain JSON object lines are the same for every stream: render each once.
+            let rv = shared.and_then(|(kind, e)| {
+                let rv = e
+                    .metadata
+                    .resource_version
+                    .as_deref()?
+                    .parse::<u64>()
+                    .ok()?;
+                Some((kind, rv))
+            });
+            let line = match rv {
+                Some((kind, rv)) => {
+                    let key = (u8::from(group != ApiGroup::Core), kind, rv);
+                    lines.get_or_render(key, || {
+                        render::watch_line(group, &item, out, include, clock.now(), first)
+                    })
+                }
+                None => Bytes::from(render::watch_line(
+                    group,
+                    &item,
+                    out,
+                    include,
+                    clock.now(),
+                    first,
+                )),
+            };
             if is_obj {
                 first = false;
             }
-            Ok::<_, Infallible>(Bytes::from(line))
+            Ok::<_, Infallible>(line)
         });
     let mut resp = Response::new(Body::from_stream(stream));
     let h = resp.headers_mut();
