@@ -41,6 +41,8 @@ fn serve() -> (Server, String) {
             .split_whitespace()
             .find(|w| w.starts_with("http://127.0.0.1:"))
         {
+            // Keep reading so the server never writes into a closed pipe (it would die).
+            std::thread::spawn(move || for _ in lines {});
             return (server, url.to_string());
         }
     }
