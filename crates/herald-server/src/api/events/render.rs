@@ -235,7 +235,7 @@ mod tests {
 
     #[test]
     fn streamed_list_is_the_same_json_as_the_tree() {
-        let items = vec![ev("a", "5"), ev("b", "6")];
+        let items = [ev("a", "5"), ev("b", "6")];
         for group in [ApiGroup::Core, ApiGroup::EventsV1] {
             for (rv, cont) in [
                 (Some("7"), None),
