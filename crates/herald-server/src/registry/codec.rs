@@ -28,13 +28,41 @@ pub fn prefix(namespace: Option<&str>) -> String {
     }
 }
 
-/// The stored bytes of `event` (its resourceVersion is dropped).
+/// The stored bytes of `event`: its core/v1 wire JSON (as `/api/v1` returns it, zero
+/// times as `null`) without `kind`, `apiVersion` and `resourceVersion`, so a list can send
+/// stored bytes with only the resourceVersion spliced in ([`splice_resource_version`]).
 pub fn encode(event: &CoreEvent) -> Result<Bytes, ApiError> {
     let mut e = event.clone();
     e.metadata.resource_version = None;
-    serde_json::to_vec(&e)
+    let mut v = herald_core::event::wire::core_v1_json(&e);
+    if let Some(m) = v.as_object_mut() {
+        m.remove("kind");
+        m.remove("apiVersion");
+    }
+    serde_json::to_vec(&v)
         .map(Bytes::from)
         .map_err(|err| ApiError::internal(format!("encoding event: {err}")))
+}
+
+/// Stored bytes (see [`encode`]) with `"resourceVersion":"<revision>"` inserted at the start
+/// of the top-level `metadata` object: the core/v1 list item, without a decode/encode round
+/// trip. `None` if the bytes have no `metadata` object (the caller falls back to decoding).
+///
+/// The first `"metadata":{` in the text is the top-level key: keys sorting before it
+/// (`action` … `message`) hold strings, where quotes are escaped, or `involvedObject`, which
+/// has no `metadata` key.
+pub fn splice_resource_version(stored: &[u8], revision: Revision) -> Option<Vec<u8>> {
+    const KEY: &[u8] = b"\"metadata\":{";
+    let at = stored.windows(KEY.len()).position(|w| w == KEY)? + KEY.len();
+    let rv = format!("\"resourceVersion\":\"{revision}\"");
+    let mut out = Vec::with_capacity(stored.len() + rv.len() + 1);
+    out.extend_from_slice(&stored[..at]);
+    out.extend_from_slice(rv.as_bytes());
+    if stored.get(at) != Some(&b'}') {
+        out.push(b',');
+    }
+    out.extend_from_slice(&stored[at..]);
+    Some(out)
 }
 
 /// The event stored in `kv`, with `resourceVersion` = the key's mod revision.
@@ -132,5 +160,34 @@ pub fn decode_body(
         ApiGroup::EventsV1 => serde_json::from_slice::<EventsV1Event>(text)
             .map(events_v1_to_core)
             .map_err(cannot_handle),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use herald_core::event::wire::core_v1_json;
+
+    #[test]
+    fn spliced_bytes_equal_the_wire_json() {
+        let mut e = CoreEvent::default();
+        e.metadata.name = Some("a.1".into());
+        e.metadata.namespace = Some("ns".into());
+        e.message = Some(r#"a "metadata":{ trap"#.into());
+        e.involved_object.name = Some("metadata".into());
+        let stored = encode(&e).unwrap();
+        let item: Value =
+            serde_json::from_slice(&splice_resource_version(&stored, 42).unwrap()).unwrap();
+        e.metadata.resource_version = Some("42".into());
+        let mut wire = core_v1_json(&e);
+        let m = wire.as_object_mut().unwrap();
+        m.remove("kind");
+        m.remove("apiVersion");
+        assert_eq!(item, wire);
+        assert_eq!(decode_at(&stored, 42).unwrap(), normalize_core(e));
+
+        let empty_meta = splice_resource_version(br#"{"metadata":{}}"#, 7).unwrap();
+        assert_eq!(empty_meta, br#"{"metadata":{"resourceVersion":"7"}}"#);
+        assert!(splice_resource_version(b"{}", 7).is_none());
     }
 }

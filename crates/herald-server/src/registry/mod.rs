@@ -147,6 +147,17 @@ pub struct EventList {
     pub continue_: Option<String>,
 }
 
+/// One page of a list as stored key-values ([`EventRegistry::list_raw`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawEventList {
+    /// The matching events' key-values in key order; `mod_revision` is the resourceVersion.
+    pub items: Vec<crate::storage::KeyValue>,
+    /// The snapshot revision the list was read at (the list's resourceVersion).
+    pub resource_version: String,
+    /// The token for the next page, when more may follow.
+    pub continue_: Option<String>,
+}
+
 /// One event of a watch stream.
 #[derive(Debug, Clone, PartialEq)]
 pub enum WatchItem {
@@ -249,6 +260,32 @@ impl EventRegistry {
         namespace: Option<&str>,
         p: &ListParams,
     ) -> Result<EventList, ApiError> {
+        let raw = self.list_raw(group, namespace, p).await?;
+        let mut items = Vec::with_capacity(raw.items.len());
+        for kv in &raw.items {
+            match decode(kv) {
+                Ok(e) => items.push(e),
+                Err(e) => {
+                    tracing::warn!(key = %kv.key, error = %e, "skipping undecodable stored event")
+                }
+            }
+        }
+        Ok(EventList {
+            items,
+            resource_version: raw.resource_version,
+            continue_: raw.continue_,
+        })
+    }
+
+    /// [`EventRegistry::list`] returning the stored key-values (see [`codec::encode`] for
+    /// their bytes) instead of decoded events: without selectors nothing is decoded, which
+    /// is what keeps large lists cheap.
+    pub async fn list_raw(
+        &self,
+        group: ApiGroup,
+        namespace: Option<&str>,
+        p: &ListParams,
+    ) -> Result<RawEventList, ApiError> {
         p.validate()?;
         let filter = Filter::new(group, p, None)?;
         let prefix = codec::prefix(namespace);
@@ -314,18 +351,19 @@ impl EventRegistry {
             }
             at = Some(page.revision);
             let n = page.items.len();
+            let everything = filter.is_everything();
             for (i, kv) in page.items.iter().enumerate() {
-                let ev = match decode(kv) {
-                    Ok(ev) => ev,
-                    Err(e) => {
-                        tracing::warn!(key = %kv.key, error = %e, "skipping undecodable stored event");
-                        continue;
+                if !everything {
+                    match decode(kv) {
+                        Ok(ev) if filter.matches(&ev) => {}
+                        Ok(_) => continue,
+                        Err(e) => {
+                            tracing::warn!(key = %kv.key, error = %e, "skipping undecodable stored event");
+                            continue;
+                        }
                     }
-                };
-                if !filter.matches(&ev) {
-                    continue;
                 }
-                items.push(ev);
+                items.push(kv.clone());
                 if limit == Some(items.len()) {
                     if i + 1 < n || page.more {
                         next = Some(kv.key.clone());
@@ -339,7 +377,7 @@ impl EventRegistry {
             }
         }
         let revision = at.unwrap_or(0);
-        Ok(EventList {
+        Ok(RawEventList {
             items,
             resource_version: revision.to_string(),
             continue_: next.map(|k| continue_token::encode(&prefix, &k, Some(revision))),

@@ -314,17 +314,16 @@ async fn read(st: GroupState, ns: Option<String>, name: Option<String>, req: Req
         }
         None => {
             let out = negotiate_output(accept.as_deref(), Target::List)?;
-            let l = st.api.registry.list(group, ns.as_deref(), &p).await?;
             if out == Output::Object {
-                // The common (and large) case: serialize item by item, no JSON tree.
-                let body = render::event_list_bytes(
-                    group,
-                    &l.items,
-                    Some(&l.resource_version),
-                    l.continue_.as_deref(),
+                let l = st.api.registry.list_raw(group, ns.as_deref(), &p).await?;
+                let mut resp = (StatusCode::OK, render::raw_event_list(group, &l)).into_response();
+                resp.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
                 );
-                return Ok(json_bytes_response(StatusCode::OK, body));
+                return Ok(resp);
             }
+            let l = st.api.registry.list(group, ns.as_deref(), &p).await?;
             Ok(json_response(
                 StatusCode::OK,
                 &render::list(group, &l, out, include, now),

@@ -9,7 +9,8 @@ use crate::api::negotiate::{IncludeObject, Output};
 use crate::api::table::{
     TableMeta, TableOptions, event_table, partial_object_metadata, partial_object_metadata_list,
 };
-use crate::registry::{EventList, INITIAL_EVENTS_END_ANNOTATION, WatchItem};
+use crate::registry::codec::{decode, splice_resource_version};
+use crate::registry::{EventList, INITIAL_EVENTS_END_ANNOTATION, RawEventList, WatchItem};
 
 /// One event in the requested representation.
 pub fn object(
@@ -109,54 +110,6 @@ pub fn event_list(
     })
 }
 
-/// [`event_list`] serialized straight to bytes: each item is rendered, written and dropped
-/// in turn instead of first building the whole list as one JSON tree (for 100,000 events that
-/// tree is hundreds of MB of small allocations, and building then walking it dominated the
-/// list time). Same JSON value as `serde_json::to_vec(&event_list(..))`.
-pub fn event_list_bytes(
-    group: ApiGroup,
-    items: &[CoreEvent],
-    rv: Option<&str>,
-    cont: Option<&str>,
-) -> Vec<u8> {
-    // ~600 bytes per typical event; a guess only, the Vec grows as needed.
-    let mut out = Vec::with_capacity(256 + items.len().saturating_mul(640));
-    out.extend_from_slice(b"{\"apiVersion\":");
-    write_json(&mut out, &group.api_version());
-    out.extend_from_slice(b",\"items\":[");
-    for (i, e) in items.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        let mut v = event_json(group, e);
-        if let Some(m) = v.as_object_mut() {
-            m.remove("kind");
-            m.remove("apiVersion");
-        }
-        write_json(&mut out, &v);
-    }
-    out.extend_from_slice(b"],\"kind\":\"EventList\",\"metadata\":{");
-    let mut first = true;
-    for (k, v) in [("continue", cont), ("resourceVersion", rv)] {
-        if let Some(v) = v {
-            if !first {
-                out.push(b',');
-            }
-            first = false;
-            write_json(&mut out, &k);
-            out.push(b':');
-            write_json(&mut out, &v);
-        }
-    }
-    out.extend_from_slice(b"}}");
-    out
-}
-
-fn write_json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) {
-    // Serializing plain JSON values and strings into a Vec cannot fail.
-    let _ = serde_json::to_writer(&mut *out, v);
-}
-
 /// The object of a BOOKMARK: the kind with only `metadata.resourceVersion` (and the
 /// initial-events-end annotation).
 fn bookmark_object(group: ApiGroup, rv: &str, end: bool, out: Output) -> Value {
@@ -206,49 +159,51 @@ pub fn watch_line(
     line
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use k8s_openapi::api::core::v1::ObjectReference;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-
-    fn ev(name: &str, rv: &str) -> CoreEvent {
-        CoreEvent {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                namespace: Some("ns".into()),
-                resource_version: Some(rv.into()),
-                annotations: Some([("a\"b".to_string(), "c\\d".to_string())].into()),
-                ..Default::default()
-            },
-            involved_object: ObjectReference {
-                kind: Some("Pod".into()),
-                name: Some("web-0".into()),
-                ..Default::default()
-            },
-            reason: Some("BackOff".into()),
-            message: Some("line\nbreak \u{e9}".into()),
-            count: Some(3),
-            ..Default::default()
-        }
+/// The JSON bytes of an `EventList` from stored key-values. On core/v1 each item is the
+/// stored bytes with the resourceVersion spliced in (no decode); on `events.k8s.io/v1` items
+/// are decoded and converted.
+pub fn raw_event_list(group: ApiGroup, l: &RawEventList) -> Vec<u8> {
+    let mut meta = serde_json::Map::new();
+    meta.insert("resourceVersion".into(), l.resource_version.clone().into());
+    if let Some(c) = &l.continue_ {
+        meta.insert("continue".into(), c.clone().into());
     }
-
-    #[test]
-    fn streamed_list_is_the_same_json_as_the_tree() {
-        let items = [ev("a", "5"), ev("b", "6")];
-        for group in [ApiGroup::Core, ApiGroup::EventsV1] {
-            for (rv, cont) in [
-                (Some("7"), None),
-                (Some("7"), Some("tok")),
-                (None, None),
-                (None, Some("tok")),
-            ] {
-                for items in [&items[..], &[]] {
-                    let bytes = event_list_bytes(group, items, rv, cont);
-                    let streamed: Value = serde_json::from_slice(&bytes).unwrap();
-                    assert_eq!(streamed, event_list(group, items, rv, cont));
+    let head = json!({"kind": "EventList", "apiVersion": group.api_version(), "metadata": meta});
+    let mut out = serde_json::to_vec(&head).unwrap_or_default();
+    // Replace the closing brace with the items array.
+    out.pop();
+    out.extend_from_slice(b",\"items\":[");
+    let total: usize = l.items.iter().map(|kv| kv.value.len() + 32).sum();
+    out.reserve(total + 2);
+    let mut first = true;
+    for kv in &l.items {
+        let item = match group {
+            ApiGroup::Core => splice_resource_version(&kv.value, kv.mod_revision),
+            ApiGroup::EventsV1 => None,
+        };
+        let item = match item {
+            Some(bytes) => bytes,
+            None => match decode(kv) {
+                Ok(e) => {
+                    let mut v = event_json(group, &e);
+                    if let Some(m) = v.as_object_mut() {
+                        m.remove("kind");
+                        m.remove("apiVersion");
+                    }
+                    serde_json::to_vec(&v).unwrap_or_default()
                 }
-            }
+                Err(err) => {
+                    tracing::warn!(key = %kv.key, error = %err, "skipping undecodable stored event");
+                    continue;
+                }
+            },
+        };
+        if !first {
+            out.push(b',');
         }
+        first = false;
+        out.extend_from_slice(&item);
     }
+    out.extend_from_slice(b"]}");
+    out
 }
