@@ -585,4 +585,81 @@ async fn periodic_bookmarks_and_timeout() {
     assert_eq!(items.len(), 2, "two ADDED, no bookmarks: {items:?}");
     assert!(items.iter().all(|i| matches!(i, WatchItem::Added(_))));
     let _ = clock.now();
+
+    // extreme timeouts and intervals are clamped, not panics
+    let opts = RegistryOptions {
+        bookmark_interval: Duration::MAX,
+        default_watch_timeout: Duration::MAX,
+        ..RegistryOptions::default()
+    };
+    let reg = registry_with(clock, opts);
+    for t in [None, Some(i64::MAX)] {
+        let p = ListParams {
+            watch: true,
+            allow_watch_bookmarks: true,
+            timeout_seconds: t,
+            ..ListParams::default()
+        };
+        let mut w = reg.watch(ApiGroup::Core, None, None, &p).await.unwrap();
+        reg.create(
+            ApiGroup::Core,
+            "default",
+            event(&format!("x{}", t.is_some())),
+            &WriteOptions::default(),
+        )
+        .await
+        .unwrap();
+        assert!(matches!(w.next().await, Some(WatchItem::Added(_))));
+    }
+}
+
+/// A watcher that falls behind the bounded history window gets an ERROR 410 and its
+/// stream ends (memory stays bounded; the client re-lists).
+#[tokio::test]
+async fn slow_watcher_past_the_window_gets_410() {
+    let clock = fake_clock();
+    let backend = Arc::new(MemoryBackend::new(
+        clock.clone(),
+        HistoryOptions {
+            watch_window: 4,
+            keep_revisions: 100,
+        },
+    ));
+    let reg = EventRegistry::new(backend, clock, RegistryOptions::default());
+    let first = reg
+        .create(
+            ApiGroup::Core,
+            "default",
+            event("l.0"),
+            &WriteOptions::default(),
+        )
+        .await
+        .unwrap();
+    let p = ListParams {
+        watch: true,
+        resource_version: first.metadata.resource_version.clone(),
+        ..ListParams::default()
+    };
+    let mut w = reg
+        .watch(ApiGroup::Core, Some("default"), None, &p)
+        .await
+        .unwrap();
+    for i in 1..=10 {
+        reg.create(
+            ApiGroup::Core,
+            "default",
+            event(&format!("l.{i}")),
+            &WriteOptions::default(),
+        )
+        .await
+        .unwrap();
+    }
+    match tokio::time::timeout(GUARD, w.next()).await.unwrap() {
+        Some(WatchItem::Error(e)) => {
+            assert_eq!(e.code, 410);
+            assert_eq!(e.reason.as_str(), "Expired");
+        }
+        other => panic!("expected a 410 ERROR, got {other:?}"),
+    }
+    assert!(w.next().await.is_none());
 }

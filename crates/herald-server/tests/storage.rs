@@ -853,3 +853,31 @@ fn sqlite_sigkill_keeps_every_acknowledged_write() {
         assert!(next.mod_revision > max);
     });
 }
+
+#[tokio::test(start_paused = true)]
+async fn sweeper_expires_keys_on_its_interval_and_stops_with_the_backend() {
+    let f = memory(HistoryOptions::default());
+    let a = f
+        .store
+        .create("/events/ns/a", b("a"), Some(Duration::from_secs(10)))
+        .await
+        .unwrap();
+    let handle = herald_server::storage::spawn_sweeper(&f.store, Duration::from_secs(1));
+    let mut w = f.store.watch("/events/", a.mod_revision).await.unwrap();
+    // The fake clock decides what is due; the (paused) tokio interval only paces the sweeps.
+    f.clock.advance(Duration::from_secs(11));
+    assert_eq!(
+        *next_event(&mut w).await,
+        WatchEvent::Delete {
+            prev: a.clone(),
+            revision: a.mod_revision + 1
+        }
+    );
+    assert_eq!(f.store.get("/events/ns/a").await.unwrap(), None);
+    drop(w);
+    drop(f.store);
+    tokio::time::timeout(Duration::from_secs(5), handle)
+        .await
+        .expect("sweeper ends once the backend is gone")
+        .unwrap();
+}

@@ -52,17 +52,27 @@ pub fn encode(event: &CoreEvent) -> Result<Bytes, ApiError> {
 /// (`action` … `message`) hold strings, where quotes are escaped, or `involvedObject`, which
 /// has no `metadata` key.
 pub fn splice_resource_version(stored: &[u8], revision: Revision) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(stored.len() + 32);
+    splice_resource_version_into(&mut out, stored, revision).then_some(out)
+}
+
+/// [`splice_resource_version`] appending to `out`; `false` (and `out` untouched) when the
+/// bytes have no `metadata` object.
+pub fn splice_resource_version_into(out: &mut Vec<u8>, stored: &[u8], revision: Revision) -> bool {
     const KEY: &[u8] = b"\"metadata\":{";
-    let at = stored.windows(KEY.len()).position(|w| w == KEY)? + KEY.len();
-    let rv = format!("\"resourceVersion\":\"{revision}\"");
-    let mut out = Vec::with_capacity(stored.len() + rv.len() + 1);
+    let Some(at) = stored.windows(KEY.len()).position(|w| w == KEY) else {
+        return false;
+    };
+    let at = at + KEY.len();
     out.extend_from_slice(&stored[..at]);
-    out.extend_from_slice(rv.as_bytes());
+    out.extend_from_slice(b"\"resourceVersion\":\"");
+    out.extend_from_slice(revision.to_string().as_bytes());
+    out.push(b'"');
     if stored.get(at) != Some(&b'}') {
         out.push(b',');
     }
     out.extend_from_slice(&stored[at..]);
-    Some(out)
+    true
 }
 
 /// The event stored in `kv`, with `resourceVersion` = the key's mod revision.

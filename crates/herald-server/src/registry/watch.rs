@@ -16,6 +16,10 @@ use super::errors::{storage_error, too_large_rv};
 use super::{EventRegistry, EventWatch, Filter, ListParams, WatchItem};
 use crate::storage::{ListOptions, Revision, StorageError, WatchEvent, WatchStream};
 
+/// The longest a watch may last (one year); longer timeouts are clamped (tokio timers and
+/// instants overflow far beyond it).
+const MAX_WATCH: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// The 410 a watch from a revision outside the retained history gets (the watch cache's
 /// wording, which kubectl prints as `too old resource version: …`).
 fn too_old(requested: Revision, oldest: Revision) -> ApiError {
@@ -85,13 +89,17 @@ pub(super) async fn start(
     let timeout = match p.timeout_seconds.filter(|s| *s > 0) {
         Some(s) => Duration::from_secs(u64::try_from(s).unwrap_or(u64::MAX).min(1 << 32)),
         None => {
+            // [d, 2d): spreads re-watches of many clients, like kube-apiserver.
             let base = reg.opts.default_watch_timeout;
-            base + base.mul_f64(rand::rng().random_range(0.0..1.0))
+            let extra = rand::rng().random_range(0.0..1.0) * base.as_secs_f64();
+            base.saturating_add(Duration::try_from_secs_f64(extra).unwrap_or_default())
         }
     };
     let bookmarks = p.allow_watch_bookmarks.then(|| {
         let period = reg.opts.bookmark_interval.max(Duration::from_millis(10));
-        let mut i = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        let now = tokio::time::Instant::now();
+        let first = now.checked_add(period).unwrap_or(now);
+        let mut i = tokio::time::interval_at(first, period);
         i.set_missed_tick_behavior(MissedTickBehavior::Skip);
         i
     });
@@ -101,7 +109,7 @@ pub(super) async fn start(
         filter,
         last_rv: start,
         bookmarks,
-        deadline: Box::pin(tokio::time::sleep(timeout)),
+        deadline: Box::pin(tokio::time::sleep(timeout.min(MAX_WATCH))),
         done: false,
     };
     Ok(futures::stream::unfold(state, State::next).boxed())

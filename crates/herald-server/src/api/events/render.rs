@@ -9,7 +9,7 @@ use crate::api::negotiate::{IncludeObject, Output};
 use crate::api::table::{
     TableMeta, TableOptions, event_table, partial_object_metadata, partial_object_metadata_list,
 };
-use crate::registry::codec::{decode, splice_resource_version};
+use crate::registry::codec::{decode, splice_resource_version_into};
 use crate::registry::{EventList, INITIAL_EVENTS_END_ANNOTATION, RawEventList, WatchItem};
 
 /// One event in the requested representation.
@@ -177,32 +177,32 @@ pub fn raw_event_list(group: ApiGroup, l: &RawEventList) -> Vec<u8> {
     out.reserve(total + 2);
     let mut first = true;
     for kv in &l.items {
-        let item = match group {
-            ApiGroup::Core => splice_resource_version(&kv.value, kv.mod_revision),
-            ApiGroup::EventsV1 => None,
-        };
-        let item = match item {
-            Some(bytes) => bytes,
-            None => match decode(kv) {
-                Ok(e) => {
-                    let mut v = event_json(group, &e);
-                    if let Some(m) = v.as_object_mut() {
-                        m.remove("kind");
-                        m.remove("apiVersion");
-                    }
-                    serde_json::to_vec(&v).unwrap_or_default()
-                }
-                Err(err) => {
-                    tracing::warn!(key = %kv.key, error = %err, "skipping undecodable stored event");
-                    continue;
-                }
-            },
-        };
         if !first {
             out.push(b',');
         }
-        first = false;
-        out.extend_from_slice(&item);
+        if group == ApiGroup::Core
+            && splice_resource_version_into(&mut out, &kv.value, kv.mod_revision)
+        {
+            first = false;
+            continue;
+        }
+        match decode(kv) {
+            Ok(e) => {
+                let mut v = event_json(group, &e);
+                if let Some(m) = v.as_object_mut() {
+                    m.remove("kind");
+                    m.remove("apiVersion");
+                }
+                out.extend_from_slice(&serde_json::to_vec(&v).unwrap_or_default());
+                first = false;
+            }
+            Err(err) => {
+                if !first {
+                    out.pop();
+                }
+                tracing::warn!(key = %kv.key, error = %err, "skipping undecodable stored event");
+            }
+        }
     }
     out.extend_from_slice(b"]}");
     out
