@@ -10,6 +10,8 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 use herald_server::server::{Server, ServerConfig, StoreKind};
 
+mod bench;
+
 /// Herald: the Kubernetes event system.
 #[derive(Debug, Parser)]
 #[command(name = "herald", version, about, propagate_version = true)]
@@ -33,6 +35,11 @@ enum Command {
         after_help = "Example:\n  herald kubeconfig > herald.kubeconfig\n  kubectl --kubeconfig herald.kubeconfig get events -A"
     )]
     Kubeconfig(KubeconfigArgs),
+    /// Put load on an events API server and summarise throughput, latency and watch lag.
+    #[command(
+        after_help = "Examples:\n  herald bench --clients 64 --duration 30s\n  herald bench --rate 10000 --watchers 1000 --duration 20s\n  herald bench --server http://127.0.0.1:7443 --requests 100000 --list -o json"
+    )]
+    Bench(bench::BenchArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -87,6 +94,7 @@ fn main() -> ExitCode {
             print!("{}", kubeconfig(&args));
             Ok(())
         }
+        Command::Bench(args) => bench::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

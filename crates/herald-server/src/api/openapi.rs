@@ -696,11 +696,14 @@ fn resolve<'a>(schemas: &'a Map<String, Value>, mut schema: &'a Value) -> &'a Va
     schema
 }
 
+/// Walks `value` against `schema`, appending unknown fields' paths to `out`. `path` is a
+/// reused buffer holding the current path (restored before returning): the walk runs on
+/// every write with field validation, so it allocates only for the paths it reports.
 fn walk(
     schemas: &Map<String, Value>,
     schema: &Value,
     value: &Value,
-    path: &str,
+    path: &mut String,
     depth: usize,
     out: &mut Vec<String>,
 ) {
@@ -708,35 +711,42 @@ fn walk(
         return;
     }
     let schema = resolve(schemas, schema);
+    let len = path.len();
     match value {
         Value::Object(map) => {
             if let Some(props) = schema.get("properties").and_then(Value::as_object) {
                 for (k, v) in map {
-                    let p = if path.is_empty() {
-                        k.clone()
-                    } else {
-                        format!("{path}.{k}")
-                    };
+                    if len > 0 {
+                        path.push('.');
+                    }
+                    path.push_str(k);
                     match props.get(k) {
-                        Some(s) => walk(schemas, s, v, &p, depth + 1, out),
+                        Some(s) => walk(schemas, s, v, path, depth + 1, out),
                         None => {
                             if out.len() < MAX_UNKNOWN_FIELDS {
-                                out.push(p);
+                                out.push(path.clone());
                             }
                         }
                     }
+                    path.truncate(len);
                 }
             } else if let Some(item) = schema.get("additionalProperties").filter(|a| a.is_object())
             {
                 for (k, v) in map {
-                    walk(schemas, item, v, &format!("{path}.{k}"), depth + 1, out);
+                    path.push('.');
+                    path.push_str(k);
+                    walk(schemas, item, v, path, depth + 1, out);
+                    path.truncate(len);
                 }
             }
         }
         Value::Array(items) => {
             if let Some(item) = schema.get("items") {
                 for (i, v) in items.iter().enumerate() {
-                    walk(schemas, item, v, &format!("{path}[{i}]"), depth + 1, out);
+                    use std::fmt::Write as _;
+                    let _ = write!(path, "[{i}]");
+                    walk(schemas, item, v, path, depth + 1, out);
+                    path.truncate(len);
                 }
             }
         }
@@ -768,7 +778,7 @@ pub fn unknown_fields(gv: GroupVersion, object: &Value) -> Vec<String> {
         return Vec::new();
     };
     let mut out = Vec::new();
-    walk(schemas, schema, object, "", 0, &mut out);
+    walk(schemas, schema, object, &mut String::new(), 0, &mut out);
     let mut seen = BTreeSet::new();
     out.retain(|p| seen.insert(p.clone()));
     out

@@ -25,6 +25,7 @@
 //! # }
 //! ```
 
+pub mod line_cache;
 pub mod metrics;
 pub mod render;
 
@@ -44,6 +45,7 @@ use http::{HeaderMap, HeaderValue, StatusCode, header};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use self::line_cache::{LineCache, LineKind};
 use self::metrics::{Metrics, WatchGuard};
 use super::discovery::GroupVersion;
 use super::error::StatusError;
@@ -54,6 +56,10 @@ use crate::registry::write::check_segment;
 use crate::registry::{
     DeleteParams, EventRegistry, ListParams, PatchKind, WatchItem, WriteOptions,
 };
+
+/// The most ready watch lines coalesced into one HTTP chunk (bounds the chunk's size to that
+/// many lines; more waiting lines go in the next chunk).
+pub const WATCH_BATCH_LINES: usize = 64;
 
 /// The largest request body accepted (kube-apiserver's 3 MiB); larger bodies get 413.
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
@@ -66,6 +72,7 @@ pub struct EventsApi {
     shutdown: CancellationToken,
     metrics: Option<Arc<Metrics>>,
     max_body: usize,
+    lines: Arc<LineCache>,
 }
 
 impl std::fmt::Debug for EventsApi {
@@ -93,6 +100,7 @@ impl EventsApi {
             shutdown: CancellationToken::new(),
             metrics: None,
             max_body: MAX_BODY_BYTES,
+            lines: Arc::new(LineCache::default()),
         }
     }
 
@@ -186,7 +194,10 @@ fn dry_run(pairs: &[(String, String)]) -> Result<bool, ApiError> {
 }
 
 fn json_response(code: StatusCode, v: &Value) -> Response {
-    let body = serde_json::to_vec(v).unwrap_or_default();
+    json_bytes_response(code, serde_json::to_vec(v).unwrap_or_default())
+}
+
+fn json_bytes_response(code: StatusCode, body: Vec<u8>) -> Response {
     let mut resp = (code, body).into_response();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -330,20 +341,68 @@ fn watch_response(
 ) -> Response {
     let clock = api.clock.clone();
     let guard = api.metrics.clone().map(WatchGuard::new);
+    let lines = api.lines.clone();
     let mut first = true;
     let stream = w
         .take_until(api.shutdown.clone().cancelled_owned())
         .map(move |item| {
             let _keep = &guard;
+            let shared = match (&item, out) {
+                (WatchItem::Added(e), Output::Object) => Some((LineKind::Added, e)),
+                (WatchItem::Modified(e), Output::Object) => Some((LineKind::Modified, e)),
+                (WatchItem::Deleted(e), Output::Object) => Some((LineKind::Deleted, e)),
+                _ => None,
+            };
             let is_obj = matches!(
                 item,
                 WatchItem::Added(_) | WatchItem::Modified(_) | WatchItem::Deleted(_)
             );
-            let line = render::watch_line(group, &item, out, include, clock.now(), first);
+            // Plain JSON object lines are the same for every stream: render each once.
+            let rv = shared.and_then(|(kind, e)| {
+                let rv = e
+                    .metadata
+                    .resource_version
+                    .as_deref()?
+                    .parse::<u64>()
+                    .ok()?;
+                Some((kind, rv))
+            });
+            let line = match rv {
+                Some((kind, rv)) => {
+                    let key = (u8::from(group != ApiGroup::Core), kind, rv);
+                    lines.get_or_render(key, || {
+                        render::watch_line(group, &item, out, include, clock.now(), first)
+                    })
+                }
+                None => Bytes::from(render::watch_line(
+                    group,
+                    &item,
+                    out,
+                    include,
+                    clock.now(),
+                    first,
+                )),
+            };
             if is_obj {
                 first = false;
             }
-            Ok::<_, Infallible>(Bytes::from(line))
+            line
+        })
+        // Lines already waiting go out in one chunk (one write instead of one per line) when
+        // a watcher is behind; a lone line is sent as soon as it is ready, as before.
+        .ready_chunks(WATCH_BATCH_LINES)
+        .map(|batch| {
+            let out = match <[Bytes; 1]>::try_from(batch) {
+                Ok([one]) => one,
+                Err(batch) => {
+                    let mut buf = Vec::with_capacity(batch.iter().map(Bytes::len).sum());
+                    for line in &batch {
+                        buf.extend_from_slice(line);
+                    }
+                    Bytes::from(buf)
+                }
+            };
+            Ok::<_, Infallible>(out)
         });
     let mut resp = Response::new(Body::from_stream(stream));
     let h = resp.headers_mut();

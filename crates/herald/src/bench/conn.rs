@@ -1,0 +1,130 @@
+//! One HTTP/1.1 keep-alive connection per bench client, re-established after a failure.
+//!
+//! A dedicated connection per client (rather than a shared pool) makes "64 clients" mean
+//! exactly 64 sockets and keeps a pool lock off the hot path.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full};
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+/// How long one request may take before it counts as a `timeout` error.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why a request produced no HTTP status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// The TCP connection could not be opened.
+    Connect,
+    /// The connection broke while sending or receiving.
+    Io,
+    /// No answer within [`REQUEST_TIMEOUT`].
+    Timeout,
+}
+
+impl Failure {
+    /// The key this failure is counted under in the summary's `errors`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Failure::Connect => "connect",
+            Failure::Io => "io",
+            Failure::Timeout => "timeout",
+        }
+    }
+}
+
+/// Opens a raw HTTP/1.1 connection to `addr`; the connection task runs on the runtime.
+pub async fn connect(addr: SocketAddr) -> std::io::Result<SendRequest<Full<Bytes>>> {
+    let stream = TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(std::io::Error::other)?;
+    tokio::spawn(async move {
+        // The connection ends when the sender is dropped or the peer closes; either is fine.
+        let _ = conn.await;
+    });
+    Ok(sender)
+}
+
+/// A client's connection: sends one request at a time, reconnecting when the previous
+/// connection failed.
+pub struct Conn {
+    addr: SocketAddr,
+    authority: String,
+    sender: Option<SendRequest<Full<Bytes>>>,
+}
+
+impl Conn {
+    /// A connection to `addr`, opened lazily by the first request.
+    pub fn new(addr: SocketAddr) -> Self {
+        Conn {
+            addr,
+            authority: addr.to_string(),
+            sender: None,
+        }
+    }
+
+    /// Sends `method path` with a JSON `body` and returns the status and the whole response
+    /// body. The body is read to the end so the connection can be reused.
+    pub async fn request(
+        &mut self,
+        method: http::Method,
+        path: &str,
+        body: Bytes,
+    ) -> Result<(http::StatusCode, Bytes), Failure> {
+        match tokio::time::timeout(REQUEST_TIMEOUT, self.request_inner(method, path, body)).await {
+            Ok(r) => r,
+            Err(_) => {
+                self.sender = None;
+                Err(Failure::Timeout)
+            }
+        }
+    }
+
+    async fn request_inner(
+        &mut self,
+        method: http::Method,
+        path: &str,
+        body: Bytes,
+    ) -> Result<(http::StatusCode, Bytes), Failure> {
+        let sender = match &mut self.sender {
+            Some(s) if !s.is_closed() => s,
+            _ => {
+                let s = connect(self.addr).await.map_err(|_| Failure::Connect)?;
+                self.sender.insert(s)
+            }
+        };
+        if sender.ready().await.is_err() {
+            self.sender = None;
+            return Err(Failure::Io);
+        }
+        let req = http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header(http::header::HOST, &self.authority)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .header(http::header::ACCEPT, "application/json")
+            .body(Full::new(body))
+            .map_err(|_| Failure::Io)?;
+        let resp = match sender.send_request(req).await {
+            Ok(r) => r,
+            Err(_) => {
+                self.sender = None;
+                return Err(Failure::Io);
+            }
+        };
+        let status = resp.status();
+        match resp.into_body().collect().await {
+            Ok(b) => Ok((status, b.to_bytes())),
+            Err(_) => {
+                self.sender = None;
+                Err(Failure::Io)
+            }
+        }
+    }
+}

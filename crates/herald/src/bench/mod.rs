@@ -1,0 +1,514 @@
+//! `herald bench`: load against an events API server — concurrent creates (closed or open
+//! loop), optional watchers measuring delivery lag, an optional timed full list — and a
+//! summary as text or JSON.
+//!
+//! Creates go over plain HTTP/1.1 keep-alive, one connection per client. Ctrl-C stops the
+//! load (in-flight requests finish, so the counts stay exact) and still prints the summary.
+
+mod conn;
+mod summary;
+mod target;
+mod watch;
+mod workload;
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal as _;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use bytes::Bytes;
+use hdrhistogram::Histogram;
+use herald_core::clock::{Clock, SystemClock};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use self::conn::{Conn, Failure};
+use self::summary::{ListSummary, Percentiles, Summary, WatchSummary};
+use self::watch::{WatchCounters, Watcher};
+pub use self::workload::Workload;
+
+/// Output format of the summary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object with stable field names.
+    Json,
+}
+
+/// Arguments of `herald bench`.
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// The server's URL (plain http). Default: the kubeconfig's server, else http://127.0.0.1:6443.
+    #[arg(long)]
+    server: Option<String>,
+    /// Kubeconfig file to take the server from (default: $KUBECONFIG or ~/.kube/config).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context to use (default: the current context).
+    #[arg(long)]
+    context: Option<String>,
+    /// Concurrent creating clients, each with its own keep-alive connection.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(0..=100_000))]
+    clients: u32,
+    /// How long to create events, e.g. 30s or 2m.
+    #[arg(long, default_value = "30s", value_parser = crate::parse_duration)]
+    duration: Duration,
+    /// Stop after this many create requests in total (whichever of this and --duration comes first).
+    #[arg(long)]
+    requests: Option<u64>,
+    /// Open loop: creates per second over all clients (latency counts from the scheduled send
+    /// time). Without it, closed loop: each client sends its next create when the last answers.
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Watch streams to open on the namespace; each measures the delivery lag of every event.
+    #[arg(long, default_value_t = 0)]
+    watchers: u32,
+    /// How alike the created events are.
+    #[arg(long, value_enum, default_value_t = Workload::Unique)]
+    workload: Workload,
+    /// Namespace to create (and watch, and list) events in.
+    #[arg(short, long, default_value = "herald-bench")]
+    namespace: String,
+    /// After the load, time one full list of the namespace's events.
+    #[arg(long)]
+    list: bool,
+    /// How long watchers may take to catch up after the load ends.
+    #[arg(long, default_value = "10s", value_parser = crate::parse_duration)]
+    drain: Duration,
+    /// Summary format.
+    #[arg(short, long, value_enum, default_value_t = Output::Text)]
+    output: Output,
+}
+
+/// Runs the bench and prints the summary.
+pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    if let Some(r) = args.rate
+        && !(r.is_finite() && r > 0.0)
+    {
+        anyhow::bail!("--rate must be a positive number of creates per second");
+    }
+    if !herald_core::naming::is_dns1123_label(&args.namespace) {
+        anyhow::bail!(
+            "--namespace {:?} is not a valid namespace name",
+            args.namespace
+        );
+    }
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    let summary = runtime.block_on(bench(&args))?;
+    match args.output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&summary)?),
+        Output::Text => print!("{}", summary.render()),
+    }
+    Ok(())
+}
+
+/// What one creating client measured.
+struct ClientResult {
+    latency: Histogram<u64>,
+    errors: BTreeMap<String, u64>,
+    succeeded: u64,
+    sent: u64,
+}
+
+/// Live totals for the progress bar.
+#[derive(Default)]
+struct Live {
+    issued: AtomicU64,
+    ok: AtomicU64,
+    failed: AtomicU64,
+}
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000, 3)
+        .unwrap_or_else(|_| unreachable!("static histogram bounds are valid"))
+}
+
+async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
+    let url = target::resolve(
+        args.server.as_deref(),
+        args.kubeconfig.as_deref(),
+        args.context.as_deref(),
+    )
+    .await?;
+    let addr = url.addr;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    probe(addr, &url.display).await?;
+
+    let run = format!(
+        "{:x}{:x}",
+        (clock.now().as_nanosecond() as u64) & 0xff_ffff,
+        std::process::id() & 0xfff
+    );
+    let interrupt = CancellationToken::new();
+    {
+        let interrupt = interrupt.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                interrupt.cancel();
+            }
+        });
+    }
+    let progress = progress_bar(args);
+
+    // Watchers first, from the namespace's current resourceVersion, so they see every event.
+    let watch_stop = CancellationToken::new();
+    let mut watchers = Vec::new();
+    let mut counters = Vec::new();
+    if args.watchers > 0 {
+        let rv = current_rv(addr, &args.namespace).await?;
+        for _ in 0..args.watchers {
+            let c = Arc::new(WatchCounters::default());
+            counters.push(c.clone());
+            let w = Watcher {
+                addr,
+                namespace: args.namespace.clone(),
+                from_rv: rv.clone(),
+                run: run.clone(),
+                clock: clock.clone(),
+                counters: c,
+                stop: watch_stop.clone(),
+            };
+            watchers.push(tokio::spawn(w.run()));
+        }
+        // Let the streams open before the load so connection setup is not counted as lag.
+        let open_by = Instant::now() + Duration::from_secs(10);
+        while counters.iter().any(|c| c.open.load(Ordering::Relaxed) == 0)
+            && Instant::now() < open_by
+            && !interrupt.is_cancelled()
+        {
+            progress.set_message(format!(
+                "opening watches: {}/{}",
+                counters
+                    .iter()
+                    .filter(|c| c.open.load(Ordering::Relaxed) > 0)
+                    .count(),
+                args.watchers
+            ));
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    // The load.
+    let load_stop = interrupt.child_token();
+    let live = Arc::new(Live::default());
+    let start = Instant::now();
+    let clients = args.clients as usize;
+    let mut tasks = Vec::with_capacity(clients);
+    for client in 0..clients {
+        let ctx = ClientCtx {
+            addr,
+            client,
+            clients,
+            path: format!("/api/v1/namespaces/{}/events", args.namespace),
+            namespace: args.namespace.clone(),
+            run: run.clone(),
+            workload: args.workload,
+            rate: args.rate,
+            limit: args.requests,
+            start,
+            clock: clock.clone(),
+            live: live.clone(),
+            stop: load_stop.clone(),
+        };
+        tasks.push(tokio::spawn(ctx.run()));
+    }
+    {
+        let load_stop = load_stop.clone();
+        let d = args.duration;
+        tokio::spawn(async move {
+            tokio::time::sleep(d).await;
+            load_stop.cancel();
+        });
+    }
+    let results;
+    let mut pending = futures::future::join_all(tasks);
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    loop {
+        tokio::select! {
+            r = &mut pending => { results = r; break; }
+            _ = tick.tick() => {
+                let el = start.elapsed();
+                progress.set_position(el.as_millis().min(u64::MAX as u128) as u64);
+                let ok = live.ok.load(Ordering::Relaxed);
+                progress.set_message(format!(
+                    "{ok} created ({:.0}/s), {} failed",
+                    ok as f64 / el.as_secs_f64().max(1e-3),
+                    live.failed.load(Ordering::Relaxed)
+                ));
+            }
+        }
+    }
+    let elapsed = start.elapsed();
+
+    let mut latency = histogram();
+    let mut errors = BTreeMap::new();
+    let (mut succeeded, mut sent) = (0u64, 0u64);
+    for r in results {
+        let r = r.context("a bench client panicked")?;
+        let _ = latency.add(&r.latency);
+        for (k, v) in r.errors {
+            *errors.entry(k).or_insert(0) += v;
+        }
+        succeeded += r.succeeded;
+        sent += r.sent;
+    }
+
+    // Let the watchers catch up, then stop them.
+    let watch = if watchers.is_empty() {
+        None
+    } else {
+        let drain_by = Instant::now() + args.drain;
+        while counters
+            .iter()
+            .any(|c| c.received.load(Ordering::Relaxed) < succeeded)
+            && Instant::now() < drain_by
+            && !interrupt.is_cancelled()
+        {
+            let done = counters
+                .iter()
+                .filter(|c| c.received.load(Ordering::Relaxed) >= succeeded)
+                .count();
+            progress.set_message(format!(
+                "draining watches: {done}/{} complete",
+                counters.len()
+            ));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        watch_stop.cancel();
+        let mut done = Vec::with_capacity(watchers.len());
+        for w in futures::future::join_all(watchers).await {
+            done.push(w.context("a watcher panicked")?);
+        }
+        let received: Vec<u64> = counters
+            .iter()
+            .map(|c| c.received.load(Ordering::Relaxed))
+            .collect();
+        Some(WatchSummary {
+            watchers: received.len(),
+            expected_per_watcher: succeeded,
+            received_min: received.iter().copied().min().unwrap_or(0),
+            received_max: received.iter().copied().max().unwrap_or(0),
+            received_total: received.iter().sum(),
+            complete_watchers: received.iter().filter(|&&r| r >= succeeded).count(),
+            reconnects: done.iter().map(|r| r.reconnects).sum(),
+            lag_ms: Percentiles::from_micros(&watch::merge(&done)),
+        })
+    };
+
+    let list = if args.list && !interrupt.is_cancelled() {
+        progress.set_message("listing");
+        Some(timed_list(addr, &args.namespace).await?)
+    } else {
+        None
+    };
+    progress.finish_and_clear();
+
+    Ok(Summary {
+        server: url.display,
+        namespace: args.namespace.clone(),
+        workload: args.workload,
+        clients,
+        rate: args.rate,
+        duration_seconds: elapsed.as_secs_f64(),
+        requests: sent,
+        succeeded,
+        failed: sent - succeeded,
+        throughput_per_second: succeeded as f64 / elapsed.as_secs_f64().max(1e-9),
+        latency_ms: Percentiles::from_micros(&latency),
+        errors,
+        watch,
+        list,
+        interrupted: interrupt.is_cancelled(),
+    })
+}
+
+/// A progress bar on stderr, drawn only when stderr is a terminal.
+fn progress_bar(args: &BenchArgs) -> indicatif::ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let pb = indicatif::ProgressBar::new(args.duration.as_millis().min(u64::MAX as u128) as u64);
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("{spinner} {elapsed_precise} [{bar:30}] {msg}")
+    {
+        pb.set_style(style.progress_chars("=> "));
+    }
+    pb.enable_steady_tick(Duration::from_millis(100));
+    pb
+}
+
+/// Checks that the server answers, with the one-line error users expect when it does not.
+async fn probe(addr: SocketAddr, display: &str) -> anyhow::Result<()> {
+    let mut c = Conn::new(addr);
+    match c.request(http::Method::GET, "/version", Bytes::new()).await {
+        Ok(_) => Ok(()),
+        Err(Failure::Connect) => {
+            anyhow::bail!("cannot reach {display}: is `herald serve` running?")
+        }
+        Err(f) => anyhow::bail!("{display} did not answer /version ({})", f.label()),
+    }
+}
+
+/// The namespace list's current resourceVersion (where watches start).
+async fn current_rv(addr: SocketAddr, ns: &str) -> anyhow::Result<String> {
+    #[derive(serde::Deserialize)]
+    struct Meta {
+        #[serde(rename = "resourceVersion")]
+        resource_version: String,
+    }
+    #[derive(serde::Deserialize)]
+    struct List {
+        metadata: Meta,
+    }
+    let mut c = Conn::new(addr);
+    let (status, body) = c
+        .request(
+            http::Method::GET,
+            &format!("/api/v1/namespaces/{ns}/events?limit=1"),
+            Bytes::new(),
+        )
+        .await
+        .map_err(|f| anyhow::anyhow!("cannot list events to start watches ({})", f.label()))?;
+    if !status.is_success() {
+        anyhow::bail!("listing events to start watches answered {status}");
+    }
+    let l: List = serde_json::from_slice(&body).context("reading the events list")?;
+    Ok(l.metadata.resource_version)
+}
+
+/// Lists every event of the namespace in one request and times it to the last byte.
+async fn timed_list(addr: SocketAddr, ns: &str) -> anyhow::Result<ListSummary> {
+    #[derive(serde::Deserialize)]
+    struct List {
+        #[serde(default)]
+        items: Vec<serde::de::IgnoredAny>,
+    }
+    let path = format!("/api/v1/namespaces/{ns}/events");
+    let mut c = Conn::new(addr);
+    // Open the connection first so the timing is the list alone.
+    let _ = c.request(http::Method::GET, "/version", Bytes::new()).await;
+    let t = Instant::now();
+    let (status, body) = c
+        .request(http::Method::GET, &path, Bytes::new())
+        .await
+        .map_err(|f| anyhow::anyhow!("listing events failed ({})", f.label()))?;
+    let millis = t.elapsed().as_secs_f64() * 1000.0;
+    let items = if status.is_success() {
+        serde_json::from_slice::<List>(&body)
+            .context("reading the events list")?
+            .items
+            .len() as u64
+    } else {
+        0
+    };
+    Ok(ListSummary {
+        path,
+        status: status.as_u16(),
+        items,
+        bytes: body.len() as u64,
+        millis,
+    })
+}
+
+/// One creating client.
+struct ClientCtx {
+    addr: SocketAddr,
+    client: usize,
+    clients: usize,
+    path: String,
+    namespace: String,
+    run: String,
+    workload: Workload,
+    rate: Option<f64>,
+    limit: Option<u64>,
+    start: Instant,
+    clock: Arc<dyn Clock>,
+    live: Arc<Live>,
+    stop: CancellationToken,
+}
+
+impl ClientCtx {
+    async fn run(self) -> ClientResult {
+        let mut conn = Conn::new(self.addr);
+        let mut out = ClientResult {
+            latency: histogram(),
+            errors: BTreeMap::new(),
+            succeeded: 0,
+            sent: 0,
+        };
+        // Open loop: this client's share of the rate, phase-shifted so clients interleave.
+        let mut ticker = self.rate.map(|rate| {
+            let period = Duration::from_secs_f64(self.clients as f64 / rate);
+            let offset = period.mul_f64(self.client as f64 / self.clients as f64);
+            let mut t = tokio::time::interval_at(self.start + offset, period);
+            t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+            t
+        });
+        let mut seq = 0u64;
+        loop {
+            let scheduled = match &mut ticker {
+                Some(t) => tokio::select! {
+                    biased;
+                    _ = self.stop.cancelled() => break,
+                    at = t.tick() => at,
+                },
+                None => {
+                    if self.stop.is_cancelled() {
+                        break;
+                    }
+                    Instant::now()
+                }
+            };
+            if self.stop.is_cancelled() {
+                break;
+            }
+            if let Some(limit) = self.limit
+                && self.live.issued.fetch_add(1, Ordering::Relaxed) >= limit
+            {
+                break;
+            }
+            let now = self.clock.now();
+            let stamp = now
+                .round(jiff::Unit::Second)
+                .unwrap_or(now)
+                .strftime("%Y-%m-%dT%H:%M:%SZ")
+                .to_string();
+            let body = workload::body(
+                self.workload,
+                &self.run,
+                &self.namespace,
+                self.client,
+                seq,
+                now.as_nanosecond(),
+                &stamp,
+            );
+            seq += 1;
+            out.sent += 1;
+            let r = conn
+                .request(http::Method::POST, &self.path, Bytes::from(body))
+                .await;
+            let micros = scheduled.elapsed().as_micros().min(u64::MAX as u128) as u64;
+            match r {
+                Ok((status, _)) if status == http::StatusCode::CREATED => {
+                    out.latency.saturating_record(micros);
+                    out.succeeded += 1;
+                    self.live.ok.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok((status, _)) => {
+                    *out.errors.entry(status.as_u16().to_string()).or_insert(0) += 1;
+                    self.live.failed.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(f) => {
+                    *out.errors.entry(f.label().to_string()).or_insert(0) += 1;
+                    self.live.failed.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        out
+    }
+}

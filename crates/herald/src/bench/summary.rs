@@ -1,0 +1,203 @@
+//! What a bench run measured, as text for people and as JSON (`-o json`, stable field names).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use super::workload::Workload;
+
+/// Latency percentiles in milliseconds.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct Percentiles {
+    /// Median.
+    pub p50: f64,
+    /// 95th percentile.
+    pub p95: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Largest value seen.
+    pub max: f64,
+    /// Arithmetic mean.
+    pub mean: f64,
+}
+
+impl Percentiles {
+    /// Percentiles of a histogram recorded in microseconds (all zero when it is empty).
+    pub fn from_micros(h: &Histogram<u64>) -> Self {
+        if h.is_empty() {
+            return Self::default();
+        }
+        let ms = |v: u64| v as f64 / 1000.0;
+        Percentiles {
+            p50: ms(h.value_at_quantile(0.50)),
+            p95: ms(h.value_at_quantile(0.95)),
+            p99: ms(h.value_at_quantile(0.99)),
+            max: ms(h.max()),
+            mean: h.mean() / 1000.0,
+        }
+    }
+}
+
+/// What the watchers saw.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct WatchSummary {
+    /// Number of watch streams.
+    pub watchers: usize,
+    /// Events each watcher should have received (the run's successful creates).
+    pub expected_per_watcher: u64,
+    /// Fewest events of this run any watcher received.
+    pub received_min: u64,
+    /// Most events of this run any watcher received.
+    pub received_max: u64,
+    /// Sum over all watchers.
+    pub received_total: u64,
+    /// Watchers that received every event.
+    pub complete_watchers: usize,
+    /// Times a watch stream ended early or failed and was reopened.
+    pub reconnects: u64,
+    /// Delivery lag (receipt time − send time embedded in the event), milliseconds.
+    pub lag_ms: Percentiles,
+}
+
+/// The timing of one full list.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct ListSummary {
+    /// The path listed.
+    pub path: String,
+    /// HTTP status of the list.
+    pub status: u16,
+    /// Items in the list.
+    pub items: u64,
+    /// Bytes in the response body.
+    pub bytes: u64,
+    /// From sending the request to the last byte of the response, milliseconds.
+    pub millis: f64,
+}
+
+/// The whole summary of a bench run.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Summary {
+    /// The server benchmarked.
+    pub server: String,
+    /// The namespace events were created in.
+    pub namespace: String,
+    /// The workload shape.
+    pub workload: Workload,
+    /// Concurrent creating clients.
+    pub clients: usize,
+    /// Target creates/s (open loop), or `null` for closed loop (as fast as answers come).
+    pub rate: Option<f64>,
+    /// Wall time of the load phase, seconds.
+    pub duration_seconds: f64,
+    /// Create requests sent.
+    pub requests: u64,
+    /// Creates answered 201.
+    pub succeeded: u64,
+    /// Creates that failed (any other status, or no answer).
+    pub failed: u64,
+    /// Successful creates per second over the load phase.
+    pub throughput_per_second: f64,
+    /// Create latency (from the intended send time, so open-loop queueing is included).
+    pub latency_ms: Percentiles,
+    /// Failures by HTTP status code, or `connect` / `io` / `timeout`.
+    pub errors: BTreeMap<String, u64>,
+    /// Present when watchers ran.
+    pub watch: Option<WatchSummary>,
+    /// Present with `--list`.
+    pub list: Option<ListSummary>,
+    /// True when Ctrl-C ended the run early.
+    pub interrupted: bool,
+}
+
+impl Summary {
+    /// The human-readable summary.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "herald bench: {} {:?} clients={} rate={} against {} (namespace {})",
+            if self.interrupted {
+                "interrupted"
+            } else {
+                "done"
+            },
+            self.workload,
+            self.clients,
+            self.rate
+                .map_or("closed-loop".to_string(), |r| format!("{r}/s")),
+            self.server,
+            self.namespace,
+        );
+        let _ = writeln!(
+            s,
+            "  creates     {} sent, {} ok, {} failed in {:.2}s = {:.0} creates/s",
+            self.requests,
+            self.succeeded,
+            self.failed,
+            self.duration_seconds,
+            self.throughput_per_second
+        );
+        let l = &self.latency_ms;
+        let _ = writeln!(
+            s,
+            "  latency     p50 {:.2}ms  p95 {:.2}ms  p99 {:.2}ms  max {:.2}ms",
+            l.p50, l.p95, l.p99, l.max
+        );
+        if !self.errors.is_empty() {
+            let errs: Vec<String> = self
+                .errors
+                .iter()
+                .map(|(k, v)| format!("{k}: {v}"))
+                .collect();
+            let _ = writeln!(s, "  errors      {}", errs.join(", "));
+        }
+        if let Some(w) = &self.watch {
+            let _ = writeln!(
+                s,
+                "  watch       {} watchers, received {}..{} of {} each ({} complete, {} reconnects)",
+                w.watchers,
+                w.received_min,
+                w.received_max,
+                w.expected_per_watcher,
+                w.complete_watchers,
+                w.reconnects
+            );
+            let _ = writeln!(
+                s,
+                "  watch lag   p50 {:.2}ms  p99 {:.2}ms  max {:.2}ms",
+                w.lag_ms.p50, w.lag_ms.p99, w.lag_ms.max
+            );
+        }
+        if let Some(l) = &self.list {
+            let _ = writeln!(
+                s,
+                "  list        {} items ({} bytes, status {}) in {:.1}ms",
+                l.items, l.bytes, l.status, l.millis
+            );
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_in_milliseconds() {
+        let mut h = Histogram::<u64>::new(3).unwrap();
+        for v in 1..=100u64 {
+            h.record(v * 1000).unwrap();
+        }
+        let p = Percentiles::from_micros(&h);
+        assert!((p.p50 - 50.0).abs() < 0.1, "{p:?}");
+        assert!((p.p99 - 99.0).abs() < 0.1, "{p:?}");
+        assert!((p.max - 100.0).abs() < 0.1, "{p:?}");
+        assert_eq!(
+            Percentiles::from_micros(&Histogram::new(3).unwrap()),
+            Percentiles::default()
+        );
+    }
+}

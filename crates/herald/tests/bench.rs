@@ -1,0 +1,182 @@
+//! `herald bench` against a live `herald serve --store memory`: the summary's success count
+//! equals what the server stores, with no errors. No timing assertions.
+
+use std::io::{BufRead as _, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full};
+use hyper_util::rt::TokioIo;
+
+/// The binary under test (`HERALD_BIN` overrides Cargo's, e.g. to test a release build).
+fn herald_bin() -> String {
+    std::env::var("HERALD_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_herald").to_string())
+}
+
+/// Kills the server when the test ends, pass or fail.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `herald serve --store memory` on a free port and returns it with its URL.
+fn serve() -> (Server, String) {
+    let mut child = Command::new(herald_bin())
+        .args(["serve", "--store", "memory", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start herald serve");
+    let stdout = child.stdout.take().expect("stdout");
+    let server = Server(child);
+    let mut lines = BufReader::new(stdout).lines();
+    // The first lines announce the address; bounded: the server prints it at start.
+    for _ in 0..10 {
+        let line = lines.next().expect("server output").expect("read line");
+        if let Some(url) = line
+            .split_whitespace()
+            .find(|w| w.starts_with("http://127.0.0.1:"))
+        {
+            // Keep reading so the server never writes into a closed pipe (it would die).
+            std::thread::spawn(move || for _ in lines {});
+            return (server, url.to_string());
+        }
+    }
+    panic!("herald serve did not print its address");
+}
+
+/// GET `path` on `url` and parse the JSON body.
+fn get_json(url: &str, path: &str) -> serde_json::Value {
+    let addr = url.trim_start_matches("http://").to_string();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        let req = http::Request::get(path)
+            .header("host", &addr)
+            .header("accept", "application/json")
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        let resp = send.send_request(req).await.unwrap();
+        assert_eq!(resp.status(), 200);
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        serde_json::from_slice(&body).unwrap()
+    })
+}
+
+fn bench(url: &str, extra: &[&str]) -> serde_json::Value {
+    let out = Command::new(herald_bin())
+        .args(["bench", "--server", url, "--duration", "2s", "-o", "json"])
+        .args(extra)
+        .output()
+        .expect("run herald bench");
+    assert!(
+        out.status.success(),
+        "bench failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("bench -o json prints JSON")
+}
+
+#[test]
+fn bench_counts_match_what_the_server_stored() {
+    let (_server, url) = serve();
+    let s = bench(
+        &url,
+        &[
+            "--clients",
+            "4",
+            "--watchers",
+            "2",
+            "--namespace",
+            "bench-a",
+            "--list",
+        ],
+    );
+    let succeeded = s["succeeded"].as_u64().unwrap();
+    assert!(succeeded > 0, "{s}");
+    assert_eq!(s["requests"].as_u64(), Some(succeeded), "{s}");
+    assert_eq!(s["failed"], 0, "{s}");
+    assert_eq!(s["errors"], serde_json::json!({}), "{s}");
+    assert_eq!(s["clients"], 4);
+    assert_eq!(s["workload"], "unique");
+    assert_eq!(s["interrupted"], false);
+
+    let stored = get_json(&url, "/api/v1/namespaces/bench-a/events");
+    let items = stored["items"].as_array().unwrap();
+    assert_eq!(items.len() as u64, succeeded, "{s}");
+    assert!(
+        items
+            .iter()
+            .all(|e| e["metadata"]["annotations"]["herald.dev/bench-sent"].is_string())
+    );
+    // The bench's own timed list saw the same count.
+    assert_eq!(s["list"]["items"].as_u64(), Some(succeeded), "{s}");
+    assert_eq!(s["list"]["status"], 200);
+    // Every watcher received every event of the run.
+    assert_eq!(s["watch"]["watchers"], 2);
+    assert_eq!(s["watch"]["expected_per_watcher"].as_u64(), Some(succeeded));
+    assert_eq!(s["watch"]["received_min"].as_u64(), Some(succeeded), "{s}");
+    assert_eq!(s["watch"]["complete_watchers"], 2);
+}
+
+#[test]
+fn open_loop_request_budget_is_exact() {
+    let (_server, url) = serve();
+    let s = bench(
+        &url,
+        &[
+            "--clients",
+            "3",
+            "--rate",
+            "200",
+            "--requests",
+            "50",
+            "--workload",
+            "storm",
+            "--namespace",
+            "bench-b",
+        ],
+    );
+    assert_eq!(s["requests"], 50, "{s}");
+    assert_eq!(s["succeeded"], 50, "{s}");
+    assert!(s["watch"].is_null() && s["list"].is_null(), "{s}");
+    let stored = get_json(&url, "/api/v1/namespaces/bench-b/events");
+    assert_eq!(stored["items"].as_array().unwrap().len(), 50);
+}
+
+#[test]
+fn a_server_that_is_down_is_one_line() {
+    // Bind then drop to get a port nobody listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = Command::new(herald_bin())
+        .args([
+            "bench",
+            "--server",
+            &format!("http://127.0.0.1:{port}"),
+            "--duration",
+            "1s",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(
+        err.trim(),
+        format!("herald: cannot reach 127.0.0.1:{port}: is `herald serve` running?")
+    );
+}
