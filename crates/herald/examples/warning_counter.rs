@@ -16,7 +16,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use herald_runtime::cache::{HandlerFns, InformerConfig, SharedInformer};
-use herald_runtime::record::{BroadcasterOptions, EventBroadcaster, EventSource, EventType, KubeSink};
+use herald_runtime::record::{
+    BroadcasterOptions, EventBroadcaster, EventSource, EventType, KubeSink,
+};
 use herald_runtime::workqueue::RateLimitingQueue;
 use herald_server::server::{Server, ServerConfig};
 use k8s_openapi::api::core::v1::{Event, Pod};
@@ -59,7 +61,10 @@ async fn main() -> anyhow::Result<()> {
     let client = kube::Client::try_from(kube::Config::new(server.url().parse()?))?;
 
     // The reading side: informer → queue → reconcile.
-    let informer = SharedInformer::for_api(kube::Api::<Event>::all(client.clone()), InformerConfig::default());
+    let informer = SharedInformer::for_api(
+        kube::Api::<Event>::all(client.clone()),
+        InformerConfig::default(),
+    );
     let mut indexers = HashMap::new();
     indexers.insert(
         BY_OBJECT.to_string(),
@@ -92,7 +97,10 @@ async fn main() -> anyhow::Result<()> {
                             .filter(|e| e.type_.as_deref() == Some("Warning"))
                             .map(|e| i64::from(e.count.unwrap_or(1)))
                             .sum();
-                        warnings.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone(), total);
+                        warnings
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .insert(key.clone(), total);
                         queue.forget(&key);
                     }
                     Err(e) => {
@@ -111,10 +119,20 @@ async fn main() -> anyhow::Result<()> {
     let recorder = broadcaster.new_recorder(EventSource::new("warning-counter-demo", "node-1"));
     let (web, db, api) = (pod("web-1"), pod("db-0"), pod("api-7"));
     for _ in 0..500 {
-        recorder.event(&web, EventType::Warning, "BackOff", "Back-off restarting failed container");
+        recorder.event(
+            &web,
+            EventType::Warning,
+            "BackOff",
+            "Back-off restarting failed container",
+        );
     }
     for i in 0..3 {
-        recorder.eventf(&db, EventType::Warning, "FailedMount", format_args!("volume data-{i} timed out"));
+        recorder.eventf(
+            &db,
+            EventType::Warning,
+            "FailedMount",
+            format_args!("volume data-{i} timed out"),
+        );
     }
     recorder.event(&api, EventType::Normal, "Started", "Started container api");
     broadcaster.shutdown().await; // writes everything, including the held-back counts

@@ -120,7 +120,8 @@ async fn informer_survives_restart_and_expired_history() {
     let client = kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
     let api: Api<Event> = Api::namespaced(client.clone(), "default");
 
-    let informer = SharedInformer::for_api(Api::<Event>::all(client.clone()), InformerConfig::default());
+    let informer =
+        SharedInformer::for_api(Api::<Event>::all(client.clone()), InformerConfig::default());
     let changed = Arc::new(Notify::new());
     let (c1, c2, c3) = (changed.clone(), changed.clone(), changed.clone());
     informer
@@ -133,12 +134,14 @@ async fn informer_survives_restart_and_expired_history() {
         .unwrap();
     let expired = Arc::new(AtomicUsize::new(0));
     let e2 = expired.clone();
-    informer.set_watch_error_handler(move |err: &ListWatchError| {
-        eprintln!("informer watch error: {err:?}");
-        if matches!(err, ListWatchError::Expired { .. }) {
-            e2.fetch_add(1, Ordering::SeqCst);
-        }
-    });
+    informer
+        .set_watch_error_handler(move |err: &ListWatchError| {
+            eprintln!("informer watch error: {err:?}");
+            if matches!(err, ListWatchError::Expired { .. }) {
+                e2.fetch_add(1, Ordering::SeqCst);
+            }
+        })
+        .unwrap();
     let stop = CancellationToken::new();
     let task = informer.spawn(stop.clone());
 

@@ -193,31 +193,6 @@ fn drop_empty_maps(mut e: CoreEvent) -> CoreEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn empty_label_and_annotation_maps_are_dropped() {
-        let body = serde_json::json!({
-            "metadata": {"name": "x.1", "labels": {}, "annotations": {}},
-            "involvedObject": {"kind": "Pod", "name": "x"},
-        });
-        let e = decode_body(ApiGroup::Core, body, None).unwrap();
-        assert_eq!(e.metadata.labels, None);
-        assert_eq!(e.metadata.annotations, None);
-        let body = serde_json::json!({
-            "metadata": {"name": "x.1", "labels": {"a": "b"}},
-            "involvedObject": {"kind": "Pod", "name": "x"},
-        });
-        let e = decode_body(ApiGroup::Core, body, None).unwrap();
-        assert_eq!(
-            e.metadata.labels.unwrap().get("a").map(String::as_str),
-            Some("b")
-        );
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
     use herald_core::event::wire::core_v1_json;
 
     #[test]
@@ -241,5 +216,25 @@ mod tests {
         let empty_meta = splice_resource_version(br#"{"metadata":{}}"#, 7).unwrap();
         assert_eq!(empty_meta, br#"{"metadata":{"resourceVersion":"7"}}"#);
         assert!(splice_resource_version(b"{}", 7).is_none());
+    }
+
+    #[test]
+    fn empty_label_and_annotation_maps_are_dropped() {
+        let body = serde_json::json!({
+            "metadata": {"name": "x.1", "labels": {}, "annotations": {}},
+            "involvedObject": {"kind": "Pod", "name": "x"},
+        });
+        let e = decode_body(ApiGroup::Core, body, None).unwrap();
+        assert_eq!(e.metadata.labels, None);
+        assert_eq!(e.metadata.annotations, None);
+        let body = serde_json::json!({
+            "metadata": {"name": "x.1", "labels": {"a": "b"}},
+            "involvedObject": {"kind": "Pod", "name": "x"},
+        });
+        let e = decode_body(ApiGroup::Core, body, None).unwrap();
+        assert_eq!(
+            e.metadata.labels.unwrap().get("a").map(String::as_str),
+            Some("b")
+        );
     }
 }
