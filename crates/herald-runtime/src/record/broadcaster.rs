@@ -19,7 +19,9 @@ use std::sync::atomic::AtomicI64;
 use std::time::Duration;
 
 use herald_core::clock::{Clock, SystemClock, elapsed};
-use herald_core::watch::{Broadcaster, FullChannelBehavior, Watcher};
+use herald_core::watch::{
+    Broadcaster, BroadcasterBuilder, Distribution, FullChannelBehavior, Watcher,
+};
 use k8s_openapi::api::core::v1::Event;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -127,11 +129,14 @@ impl EventBroadcaster {
     /// A broadcaster with `opts`; starts its distributor task.
     pub fn new(opts: BroadcasterOptions) -> Self {
         let queue = Arc::new(IncomingQueue::new(opts.queue_capacity));
-        let fanout = Broadcaster::with_incoming_capacity(
-            opts.watcher_queue.max(1),
-            opts.watcher_queue,
-            FullChannelBehavior::WaitIfChannelFull,
-        );
+        // The distributor task below already runs the fan-out off the recorder's threads, so
+        // the broadcaster needs no thread of its own: in-caller distribution keeps delivery on
+        // the tokio runtime (deterministic under paused time) and needs no extra OS thread.
+        let fanout =
+            BroadcasterBuilder::new(opts.watcher_queue, FullChannelBehavior::WaitIfChannelFull)
+                .incoming_capacity(opts.watcher_queue.max(1))
+                .distribution(Distribution::InCaller)
+                .build();
         let inner = Arc::new(Inner {
             queue: queue.clone(),
             fanout: fanout.clone(),
