@@ -268,6 +268,8 @@ impl EventBroadcaster {
             watcher,
             stop: stop.clone(),
             deadline: self.inner.deadline.clone(),
+            flush_at: None,
+            flush_stale: true,
         };
         self.inner.tasks.spawn(task.run());
         WatchHandle { stop }
@@ -319,6 +321,18 @@ struct SinkTask {
     watcher: Watcher<Arc<Event>>,
     stop: CancellationToken,
     deadline: CancellationToken,
+    /// When the next trailing flush may be due (tokio time). Recomputed only when it can have
+    /// moved earlier (a skip) or after flushes were taken: `next_flush_at` may rescan every
+    /// remembered key, which must not happen per event.
+    flush_at: Option<tokio::time::Instant>,
+    flush_stale: bool,
+}
+
+async fn sleep_until_or_never(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
 impl SinkTask {
@@ -337,10 +351,14 @@ impl SinkTask {
                 }
                 continue;
             }
-            let flush_in = self
-                .correlator
-                .next_flush_at()
-                .map(|t| elapsed(self.clock.now(), t));
+            if self.flush_stale {
+                self.flush_at = self
+                    .correlator
+                    .next_flush_at()
+                    .map(|t| tokio::time::Instant::now() + elapsed(self.clock.now(), t));
+                self.flush_stale = false;
+            }
+            let flush_at = self.flush_at;
             tokio::select! {
                 biased;
                 _ = self.deadline.cancelled() => {
@@ -360,11 +378,15 @@ impl SinkTask {
                 }
                 item = self.watcher.recv(), if input_open && !self.writer.is_full() => {
                     match item {
-                        Some(event) => self.handle((*event).clone()),
+                        // The last watcher to see an event takes it without a copy.
+                        Some(event) => self.handle(Arc::unwrap_or_clone(event)),
                         None => input_open = false,
                     }
                 }
-                _ = tokio::time::sleep(flush_in.unwrap_or_default()), if input_open && flush_in.is_some() => {
+                _ = sleep_until_or_never(flush_at), if input_open && flush_at.is_some() => {
+                    // Taking flushes moves the next deadline; a deadline that proves early
+                    // (tokens were spent meanwhile) just takes nothing and is recomputed.
+                    self.flush_stale = true;
                     for f in self.correlator.take_due_flushes() {
                         self.submit_trailing(f.event, f.patch);
                     }
@@ -386,6 +408,8 @@ impl SinkTask {
         };
         if result.skip {
             self.counters.outcome(SinkOutcome::Skipped, 1);
+            // A new held-back count may be due before the current deadline.
+            self.flush_stale = true;
             return;
         }
         let tally = if result.aggregated {

@@ -3,9 +3,11 @@
 //! client-go drops every event that arrives while its 1000-slot queue is full, so a storm
 //! loses most of its occurrences silently — and, worse, a storm of one event fills every slot
 //! and crowds out every other event. This queue has the same bound, but an event *identical*
-//! to one already queued (same source, object, type, reason, message, annotations — the
-//! correlator's full dedup identity, ignoring the name and timestamps) is merged into it: the
-//! queued event's `count` grows and its `lastTimestamp` moves forward. A storm of one event
+//! to one already queued is merged into it: the queued event's `count` grows and its
+//! `lastTimestamp` moves forward. Identical means the correlator's full dedup identity
+//! (source, object, type, reason, message) plus the fields a merged event can keep only one
+//! copy of (annotations, reporting component and instance, namespace); the name and the
+//! timestamps are ignored. A storm of one event
 //! therefore takes one slot, and only a genuinely distinct event arriving at a full queue is
 //! dropped (the caller counts that drop).
 //!
