@@ -5,7 +5,15 @@
 //! front (a prefix-free encoding), so two different part sequences can never give the same key.
 //! Keys are written into a buffer the correlator reuses, which lets it hash and compare them
 //! without allocating; a key is copied only when it is inserted into a cache.
+//!
+//! The correlator rebuilds each key by comparing it with the one already in its buffer
+//! ([`KeyBuf`]): in a storm consecutive events mostly share their keys, and an unchanged key
+//! keeps its hash and the cache slot it was found in, so it is neither hashed nor looked up
+//! again.
 
+use std::hash::BuildHasher;
+
+use hashbrown::DefaultHashBuilder;
 use k8s_openapi::api::core::v1::Event;
 
 /// The prefix client-go's default message function puts before the latest message of an
@@ -45,7 +53,20 @@ impl<'a> KeyBuilder<'a> {
     /// Appends one part given as raw bytes (for keys computed from non-text data).
     #[inline]
     pub fn push_bytes(&mut self, part: &[u8]) -> &mut Self {
-        let mut len = part.len();
+        let len = part.len();
+        if len < 0x80 {
+            // Almost every part: a one-byte length.
+            self.buf.reserve(len + 1);
+            self.buf.push(len as u8);
+        } else {
+            self.push_long_len(len);
+        }
+        self.buf.extend_from_slice(part);
+        self
+    }
+
+    #[cold]
+    fn push_long_len(&mut self, mut len: usize) {
         self.buf.reserve(len + 10);
         while len >= 0x80 {
             // Truncation is the point: seven bits per byte.
@@ -53,8 +74,56 @@ impl<'a> KeyBuilder<'a> {
             len >>= 7;
         }
         self.buf.push(len as u8);
-        self.buf.extend_from_slice(part);
+    }
+
+    /// Appends bytes as they are, with no length: a tag in front of a key that tells key kinds
+    /// apart, or a whole key written by another builder. Only for keys whose every variant
+    /// starts with a distinct tag, so the encoding stays unambiguous.
+    pub(crate) fn push_raw(&mut self, bytes: &[u8]) -> &mut Self {
+        self.buf.extend_from_slice(bytes);
         self
+    }
+}
+
+/// A reused key buffer that remembers what is known about the key it holds: its hash, and the
+/// cache slot it was last found in or inserted at (with that cache's generation, so a slot
+/// that may have been reused since is never trusted; see `Lru::get_key`).
+///
+/// A key is written into a second buffer and compared with the previous one as a whole (one
+/// `memcmp`); the buffers swap when it differs. Neither allocates once they have grown to the
+/// longest key seen.
+#[derive(Debug, Default)]
+pub(crate) struct KeyBuf {
+    pub(crate) bytes: Vec<u8>,
+    scratch: Vec<u8>,
+    hash: Option<u64>,
+    pub(crate) slot: Option<(usize, u64)>,
+}
+
+impl KeyBuf {
+    /// Builds the key with `write` (into an empty builder). A key different from the previous
+    /// one forgets the hash and slot.
+    #[inline]
+    pub(crate) fn build(&mut self, write: impl FnOnce(&mut KeyBuilder<'_>)) {
+        self.scratch.clear();
+        write(&mut KeyBuilder::new(&mut self.scratch));
+        self.settle();
+    }
+
+    fn settle(&mut self) {
+        if self.scratch != self.bytes {
+            std::mem::swap(&mut self.scratch, &mut self.bytes);
+            self.hash = None;
+            self.slot = None;
+        }
+    }
+
+    /// The key's hash (computed once per distinct key).
+    #[inline]
+    pub(crate) fn hash(&mut self, hasher: &DefaultHashBuilder) -> u64 {
+        *self
+            .hash
+            .get_or_insert_with(|| hasher.hash_one(self.bytes.as_slice()))
     }
 }
 
@@ -169,5 +238,33 @@ mod tests {
         // 300 = 0b10_0101100 → [0xac, 0x02]
         assert_eq!(&long[..2], &[0xac, 0x02]);
         assert_eq!(long.len(), 302);
+    }
+
+    #[test]
+    fn a_key_buffer_keeps_its_hash_and_slot_only_while_the_key_stays_the_same() {
+        let hasher = DefaultHashBuilder::default();
+        let mut k = KeyBuf::default();
+        let build = |k: &mut KeyBuf, parts: &[&str]| {
+            k.build(|b| {
+                for p in parts {
+                    b.push(p);
+                }
+            })
+        };
+        build(&mut k, &["ab", "c"]);
+        let h = k.hash(&hasher);
+        assert_eq!(h, hasher.hash_one(k.bytes.as_slice()));
+        k.slot = Some((3, 7));
+        build(&mut k, &["ab", "c"]);
+        assert_eq!((k.hash, k.slot), (Some(h), Some((3, 7))));
+        build(&mut k, &["a", "bc"]);
+        assert_eq!((k.hash, k.slot), (None, None));
+        let mut expected = Vec::new();
+        KeyBuilder::new(&mut expected).push("a").push("bc");
+        assert_eq!(k.bytes, expected);
+        assert_ne!(k.hash(&hasher), h);
+        // A shorter key after a longer one leaves nothing of the longer one behind.
+        build(&mut k, &["a"]);
+        assert_eq!(k.bytes, [1, b'a']);
     }
 }

@@ -76,7 +76,6 @@ mod lru;
 mod spam;
 
 use std::fmt;
-use std::hash::BuildHasher;
 use std::mem;
 use std::sync::Arc;
 use std::time::Duration;
@@ -84,8 +83,8 @@ use std::time::Duration;
 use hashbrown::DefaultHashBuilder;
 use herald_core::clock::{Clock, SystemClock};
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Event;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::api::core::v1::{Event, EventSeries, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 
 pub use keys::{
     COMBINED_MESSAGE_PREFIX, KeyBuilder, KeyFunc, MessageFunc, SpamKeyFunc, aggregate_by_reason,
@@ -93,7 +92,7 @@ pub use keys::{
 };
 
 use aggregator::Aggregator;
-use dedup::{DedupLog, TAG_AGGREGATE, TAG_EVENT, dedup_patch};
+use dedup::{DedupLog, PatchWriter, TAG_AGGREGATE, TAG_EVENT};
 use flush::{Flushes, Observation, Pending};
 use spam::SpamFilter;
 
@@ -260,9 +259,7 @@ pub struct EventCorrelator {
     dedup: DedupLog,
     spam: SpamFilter,
     flushes: Flushes,
-    /// Reused key buffers.
-    dedup_key: Vec<u8>,
-    spam_key: Vec<u8>,
+    patches: PatchWriter,
     /// The time of the last clock read.
     last_now: Option<Timestamp>,
     stats: CorrelatorStats,
@@ -293,8 +290,7 @@ impl EventCorrelator {
             spam_key_func: options.spam_key_func,
             trailing_flush: options.trailing_flush,
             hasher: DefaultHashBuilder::default(),
-            dedup_key: Vec::new(),
-            spam_key: Vec::new(),
+            patches: PatchWriter::default(),
             last_now: None,
             stats: CorrelatorStats::default(),
         }
@@ -321,36 +317,33 @@ impl EventCorrelator {
 
     /// The spam decision for `event` (second clock read).
     #[inline]
-    fn spam_check(&mut self, event: &Event) -> (bool, u64) {
-        self.spam_key.clear();
-        (self.spam_key_func)(event, &mut KeyBuilder::new(&mut self.spam_key));
-        let hash = self.hasher.hash_one(self.spam_key.as_slice());
+    fn spam_check(&mut self, event: &Event) -> bool {
+        let spam_key_func = &self.spam_key_func;
+        self.spam.key.build(|k| spam_key_func(event, k));
         let now = self.clock.now();
         self.last_now = Some(now);
-        let decision = self.spam.try_accept(hash, &self.spam_key, now);
+        let decision = self.spam.try_accept_key(&self.hasher, now);
         if decision.accepted || decision.evicted {
             // A bucket a remembered flush waits for may have changed.
             self.flushes.invalidate();
         }
-        (decision.accepted, hash)
+        decision.accepted
     }
 
     #[inline]
     fn plain_path(&mut self, mut event: Event) -> Result<CorrelateResult, CorrelateError> {
-        self.dedup_key.clear();
-        self.dedup_key.push(TAG_EVENT);
-        event_key(&event, &mut KeyBuilder::new(&mut self.dedup_key));
-        let hash = self.hasher.hash_one(self.dedup_key.as_slice());
-        let seen = self
-            .dedup
-            .observe(hash, &self.dedup_key, event.count, |entry| {
-                entry.count = event.count.unwrap_or(0);
-                entry.first_timestamp.clone_from(&event.first_timestamp);
-                entry.name.clone_from(&event.metadata.name);
-                entry
-                    .resource_version
-                    .clone_from(&event.metadata.resource_version);
-            });
+        self.dedup.key.build(|k| {
+            k.push_raw(&[TAG_EVENT]);
+            event_key(&event, k);
+        });
+        let seen = self.dedup.observe(&self.hasher, event.count, |entry| {
+            entry.count = event.count.unwrap_or(0);
+            entry.first_timestamp.clone_from(&event.first_timestamp);
+            entry.name.clone_from(&event.metadata.name);
+            entry
+                .resource_version
+                .clone_from(&event.metadata.resource_version);
+        });
         // On a repeat the event takes the cached identity. Name and resourceVersion are
         // swapped (not cloned) with the cache entry and put back below, so the input can be
         // returned unchanged if the event is skipped.
@@ -367,8 +360,7 @@ impl EventCorrelator {
             let count = event.count.replace(entry.count);
             saved = Some((first, count));
         }
-        let (accepted, spam_hash) = self.spam_check(&event);
-        if accepted {
+        if self.spam_check(&event) {
             if seen.repeat {
                 let entry = self.dedup.entries.value_mut(seen.idx);
                 entry.name.clone_from(&event.metadata.name);
@@ -377,10 +369,10 @@ impl EventCorrelator {
                     .clone_from(&event.metadata.resource_version);
             }
             if self.trailing_flush {
-                self.flushes.clear_key(hash, &self.dedup_key);
+                self.flushes.clear_key(&mut self.dedup.key, &self.hasher);
             }
             let patch = if seen.repeat {
-                Some(dedup_patch(
+                Some(self.patches.patch(
                     event.count.unwrap_or(0),
                     event.last_timestamp.as_ref(),
                     event.message.as_deref().unwrap_or(""),
@@ -396,9 +388,8 @@ impl EventCorrelator {
             });
         }
         self.stats.skipped += 1;
-        if self.trailing_flush && !self.remember_update(hash, spam_hash, seen.repeat, false, &event)
-        {
-            self.remember_insert(hash, spam_hash, seen.repeat, false, event.clone());
+        if self.trailing_flush && !self.remember_update(seen.repeat, false, &event) {
+            self.remember_insert(seen.repeat, false, event.clone());
         }
         if let Some((first, count)) = saved {
             let entry = self.dedup.entries.value_mut(seen.idx);
@@ -421,98 +412,91 @@ impl EventCorrelator {
     #[inline]
     fn aggregator_path(
         &mut self,
-        mut input: Event,
+        mut event: Event,
         now: Timestamp,
     ) -> Result<CorrelateResult, CorrelateError> {
-        let message = (self.message_func)(&input);
-        self.dedup_key.clear();
-        self.dedup_key.push(TAG_AGGREGATE);
-        self.dedup_key
-            .extend_from_slice(&self.aggregator.aggregate_key);
-        let hash = self.hasher.hash_one(self.dedup_key.as_slice());
-        let object_name = input.involved_object.name.as_deref().unwrap_or("");
-        // The combined event replaces the incoming one, which is never written: it takes over
-        // the incoming event's name, unique per recorder even when the clock stands still.
-        let input_name = input
-            .metadata
-            .name
-            .as_deref()
-            .filter(|n| herald_core::naming::is_dns1123_subdomain(n));
-        let seen = self.dedup.observe(hash, &self.dedup_key, Some(1), |entry| {
+        let message = (self.message_func)(&event);
+        let aggregate_key = &self.aggregator.aggregate_key.bytes;
+        self.dedup.key.build(|k| {
+            k.push_raw(&[TAG_AGGREGATE]).push_raw(aggregate_key);
+        });
+        let seen = self.dedup.observe(&self.hasher, Some(1), |entry| {
             entry.count = 1;
             entry.first_timestamp = Some(Time(now));
+            // The combined event replaces the incoming one, which is never written: it takes
+            // over the incoming event's name, unique per recorder even when the clock stands
+            // still.
+            let input_name = event
+                .metadata
+                .name
+                .as_deref()
+                .filter(|n| herald_core::naming::is_dns1123_subdomain(n));
             entry.name = Some(match input_name {
                 Some(n) => n.to_string(),
-                None => herald_core::naming::event_name(object_name, now),
+                None => herald_core::naming::event_name(
+                    event.involved_object.name.as_deref().unwrap_or(""),
+                    now,
+                ),
             });
             entry.resource_version = None;
         });
         if seen.repeat {
             self.stats.deduplicated += 1;
         }
+        // The combined event is made in the input's place: it keeps involvedObject, type,
+        // reason, source and the namespace, and what it replaces or drops is set aside so the
+        // input can be given back unchanged if the event is skipped.
         let entry = self.dedup.entries.value(seen.idx);
-        // Fields shared with the input are moved, and moved back if the event is skipped.
-        let mut combined = Event {
-            metadata: ObjectMeta {
-                name: entry.name.clone(),
-                namespace: input.metadata.namespace.take(),
-                resource_version: entry.resource_version.clone(),
-                ..Default::default()
-            },
-            involved_object: mem::take(&mut input.involved_object),
-            type_: input.type_.take(),
-            reason: input.reason.take(),
-            source: input.source.take(),
-            message: Some(message),
-            count: Some(entry.count),
-            first_timestamp: entry.first_timestamp.clone(),
-            last_timestamp: Some(Time(now)),
+        let mut metadata = mem::take(&mut event.metadata);
+        event.metadata = ObjectMeta {
+            name: entry.name.clone(),
+            namespace: metadata.namespace.take(),
+            resource_version: entry.resource_version.clone(),
             ..Default::default()
         };
-        let (accepted, spam_hash) = self.spam_check(&combined);
-        if accepted {
+        let replaced = Replaced {
+            metadata,
+            message: event.message.replace(message),
+            count: event.count.replace(entry.count),
+            first_timestamp: mem::replace(
+                &mut event.first_timestamp,
+                entry.first_timestamp.clone(),
+            ),
+            last_timestamp: event.last_timestamp.replace(Time(now)),
+            action: event.action.take(),
+            event_time: event.event_time.take(),
+            related: event.related.take(),
+            reporting_component: event.reporting_component.take(),
+            reporting_instance: event.reporting_instance.take(),
+            series: event.series.take(),
+        };
+        if self.spam_check(&event) {
             if self.trailing_flush {
-                self.flushes.clear_key(hash, &self.dedup_key);
+                self.flushes.clear_key(&mut self.dedup.key, &self.hasher);
             }
             let patch = if seen.repeat {
-                Some(dedup_patch(
-                    entry_count(&combined),
-                    combined.last_timestamp.as_ref(),
-                    combined.message.as_deref().unwrap_or(""),
+                Some(self.patches.patch(
+                    entry_count(&event),
+                    event.last_timestamp.as_ref(),
+                    event.message.as_deref().unwrap_or(""),
                 )?)
             } else {
                 None
             };
             return Ok(CorrelateResult {
-                event: combined,
+                event,
                 patch,
                 skip: false,
                 aggregated: true,
             });
         }
         self.stats.skipped += 1;
-        let keep_combined = self.trailing_flush
-            && !self.remember_update(hash, spam_hash, seen.repeat, true, &combined);
-        if !keep_combined {
-            input.metadata.namespace = combined.metadata.namespace.take();
-            input.involved_object = mem::take(&mut combined.involved_object);
-            input.type_ = combined.type_.take();
-            input.reason = combined.reason.take();
-            input.source = combined.source.take();
-        } else {
-            // A newly remembered key keeps the combined event itself; the input gets copies.
-            input
-                .metadata
-                .namespace
-                .clone_from(&combined.metadata.namespace);
-            input.involved_object = combined.involved_object.clone();
-            input.type_.clone_from(&combined.type_);
-            input.reason.clone_from(&combined.reason);
-            input.source.clone_from(&combined.source);
-            self.remember_insert(hash, spam_hash, seen.repeat, true, combined);
+        if self.trailing_flush && !self.remember_update(seen.repeat, true, &event) {
+            self.remember_insert(seen.repeat, true, event.clone());
         }
+        replaced.restore(&mut event);
         Ok(CorrelateResult {
-            event: input,
+            event,
             patch: None,
             skip: true,
             aggregated: true,
@@ -521,14 +505,7 @@ impl EventCorrelator {
 
     /// Updates the remembered trailing flush of the current dedup key with a skipped
     /// observation; false when the key has none yet.
-    fn remember_update(
-        &mut self,
-        hash: u64,
-        spam_hash: u64,
-        repeat: bool,
-        aggregated: bool,
-        observed: &Event,
-    ) -> bool {
+    fn remember_update(&mut self, repeat: bool, aggregated: bool, observed: &Event) -> bool {
         let observation = Observation {
             count: observed.count,
             last_timestamp: &observed.last_timestamp,
@@ -536,31 +513,27 @@ impl EventCorrelator {
             repeat,
             aggregated,
         };
+        let spam_hash = self.spam.key.hash(&self.hasher);
         self.flushes.update_existing(
-            hash,
-            &self.dedup_key,
+            &mut self.dedup.key,
+            &self.hasher,
             spam_hash,
-            &self.spam_key,
+            &self.spam.key.bytes,
             observation,
         )
     }
 
     /// Remembers a skipped observation under the current dedup key (which has none yet).
-    fn remember_insert(
-        &mut self,
-        hash: u64,
-        spam_hash: u64,
-        repeat: bool,
-        aggregated: bool,
-        observed: Event,
-    ) {
+    fn remember_insert(&mut self, repeat: bool, aggregated: bool, observed: Event) {
         let now = self.last_now.unwrap_or(Timestamp::UNIX_EPOCH);
+        let hash = self.dedup.key.hash(&self.hasher);
+        let spam_hash = self.spam.key.hash(&self.hasher);
         self.flushes.insert_new(
             hash,
-            &self.dedup_key,
+            &self.dedup.key.bytes,
             Pending {
                 spam_hash,
-                spam_key: self.spam_key.clone(),
+                spam_key: self.spam.key.bytes.clone(),
                 event: observed,
                 repeat,
                 aggregated,
@@ -577,11 +550,11 @@ impl EventCorrelator {
     /// For a combined event this adds an entry under the combined event's full key (harmless;
     /// the aggregate-key entry already carries the name), as in client-go.
     pub fn update_state(&mut self, written: &Event) {
-        self.dedup_key.clear();
-        self.dedup_key.push(TAG_EVENT);
-        event_key(written, &mut KeyBuilder::new(&mut self.dedup_key));
-        let hash = self.hasher.hash_one(self.dedup_key.as_slice());
-        self.dedup.update(hash, &self.dedup_key, written);
+        self.dedup.key.build(|k| {
+            k.push_raw(&[TAG_EVENT]);
+            event_key(written, k);
+        });
+        self.dedup.update(&self.hasher, written);
     }
 
     /// The earliest time a remembered trailing flush can be taken (its spam bucket has a
@@ -653,17 +626,19 @@ impl EventCorrelator {
                     .clone_from(&entry.resource_version);
                 event.first_timestamp.clone_from(&entry.first_timestamp);
             }
-            let patch = if repeat {
-                dedup_patch(
+            let patch =
+                if repeat {
+                    self.patches
+                    .patch(
                     event.count.unwrap_or(0),
                     event.last_timestamp.as_ref(),
                     event.message.as_deref().unwrap_or(""),
                 )
                 .map_err(|e| tracing::warn!(error = %e, "dropping the patch of a trailing flush"))
                 .ok()
-            } else {
-                None
-            };
+                } else {
+                    None
+                };
             out.push(CorrelateResult {
                 event,
                 patch,
@@ -704,4 +679,38 @@ impl EventCorrelator {
 
 fn entry_count(e: &Event) -> i32 {
     e.count.unwrap_or(0)
+}
+
+/// What a combined event replaced or dropped of the input it was made from.
+struct Replaced {
+    metadata: ObjectMeta,
+    message: Option<String>,
+    count: Option<i32>,
+    first_timestamp: Option<Time>,
+    last_timestamp: Option<Time>,
+    action: Option<String>,
+    event_time: Option<MicroTime>,
+    related: Option<ObjectReference>,
+    reporting_component: Option<String>,
+    reporting_instance: Option<String>,
+    series: Option<EventSeries>,
+}
+
+impl Replaced {
+    /// Turns the combined event back into the input.
+    fn restore(self, event: &mut Event) {
+        let mut metadata = self.metadata;
+        metadata.namespace = event.metadata.namespace.take();
+        event.metadata = metadata;
+        event.message = self.message;
+        event.count = self.count;
+        event.first_timestamp = self.first_timestamp;
+        event.last_timestamp = self.last_timestamp;
+        event.action = self.action;
+        event.event_time = self.event_time;
+        event.related = self.related;
+        event.reporting_component = self.reporting_component;
+        event.reporting_instance = self.reporting_instance;
+        event.series = self.series;
+    }
 }
