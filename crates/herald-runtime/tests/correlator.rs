@@ -768,6 +768,54 @@ fn skipped_events_return_the_input_unchanged() {
 }
 
 #[test]
+fn a_combined_event_keeps_its_identity_across_skips_and_server_writes() {
+    let (clock, mut c) = fake(CorrelatorOptions {
+        burst_size: 10,
+        trailing_flush: false,
+        ..Default::default()
+    });
+    let named = |i: usize| {
+        let mut e = similar_events(i + 1).remove(i);
+        e.metadata.name = Some(format!("input-{i}"));
+        e.metadata.resource_version = Some(format!("rv-{i}"));
+        at(&clock, e)
+    };
+    for i in 0..9 {
+        assert!(!c.correlate(named(i)).unwrap().aggregated);
+    }
+    // The 10th distinct message: a combined event that takes the 10th input's name.
+    let first = c.correlate(named(9)).unwrap();
+    assert!(first.aggregated && !first.skip && first.patch.is_none());
+    assert_eq!(first.event.metadata.name.as_deref(), Some("input-9"));
+    assert_eq!(first.event.metadata.resource_version, None);
+    // The bucket is empty: the next one is counted, and its input comes back as it was.
+    let input = named(10);
+    let skipped = c.correlate(input.clone()).unwrap();
+    assert!(skipped.aggregated && skipped.skip);
+    assert_eq!(skipped.event, input);
+    // The server stored the combined event under its own full key (client-go's pollution) —
+    // that must not disturb the aggregate entry, which keeps the combined identity.
+    let mut stored = first.event.clone();
+    stored.metadata.resource_version = Some("900".into());
+    c.update_state(&stored);
+    clock.advance(Duration::from_secs(300));
+    let next = c.correlate(named(11)).unwrap();
+    assert!(next.aggregated && !next.skip);
+    assert_eq!(next.event.metadata.name.as_deref(), Some("input-9"));
+    assert_eq!(next.event.count, Some(3));
+    assert_eq!(
+        next.event.message.as_deref(),
+        Some("(combined from similar events): similar message-11-similar message")
+    );
+    assert!(next.patch.is_some());
+    // And once more, accepted back to back: the name stays, the count goes on.
+    clock.advance(Duration::from_secs(300));
+    let last = c.correlate(named(12)).unwrap();
+    assert_eq!(last.event.metadata.name.as_deref(), Some("input-9"));
+    assert_eq!(last.event.count, Some(4));
+}
+
+#[test]
 fn trailing_flush_writes_the_full_count_once_the_bucket_refills() {
     let (clock, mut c) = fake(CorrelatorOptions::default());
     let e = duplicates(1).remove(0);

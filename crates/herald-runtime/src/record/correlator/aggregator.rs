@@ -16,7 +16,7 @@ use hashbrown::DefaultHashBuilder;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::Event;
 
-use super::keys::{KeyBuf, KeyBuilder, KeyFunc};
+use super::keys::{KeyBuf, KeyBuilder, KeyFunc, Marks, aggregate_by_reason_marked};
 use super::lru::Lru;
 
 /// Up to this many local keys per record are kept in a short list searched from the most
@@ -27,9 +27,11 @@ const SHORT_SET_MAX: usize = 16;
 /// inserting one more evicts the least recently seen.
 #[derive(Debug)]
 enum LocalSet {
-    /// Least recently seen first. Buffers past `len` are spare, kept for reuse so that a
-    /// record (and an evicted record's slot) is refilled without allocating.
+    /// Least recently seen first, with their hashes (compared first: similar messages tend
+    /// to share long prefixes). Buffers past `len` are spare, kept for reuse so that a record
+    /// (and an evicted record's slot) is refilled without allocating.
     Short {
+        hashes: Vec<u64>,
         keys: Vec<Vec<u8>>,
         len: usize,
         capacity: usize,
@@ -41,6 +43,7 @@ impl LocalSet {
     fn new(capacity: usize) -> Self {
         if capacity <= SHORT_SET_MAX {
             LocalSet::Short {
+                hashes: Vec::new(),
                 keys: Vec::new(),
                 len: 0,
                 capacity,
@@ -57,39 +60,48 @@ impl LocalSet {
         }
     }
 
-    /// Marks `key` as seen now: true when it was in the set already. Otherwise it is added,
-    /// and the result tells whether the least recently seen key was evicted to make room.
-    fn see(&mut self, key: &[u8], hasher: &DefaultHashBuilder) -> Seen {
+    /// Marks `key` (whose hash is `hash`) as seen now: true when it was in the set already.
+    /// Otherwise it is added, and the result tells whether the least recently seen key was
+    /// evicted to make room.
+    fn see(&mut self, key: &[u8], hash: u64) -> Seen {
         match self {
             LocalSet::Short {
+                hashes,
                 keys,
                 len,
                 capacity,
             } => {
-                let live = &mut keys[..*len];
-                if let Some(pos) = live.iter().rposition(|k| k.as_slice() == key) {
-                    live[pos..].rotate_left(1);
+                let n = *len;
+                let found = (0..n)
+                    .rev()
+                    .find(|&i| hashes[i] == hash && keys[i].as_slice() == key);
+                if let Some(pos) = found {
+                    hashes[pos..n].rotate_left(1);
+                    keys[pos..n].rotate_left(1);
                     return Seen::Present;
                 }
-                if *len == *capacity {
+                if n == *capacity {
                     // The least recently seen key leaves; its buffer takes the new key.
-                    live.rotate_left(1);
-                    let last = &mut live[*len - 1];
+                    hashes[..n].rotate_left(1);
+                    keys[..n].rotate_left(1);
+                    hashes[n - 1] = hash;
+                    let last = &mut keys[n - 1];
                     last.clear();
                     last.extend_from_slice(key);
                     return Seen::AddedEvicting;
                 }
-                if let Some(spare) = keys.get_mut(*len) {
+                if let Some(spare) = keys.get_mut(n) {
+                    hashes[n] = hash;
                     spare.clear();
                     spare.extend_from_slice(key);
                 } else {
+                    hashes.push(hash);
                     keys.push(key.to_vec());
                 }
                 *len += 1;
                 Seen::Added
             }
             LocalSet::Hashed(lru) => {
-                let hash = hasher.hash_one(key);
                 if lru.get(hash, key).is_some() {
                     return Seen::Present;
                 }
@@ -126,7 +138,11 @@ pub(crate) struct Aggregator {
     max_interval: SignedDuration,
     /// The aggregate key of the last observed event (reused buffer).
     pub(crate) aggregate_key: KeyBuf,
-    local_key: Vec<u8>,
+    /// Its local key.
+    pub(crate) local_key: Vec<u8>,
+    /// With the default key function ([`aggregate_by_reason`](super::aggregate_by_reason)):
+    /// where the last aggregate key ends the parts other default keys share.
+    pub(crate) marks: Option<Marks>,
     pub(crate) evictions: u64,
 }
 
@@ -142,6 +158,7 @@ impl Aggregator {
             max_interval: SignedDuration::try_from(max_interval).unwrap_or(SignedDuration::MAX),
             aggregate_key: KeyBuf::default(),
             local_key: Vec::new(),
+            marks: None,
             evictions: 0,
         }
     }
@@ -151,19 +168,26 @@ impl Aggregator {
     }
 
     /// Records `event` at `now`; true when it must be replaced by the combined event (whose
-    /// dedup key is then [`Aggregator::aggregate_key`]).
+    /// dedup key is then [`Aggregator::aggregate_key`]). `key_func` is `None` for the default
+    /// key function, which is then called directly and leaves [`Aggregator::marks`].
     pub(crate) fn observe(
         &mut self,
         event: &Event,
         now: Timestamp,
-        key_func: &KeyFunc,
+        key_func: Option<&KeyFunc>,
         hasher: &DefaultHashBuilder,
     ) -> bool {
         self.local_key.clear();
         let local_key = &mut self.local_key;
+        let mut marks = None;
         self.aggregate_key.build(|aggregate| {
-            key_func(event, aggregate, &mut KeyBuilder::new(local_key));
+            let local = &mut KeyBuilder::new(local_key);
+            match key_func {
+                Some(f) => f(event, aggregate, local),
+                None => marks = Some(aggregate_by_reason_marked(event, aggregate, local)),
+            }
         });
+        self.marks = marks;
         let local_capacity = self.max_events.saturating_sub(1).max(1);
         let idx = match self.records.get_key(&mut self.aggregate_key, hasher) {
             Some(idx) => idx,
@@ -203,7 +227,8 @@ impl Aggregator {
         // The set holds at most max_events − 1 keys, so a key already in it cannot bring it to
         // max_events. A new key at max_events − 1 keys fills the set: aggregate, and the least
         // recently seen key is evicted so the set is back at max_events − 1.
-        record.locals.see(&self.local_key, hasher) == Seen::AddedEvicting
+        let local_hash = hasher.hash_one(self.local_key.as_slice());
+        record.locals.see(&self.local_key, local_hash) == Seen::AddedEvicting
     }
 }
 
@@ -227,9 +252,10 @@ mod tests {
                     hashed.clear();
                 }
                 let key = format!("m{}", (x >> 16) % 23);
+                let hash = hasher.hash_one(key.as_bytes());
                 assert_eq!(
-                    short.see(key.as_bytes(), &hasher),
-                    hashed.see(key.as_bytes(), &hasher),
+                    short.see(key.as_bytes(), hash),
+                    hashed.see(key.as_bytes(), hash),
                     "capacity {capacity}, step {step}"
                 );
             }

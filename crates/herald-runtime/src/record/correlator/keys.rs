@@ -76,6 +76,11 @@ impl<'a> KeyBuilder<'a> {
         self.buf.push(len as u8);
     }
 
+    /// Bytes in the buffer so far.
+    pub(crate) fn len(&self) -> usize {
+        self.buf.len()
+    }
+
     /// Appends bytes as they are, with no length: a tag in front of a key that tells key kinds
     /// apart, or a whole key written by another builder. Only for keys whose every variant
     /// starts with a distinct tag, so the encoding stays unambiguous.
@@ -178,6 +183,52 @@ pub fn aggregate_by_reason(
     aggregate: &mut KeyBuilder<'_>,
     local: &mut KeyBuilder<'_>,
 ) {
+    aggregate_by_reason_marked(event, aggregate, local);
+}
+
+/// Where [`aggregate_by_reason`] ends the parts it shares with [`spam_key`] and [`event_key`]
+/// (byte offsets into the aggregate key), so that with the default key functions those two
+/// keys are copied from the aggregate key instead of being written part by part again.
+///
+/// The three keys start with the same parts: source component and host, involved object
+/// kind, namespace and name (`object`); the spam key then has uid, apiVersion and type
+/// (`spam`), which the aggregate key continues with reason (`reason`); the event key puts
+/// fieldPath between the two runs, and ends with the message — the aggregate's local key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Marks {
+    object: usize,
+    spam: usize,
+    reason: usize,
+}
+
+impl Marks {
+    /// [`spam_key`] of the event whose aggregate key is `aggregate`.
+    pub(crate) fn spam_key<'k>(&self, aggregate: &'k [u8]) -> &'k [u8] {
+        &aggregate[..self.spam]
+    }
+
+    /// Writes [`event_key`] of `event`, whose aggregate and local keys are `aggregate` and
+    /// `local`.
+    pub(crate) fn event_key(
+        &self,
+        event: &Event,
+        aggregate: &[u8],
+        local: &[u8],
+        key: &mut KeyBuilder<'_>,
+    ) {
+        key.push_raw(&aggregate[..self.object])
+            .push(s(&event.involved_object.field_path))
+            .push_raw(&aggregate[self.object..self.reason])
+            .push_raw(local);
+    }
+}
+
+/// [`aggregate_by_reason`], returning its [`Marks`] (valid when `aggregate` started empty).
+pub(crate) fn aggregate_by_reason_marked(
+    event: &Event,
+    aggregate: &mut KeyBuilder<'_>,
+    local: &mut KeyBuilder<'_>,
+) -> Marks {
     let (component, host) = source(event);
     let o = &event.involved_object;
     aggregate
@@ -185,14 +236,24 @@ pub fn aggregate_by_reason(
         .push(host)
         .push(s(&o.kind))
         .push(s(&o.namespace))
-        .push(s(&o.name))
+        .push(s(&o.name));
+    let object = aggregate.len();
+    aggregate
         .push(s(&o.uid))
         .push(s(&o.api_version))
-        .push(s(&event.type_))
-        .push(s(&event.reason))
+        .push(s(&event.type_));
+    let spam = aggregate.len();
+    aggregate.push(s(&event.reason));
+    let reason = aggregate.len();
+    aggregate
         .push(s(&event.reporting_component))
         .push(s(&event.reporting_instance));
     local.push(s(&event.message));
+    Marks {
+        object,
+        spam,
+        reason,
+    }
 }
 
 /// client-go's `EventAggregatorByReasonMessageFunc`: [`COMBINED_MESSAGE_PREFIX`] followed by
@@ -225,6 +286,8 @@ pub fn spam_key(event: &Event, key: &mut KeyBuilder<'_>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::{EventSource, ObjectReference};
+    use proptest::prelude::*;
 
     #[test]
     fn lengths_are_prefix_free() {
@@ -238,6 +301,61 @@ mod tests {
         // 300 = 0b10_0101100 → [0xac, 0x02]
         assert_eq!(&long[..2], &[0xac, 0x02]);
         assert_eq!(long.len(), 302);
+    }
+
+    fn text() -> impl Strategy<Value = Option<String>> {
+        // Short and long (two-byte length) parts, empty and missing ones.
+        prop_oneof![
+            Just(None),
+            "[a-z]{0,3}".prop_map(Some),
+            "[a-zA-Z0-9 ./{}-]{100,140}".prop_map(Some),
+        ]
+    }
+
+    prop_compose! {
+        fn any_event()(
+            c in text(), h in text(), k in text(), ns in text(), n in text(), fp in text(),
+            uid in text(), av in text(), t in text(), r in text(), rc in text(), ri in text(),
+            m in text(), src in any::<bool>(),
+        ) -> Event {
+            Event {
+                source: src.then(|| EventSource { component: c, host: h }),
+                involved_object: ObjectReference {
+                    kind: k, namespace: ns, name: n, field_path: fp, uid, api_version: av,
+                    ..Default::default()
+                },
+                type_: t,
+                reason: r,
+                reporting_component: rc,
+                reporting_instance: ri,
+                message: m,
+                ..Default::default()
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn keys_copied_from_the_aggregate_key_equal_the_default_key_functions(e in any_event()) {
+            let (mut aggregate, mut local) = (Vec::new(), Vec::new());
+            let marks = aggregate_by_reason_marked(
+                &e,
+                &mut KeyBuilder::new(&mut aggregate),
+                &mut KeyBuilder::new(&mut local),
+            );
+            let (mut a2, mut l2) = (Vec::new(), Vec::new());
+            aggregate_by_reason(&e, &mut KeyBuilder::new(&mut a2), &mut KeyBuilder::new(&mut l2));
+            prop_assert_eq!((&a2, &l2), (&aggregate, &local));
+
+            let mut spam = Vec::new();
+            spam_key(&e, &mut KeyBuilder::new(&mut spam));
+            prop_assert_eq!(marks.spam_key(&aggregate), spam.as_slice());
+
+            let (mut generic, mut copied) = (Vec::new(), Vec::new());
+            event_key(&e, &mut KeyBuilder::new(&mut generic));
+            marks.event_key(&e, &aggregate, &local, &mut KeyBuilder::new(&mut copied));
+            prop_assert_eq!(copied, generic);
+        }
     }
 
     #[test]

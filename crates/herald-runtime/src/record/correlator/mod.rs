@@ -77,7 +77,7 @@ mod spam;
 
 use std::fmt;
 use std::mem;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use hashbrown::DefaultHashBuilder;
@@ -149,18 +149,24 @@ pub struct CorrelatorOptions {
     pub trailing_flush: bool,
 }
 
+/// The default key functions, shared so that a correlator can tell it was given them (and then
+/// copies the spam and event keys from the aggregate key instead of writing them again; see
+/// `keys::Marks`). A user's own `Arc` of the same function works, by the generic path.
+static DEFAULT_KEY_FUNC: LazyLock<KeyFunc> = LazyLock::new(|| Arc::new(aggregate_by_reason));
+static DEFAULT_SPAM_KEY_FUNC: LazyLock<SpamKeyFunc> = LazyLock::new(|| Arc::new(spam_key));
+
 impl Default for CorrelatorOptions {
     fn default() -> Self {
         Self {
             lru_cache_size: DEFAULT_LRU_CACHE_SIZE,
             burst_size: DEFAULT_SPAM_BURST,
             qps: DEFAULT_SPAM_QPS,
-            key_func: Arc::new(aggregate_by_reason),
+            key_func: DEFAULT_KEY_FUNC.clone(),
             message_func: Arc::new(combined_message),
             max_events: DEFAULT_AGGREGATE_MAX_EVENTS,
             max_interval: DEFAULT_AGGREGATE_INTERVAL,
             clock: Arc::new(SystemClock),
-            spam_key_func: Arc::new(spam_key),
+            spam_key_func: DEFAULT_SPAM_KEY_FUNC.clone(),
             trailing_flush: true,
         }
     }
@@ -250,9 +256,12 @@ pub struct CorrelatorStats {
 /// Memory is bounded by [`CorrelatorOptions::lru_cache_size`] per cache.
 pub struct EventCorrelator {
     clock: Arc<dyn Clock>,
-    key_func: KeyFunc,
+    /// `None`: the default ([`aggregate_by_reason`]), called directly.
+    key_func: Option<KeyFunc>,
     message_func: MessageFunc,
-    spam_key_func: SpamKeyFunc,
+    /// `None`: the default ([`spam_key`]) with the default `key_func`: copied from the
+    /// aggregate key.
+    spam_key_func: Option<SpamKeyFunc>,
     trailing_flush: bool,
     hasher: DefaultHashBuilder,
     aggregator: Aggregator,
@@ -279,15 +288,20 @@ impl EventCorrelator {
     /// A correlator with empty caches.
     pub fn new(options: CorrelatorOptions) -> Self {
         let size = options.lru_cache_size;
+        let key_func =
+            (!Arc::ptr_eq(&options.key_func, &DEFAULT_KEY_FUNC)).then_some(options.key_func);
+        let spam_key_func = (key_func.is_some()
+            || !Arc::ptr_eq(&options.spam_key_func, &DEFAULT_SPAM_KEY_FUNC))
+        .then_some(options.spam_key_func);
         Self {
             aggregator: Aggregator::new(size, options.max_events, options.max_interval),
             dedup: DedupLog::new(size),
             spam: SpamFilter::new(size, options.qps, options.burst_size),
             flushes: Flushes::new(size),
             clock: options.clock,
-            key_func: options.key_func,
+            key_func,
             message_func: options.message_func,
-            spam_key_func: options.spam_key_func,
+            spam_key_func,
             trailing_flush: options.trailing_flush,
             hasher: DefaultHashBuilder::default(),
             patches: PatchWriter::default(),
@@ -300,26 +314,43 @@ impl EventCorrelator {
     ///
     /// Returns the event to write (with the patch when it repeats a written one), or
     /// `skip: true` with the input unchanged. Either way the caches have counted it.
-    pub fn correlate(&mut self, event: Event) -> Result<CorrelateResult, CorrelateError> {
+    pub fn correlate(&mut self, mut event: Event) -> Result<CorrelateResult, CorrelateError> {
         self.stats.correlated += 1;
         let now = self.clock.now();
         self.last_now = Some(now);
         let aggregated = self
             .aggregator
-            .observe(&event, now, &self.key_func, &self.hasher);
-        if aggregated {
+            .observe(&event, now, self.key_func.as_ref(), &self.hasher);
+        // The paths work on the event in place: it is ~1 kB, and moving it costs more than
+        // most of the work.
+        let (patch, skip) = if aggregated {
             self.stats.aggregated += 1;
-            self.aggregator_path(event, now)
+            self.aggregator_path(&mut event, now)?
         } else {
-            self.plain_path(event)
-        }
+            self.plain_path(&mut event)?
+        };
+        Ok(CorrelateResult {
+            event,
+            patch,
+            skip,
+            aggregated,
+        })
     }
 
     /// The spam decision for `event` (second clock read).
     #[inline]
     fn spam_check(&mut self, event: &Event) -> bool {
-        let spam_key_func = &self.spam_key_func;
-        self.spam.key.build(|k| spam_key_func(event, k));
+        match (&self.spam_key_func, self.aggregator.marks) {
+            (None, Some(marks)) => {
+                // The event's source, involved object and type are the aggregated input's.
+                let aggregate = &self.aggregator.aggregate_key.bytes;
+                self.spam.key.build(|k| {
+                    k.push_raw(marks.spam_key(aggregate));
+                });
+            }
+            (Some(f), _) => self.spam.key.build(|k| f(event, k)),
+            (None, None) => self.spam.key.build(|k| spam_key(event, k)),
+        }
         let now = self.clock.now();
         self.last_now = Some(now);
         let decision = self.spam.try_accept_key(&self.hasher, now);
@@ -331,10 +362,20 @@ impl EventCorrelator {
     }
 
     #[inline]
-    fn plain_path(&mut self, mut event: Event) -> Result<CorrelateResult, CorrelateError> {
+    /// Counts a not aggregated event; returns its patch and whether it is skipped.
+    fn plain_path(&mut self, event: &mut Event) -> Result<Outcome, CorrelateError> {
+        let aggregator = &self.aggregator;
         self.dedup.key.build(|k| {
             k.push_raw(&[TAG_EVENT]);
-            event_key(&event, k);
+            match aggregator.marks {
+                Some(marks) => marks.event_key(
+                    event,
+                    &aggregator.aggregate_key.bytes,
+                    &aggregator.local_key,
+                    k,
+                ),
+                None => event_key(event, k),
+            }
         });
         let seen = self.dedup.observe(&self.hasher, event.count, |entry| {
             entry.count = event.count.unwrap_or(0);
@@ -380,12 +421,7 @@ impl EventCorrelator {
             } else {
                 None
             };
-            return Ok(CorrelateResult {
-                event,
-                patch,
-                skip: false,
-                aggregated: false,
-            });
+            return Ok((patch, false));
         }
         self.stats.skipped += 1;
         if self.trailing_flush && !self.remember_update(seen.repeat, false, &event) {
@@ -401,20 +437,17 @@ impl EventCorrelator {
             event.first_timestamp = first;
             event.count = count;
         }
-        Ok(CorrelateResult {
-            event,
-            patch: None,
-            skip: true,
-            aggregated: false,
-        })
+        Ok((None, true))
     }
 
     #[inline]
+    /// Turns the event into the combined one and counts that; returns its patch and whether
+    /// it is skipped (then the event is given back as it came).
     fn aggregator_path(
         &mut self,
-        mut event: Event,
+        event: &mut Event,
         now: Timestamp,
-    ) -> Result<CorrelateResult, CorrelateError> {
+    ) -> Result<Outcome, CorrelateError> {
         let message = (self.message_func)(&event);
         let aggregate_key = &self.aggregator.aggregate_key.bytes;
         self.dedup.key.build(|k| {
@@ -445,16 +478,17 @@ impl EventCorrelator {
         }
         // The combined event is made in the input's place: it keeps involvedObject, type,
         // reason, source and the namespace, and what it replaces or drops is set aside so the
-        // input can be given back unchanged if the event is skipped.
-        let entry = self.dedup.entries.value(seen.idx);
+        // input can be given back unchanged if the event is skipped. Name and resourceVersion
+        // are swapped with the cache entry's (no copies) and settled below.
+        let entry = self.dedup.entries.value_mut(seen.idx);
         let mut metadata = mem::take(&mut event.metadata);
-        event.metadata = ObjectMeta {
-            name: entry.name.clone(),
-            namespace: metadata.namespace.take(),
-            resource_version: entry.resource_version.clone(),
-            ..Default::default()
-        };
-        let replaced = Replaced {
+        event.metadata.namespace = metadata.namespace.take();
+        event.metadata.name = mem::replace(&mut entry.name, metadata.name.take());
+        event.metadata.resource_version = mem::replace(
+            &mut entry.resource_version,
+            metadata.resource_version.take(),
+        );
+        let mut replaced = Replaced {
             metadata,
             message: event.message.replace(message),
             count: event.count.replace(entry.count),
@@ -470,37 +504,38 @@ impl EventCorrelator {
             reporting_instance: event.reporting_instance.take(),
             series: event.series.take(),
         };
-        if self.spam_check(&event) {
+        if self.spam_check(event) {
+            let entry = self.dedup.entries.value_mut(seen.idx);
+            entry.name.clone_from(&event.metadata.name);
+            entry
+                .resource_version
+                .clone_from(&event.metadata.resource_version);
             if self.trailing_flush {
                 self.flushes.clear_key(&mut self.dedup.key, &self.hasher);
             }
             let patch = if seen.repeat {
                 Some(self.patches.patch(
-                    entry_count(&event),
+                    entry_count(event),
                     event.last_timestamp.as_ref(),
                     event.message.as_deref().unwrap_or(""),
                 )?)
             } else {
                 None
             };
-            return Ok(CorrelateResult {
-                event,
-                patch,
-                skip: false,
-                aggregated: true,
-            });
+            return Ok((patch, false));
         }
         self.stats.skipped += 1;
         if self.trailing_flush && !self.remember_update(seen.repeat, true, &event) {
             self.remember_insert(seen.repeat, true, event.clone());
         }
-        replaced.restore(&mut event);
-        Ok(CorrelateResult {
-            event,
-            patch: None,
-            skip: true,
-            aggregated: true,
-        })
+        let entry = self.dedup.entries.value_mut(seen.idx);
+        replaced.metadata.name = mem::replace(&mut entry.name, event.metadata.name.take());
+        replaced.metadata.resource_version = mem::replace(
+            &mut entry.resource_version,
+            event.metadata.resource_version.take(),
+        );
+        replaced.restore(event);
+        Ok((None, true))
     }
 
     /// Updates the remembered trailing flush of the current dedup key with a skipped
@@ -676,6 +711,9 @@ impl EventCorrelator {
         }
     }
 }
+
+/// The patch of a correlated event and whether it is skipped.
+type Outcome = (Option<Vec<u8>>, bool);
 
 fn entry_count(e: &Event) -> i32 {
     e.count.unwrap_or(0)
