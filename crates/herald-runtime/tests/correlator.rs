@@ -1058,6 +1058,75 @@ proptest! {
     }
 }
 
+proptest! {
+    /// The default key functions take a shortcut (the spam and event keys are copied from the
+    /// aggregate key, repeated keys are not hashed again); the same functions handed in as
+    /// the user's own go the general way. Both must give the same results, step by step,
+    /// also with tiny caches (evictions) and small aggregation limits.
+    #[test]
+    fn default_key_functions_behave_the_same_as_the_same_functions_given_explicitly(
+        steps in proptest::collection::vec(step(), 1..300),
+        burst in 1u32..6,
+        lru in 1usize..6,
+        max_events in 1usize..5,
+    ) {
+        let options = CorrelatorOptions {
+            burst_size: burst,
+            lru_cache_size: lru,
+            max_events,
+            ..Default::default()
+        };
+        let explicit = CorrelatorOptions {
+            key_func: Arc::new(aggregate_by_reason),
+            spam_key_func: Arc::new(herald_runtime::record::correlator::spam_key),
+            ..options.clone()
+        };
+        let (clock_a, mut a) = fake(options);
+        let (clock_b, mut b) = fake(explicit);
+        let mut written: Vec<Event> = Vec::new();
+        for s in steps {
+            match s {
+                Step::Event { obj, reason, msg, count } => {
+                    let mut r = reference(if msg % 3 == 0 { "spec.containers{a}" } else { "" });
+                    r.name = Some(format!("pod-{obj}"));
+                    let mut e = make_event(&format!("r{reason}"), &format!("m{msg}"), r);
+                    e.count = Some(count);
+                    let ra = a.correlate(at(&clock_a, e.clone())).unwrap();
+                    let rb = b.correlate(at(&clock_b, e)).unwrap();
+                    prop_assert_eq!(&ra, &rb);
+                    if !ra.skip {
+                        a.update_state(&ra.event);
+                        b.update_state(&rb.event);
+                        written.push(ra.event);
+                    }
+                }
+                Step::Advance(secs) => {
+                    clock_a.advance(Duration::from_secs(u64::from(secs)));
+                    clock_b.advance(Duration::from_secs(u64::from(secs)));
+                }
+                Step::LateWrite { back, lower_by } => {
+                    if let Some(w) = written.iter().rev().nth(usize::from(back)) {
+                        let mut w = w.clone();
+                        w.count = Some(w.count.unwrap_or(0) - lower_by);
+                        a.update_state(&w);
+                        b.update_state(&w);
+                    }
+                }
+                Step::Flush => {
+                    let (fa, fb) = (a.take_due_flushes(), b.take_due_flushes());
+                    prop_assert_eq!(&fa, &fb);
+                    for res in fa {
+                        a.update_state(&res.event);
+                        b.update_state(&res.event);
+                    }
+                }
+            }
+            prop_assert_eq!(a.stats(), b.stats());
+            prop_assert_eq!(a.cache_sizes(), b.cache_sizes());
+        }
+    }
+}
+
 #[test]
 fn correlator_and_options_can_move_between_threads() {
     fn send_sync<T: Send + Sync>() {}
