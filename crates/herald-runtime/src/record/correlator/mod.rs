@@ -481,29 +481,18 @@ impl EventCorrelator {
         // input can be given back unchanged if the event is skipped. Name and resourceVersion
         // are swapped with the cache entry's (no copies) and settled below.
         let entry = self.dedup.entries.value_mut(seen.idx);
-        let mut metadata = mem::take(&mut event.metadata);
-        event.metadata.namespace = metadata.namespace.take();
-        event.metadata.name = mem::replace(&mut entry.name, metadata.name.take());
-        event.metadata.resource_version = mem::replace(
-            &mut entry.resource_version,
-            metadata.resource_version.take(),
+        let replaced = Replaced::take(
+            event,
+            message,
+            entry.count,
+            entry.first_timestamp.clone(),
+            now,
         );
-        let mut replaced = Replaced {
-            metadata,
-            message: event.message.replace(message),
-            count: event.count.replace(entry.count),
-            first_timestamp: mem::replace(
-                &mut event.first_timestamp,
-                entry.first_timestamp.clone(),
-            ),
-            last_timestamp: event.last_timestamp.replace(Time(now)),
-            action: event.action.take(),
-            event_time: event.event_time.take(),
-            related: event.related.take(),
-            reporting_component: event.reporting_component.take(),
-            reporting_instance: event.reporting_instance.take(),
-            series: event.series.take(),
-        };
+        mem::swap(&mut event.metadata.name, &mut entry.name);
+        mem::swap(
+            &mut event.metadata.resource_version,
+            &mut entry.resource_version,
+        );
         if self.spam_check(event) {
             let entry = self.dedup.entries.value_mut(seen.idx);
             entry.name.clone_from(&event.metadata.name);
@@ -529,10 +518,10 @@ impl EventCorrelator {
             self.remember_insert(seen.repeat, true, event.clone());
         }
         let entry = self.dedup.entries.value_mut(seen.idx);
-        replaced.metadata.name = mem::replace(&mut entry.name, event.metadata.name.take());
-        replaced.metadata.resource_version = mem::replace(
+        mem::swap(&mut event.metadata.name, &mut entry.name);
+        mem::swap(
+            &mut event.metadata.resource_version,
             &mut entry.resource_version,
-            event.metadata.resource_version.take(),
         );
         replaced.restore(event);
         Ok((None, true))
@@ -719,9 +708,12 @@ fn entry_count(e: &Event) -> i32 {
     e.count.unwrap_or(0)
 }
 
-/// What a combined event replaced or dropped of the input it was made from.
+/// What a combined event replaced or dropped of the input it was made from (all but the name
+/// and resourceVersion, which the caller swaps with the cache entry).
 struct Replaced {
-    metadata: ObjectMeta,
+    /// The input's metadata besides name, namespace and resourceVersion, when it had any
+    /// (the recorder sets at most annotations), so the common case moves nothing.
+    other_metadata: Option<ObjectMeta>,
     message: Option<String>,
     count: Option<i32>,
     first_timestamp: Option<Time>,
@@ -735,11 +727,46 @@ struct Replaced {
 }
 
 impl Replaced {
-    /// Turns the combined event back into the input.
+    /// Turns `event` into the combined event (but for name and resourceVersion): `message`,
+    /// `count`, `first_timestamp` and a lastTimestamp of `now`; the fields client-go leaves
+    /// out of a combined event are taken out.
+    fn take(
+        event: &mut Event,
+        message: String,
+        count: i32,
+        first_timestamp: Option<Time>,
+        now: Timestamp,
+    ) -> Self {
+        let other_metadata = (!identity_only(&event.metadata)).then(|| {
+            let mut other = mem::take(&mut event.metadata);
+            event.metadata.name = other.name.take();
+            event.metadata.namespace = other.namespace.take();
+            event.metadata.resource_version = other.resource_version.take();
+            other
+        });
+        Self {
+            other_metadata,
+            message: event.message.replace(message),
+            count: event.count.replace(count),
+            first_timestamp: mem::replace(&mut event.first_timestamp, first_timestamp),
+            last_timestamp: event.last_timestamp.replace(Time(now)),
+            action: event.action.take(),
+            event_time: take_some(&mut event.event_time),
+            related: take_some(&mut event.related),
+            reporting_component: event.reporting_component.take(),
+            reporting_instance: event.reporting_instance.take(),
+            series: take_some(&mut event.series),
+        }
+    }
+
+    /// Turns the combined event back into the input (but for name and resourceVersion).
     fn restore(self, event: &mut Event) {
-        let mut metadata = self.metadata;
-        metadata.namespace = event.metadata.namespace.take();
-        event.metadata = metadata;
+        if let Some(mut metadata) = self.other_metadata {
+            metadata.name = event.metadata.name.take();
+            metadata.namespace = event.metadata.namespace.take();
+            metadata.resource_version = event.metadata.resource_version.take();
+            event.metadata = metadata;
+        }
         event.message = self.message;
         event.count = self.count;
         event.first_timestamp = self.first_timestamp;
@@ -751,4 +778,44 @@ impl Replaced {
         event.reporting_instance = self.reporting_instance;
         event.series = self.series;
     }
+}
+
+/// `o.take()`, without moving a (large) `None` around.
+fn take_some<T>(o: &mut Option<T>) -> Option<T> {
+    if o.is_some() { o.take() } else { None }
+}
+
+/// Whether `m` holds nothing but name, namespace and resourceVersion (what a combined event's
+/// metadata holds).
+fn identity_only(m: &ObjectMeta) -> bool {
+    // Destructured so that a field added to ObjectMeta fails to compile here.
+    let ObjectMeta {
+        annotations,
+        creation_timestamp,
+        deletion_grace_period_seconds,
+        deletion_timestamp,
+        finalizers,
+        generate_name,
+        generation,
+        labels,
+        managed_fields,
+        name: _,
+        namespace: _,
+        owner_references,
+        resource_version: _,
+        self_link,
+        uid,
+    } = m;
+    annotations.is_none()
+        && creation_timestamp.is_none()
+        && deletion_grace_period_seconds.is_none()
+        && deletion_timestamp.is_none()
+        && finalizers.is_none()
+        && generate_name.is_none()
+        && generation.is_none()
+        && labels.is_none()
+        && managed_fields.is_none()
+        && owner_references.is_none()
+        && self_link.is_none()
+        && uid.is_none()
 }
