@@ -27,12 +27,12 @@ const SHORT_SET_MAX: usize = 16;
 /// inserting one more evicts the least recently seen.
 #[derive(Debug)]
 enum LocalSet {
-    /// Least recently seen first, with their hashes (compared first: similar messages tend
+    /// Least recently seen first, each with its hash (compared first: similar messages tend
     /// to share long prefixes). Buffers past `len` are spare, kept for reuse so that a record
-    /// (and an evicted record's slot) is refilled without allocating.
+    /// (and an evicted record's slot) is refilled without allocating. Bound: `capacity`
+    /// buffers, each as long as the longest key it held.
     Short {
-        hashes: Vec<u64>,
-        keys: Vec<Vec<u8>>,
+        keys: Vec<(u64, Vec<u8>)>,
         len: usize,
         capacity: usize,
     },
@@ -43,7 +43,6 @@ impl LocalSet {
     fn new(capacity: usize) -> Self {
         if capacity <= SHORT_SET_MAX {
             LocalSet::Short {
-                hashes: Vec::new(),
                 keys: Vec::new(),
                 len: 0,
                 capacity,
@@ -66,40 +65,38 @@ impl LocalSet {
     fn see(&mut self, key: &[u8], hash: u64) -> Seen {
         match self {
             LocalSet::Short {
-                hashes,
                 keys,
                 len,
                 capacity,
             } => {
                 let n = *len;
-                let found = (0..n)
-                    .rev()
-                    .find(|&i| hashes[i] == hash && keys[i].as_slice() == key);
-                if let Some(pos) = found {
-                    hashes[pos..n].rotate_left(1);
-                    keys[pos..n].rotate_left(1);
+                let live = &mut keys[..n];
+                if let Some(pos) = live
+                    .iter()
+                    .rposition(|(h, k)| *h == hash && k.as_slice() == key)
+                {
+                    live[pos..].rotate_left(1);
                     return Seen::Present;
                 }
-                if n == *capacity {
+                let slot = if n == *capacity {
                     // The least recently seen key leaves; its buffer takes the new key.
-                    hashes[..n].rotate_left(1);
-                    keys[..n].rotate_left(1);
-                    hashes[n - 1] = hash;
-                    let last = &mut keys[n - 1];
-                    last.clear();
-                    last.extend_from_slice(key);
-                    return Seen::AddedEvicting;
-                }
-                if let Some(spare) = keys.get_mut(n) {
-                    hashes[n] = hash;
-                    spare.clear();
-                    spare.extend_from_slice(key);
+                    live.rotate_left(1);
+                    &mut live[n - 1]
                 } else {
-                    hashes.push(hash);
-                    keys.push(key.to_vec());
+                    *len += 1;
+                    if n == keys.len() {
+                        keys.push((hash, Vec::with_capacity(key.len())));
+                    }
+                    &mut keys[n]
+                };
+                slot.0 = hash;
+                slot.1.clear();
+                slot.1.extend_from_slice(key);
+                if n == *capacity {
+                    Seen::AddedEvicting
+                } else {
+                    Seen::Added
                 }
-                *len += 1;
-                Seen::Added
             }
             LocalSet::Hashed(lru) => {
                 if lru.get(hash, key).is_some() {
