@@ -33,7 +33,6 @@ fn event(pod: &str, reason: &str, message: String) -> Event {
             api_version: Some("v1".into()),
             field_path: Some("spec.containers{app}".into()),
             resource_version: Some("48213".into()),
-            ..Default::default()
         },
         reason: Some(reason.into()),
         message: Some(message),

@@ -319,7 +319,7 @@ mod tests {
             m in text(), src in any::<bool>(),
         ) -> Event {
             Event {
-                source: src.then(|| EventSource { component: c, host: h }),
+                source: src.then_some(EventSource { component: c, host: h }),
                 involved_object: ObjectReference {
                     kind: k, namespace: ns, name: n, field_path: fp, uid, api_version: av,
                     ..Default::default()
