@@ -115,6 +115,23 @@ impl KeyBuf {
         self.settle();
     }
 
+    /// Sets the key to `tag` (if any) followed by `bytes`, a key written elsewhere, as
+    /// [`KeyBuf::build`] would but without writing it twice when it is unchanged.
+    #[inline]
+    pub(crate) fn set(&mut self, tag: Option<u8>, bytes: &[u8]) {
+        let same = match tag {
+            Some(t) => self.bytes.first() == Some(&t) && self.bytes[1..] == *bytes,
+            None => self.bytes == bytes,
+        };
+        if !same {
+            self.bytes.clear();
+            self.bytes.extend(tag);
+            self.bytes.extend_from_slice(bytes);
+            self.hash = None;
+            self.slot = None;
+        }
+    }
+
     fn settle(&mut self) {
         if self.scratch != self.bytes {
             std::mem::swap(&mut self.scratch, &mut self.bytes);
@@ -384,5 +401,20 @@ mod tests {
         // A shorter key after a longer one leaves nothing of the longer one behind.
         build(&mut k, &["a"]);
         assert_eq!(k.bytes, [1, b'a']);
+        // Keys written elsewhere, with and without a tag.
+        k.slot = Some((1, 1));
+        k.set(None, &[1, b'a']);
+        assert_eq!(k.slot, Some((1, 1)));
+        k.set(Some(1), &[b'a']);
+        assert_eq!((k.bytes.as_slice(), k.slot), (&[1, b'a'][..], Some((1, 1))));
+        k.set(Some(2), &[b'a']);
+        assert_eq!((k.bytes.as_slice(), k.slot), (&[2, b'a'][..], None));
+        k.slot = Some((1, 1));
+        k.set(None, &[2]);
+        assert_eq!((k.bytes.as_slice(), k.slot), (&[2][..], None));
+        k.set(None, &[]);
+        assert!(k.bytes.is_empty());
+        k.set(Some(0), &[]);
+        assert_eq!(k.bytes, [0]);
     }
 }

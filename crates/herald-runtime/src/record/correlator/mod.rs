@@ -359,9 +359,7 @@ impl EventCorrelator {
             (None, Some(marks)) => {
                 // The event's source, involved object and type are the aggregated input's.
                 let aggregate = &self.aggregator.aggregate_key.bytes;
-                self.spam.key.build(|k| {
-                    k.push_raw(marks.spam_key(aggregate));
-                });
+                self.spam.key.set(None, marks.spam_key(aggregate));
             }
             (Some(f), _) => self.spam.key.build(|k| f(event, k)),
             (None, None) => self.spam.key.build(|k| spam_key(event, k)),
@@ -464,10 +462,9 @@ impl EventCorrelator {
         now: Timestamp,
     ) -> Result<Outcome, CorrelateError> {
         let message = (self.message_func)(event);
-        let aggregate_key = &self.aggregator.aggregate_key.bytes;
-        self.dedup.key.build(|k| {
-            k.push_raw(&[TAG_AGGREGATE]).push_raw(aggregate_key);
-        });
+        self.dedup
+            .key
+            .set(Some(TAG_AGGREGATE), &self.aggregator.aggregate_key.bytes);
         let seen = self.dedup.observe(&self.hasher, Some(1), |entry| {
             entry.count = 1;
             entry.first_timestamp = Some(Time(now));
