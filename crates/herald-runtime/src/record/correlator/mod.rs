@@ -722,20 +722,23 @@ fn entry_count(e: &Event) -> i32 {
 
 /// What a combined event replaced or dropped of the input it was made from (all but the name
 /// and resourceVersion, which the caller swaps with the cache entry).
+///
+/// The large fields that events rarely carry (metadata besides the identity, `related`,
+/// `series`) are boxed when present, so that the common case moves a few words.
 struct Replaced {
     /// The input's metadata besides name, namespace and resourceVersion, when it had any
-    /// (the recorder sets at most annotations), so the common case moves nothing.
-    other_metadata: Option<ObjectMeta>,
+    /// (the recorder sets at most annotations).
+    other_metadata: Option<Box<ObjectMeta>>,
     message: Option<String>,
     count: Option<i32>,
     first_timestamp: Option<Time>,
     last_timestamp: Option<Time>,
     action: Option<String>,
     event_time: Option<MicroTime>,
-    related: Option<ObjectReference>,
+    related: Option<Box<ObjectReference>>,
     reporting_component: Option<String>,
     reporting_instance: Option<String>,
-    series: Option<EventSeries>,
+    series: Option<Box<EventSeries>>,
 }
 
 impl Replaced {
@@ -750,7 +753,7 @@ impl Replaced {
         now: Timestamp,
     ) -> Self {
         let other_metadata = (!identity_only(&event.metadata)).then(|| {
-            let mut other = mem::take(&mut event.metadata);
+            let mut other = Box::new(mem::take(&mut event.metadata));
             event.metadata.name = other.name.take();
             event.metadata.namespace = other.namespace.take();
             event.metadata.resource_version = other.resource_version.take();
@@ -763,11 +766,11 @@ impl Replaced {
             first_timestamp: mem::replace(&mut event.first_timestamp, first_timestamp),
             last_timestamp: event.last_timestamp.replace(Time(now)),
             action: event.action.take(),
-            event_time: take_some(&mut event.event_time),
-            related: take_some(&mut event.related),
+            event_time: event.event_time.take(),
+            related: take_boxed(&mut event.related),
             reporting_component: event.reporting_component.take(),
             reporting_instance: event.reporting_instance.take(),
-            series: take_some(&mut event.series),
+            series: take_boxed(&mut event.series),
         }
     }
 
@@ -777,7 +780,7 @@ impl Replaced {
             metadata.name = event.metadata.name.take();
             metadata.namespace = event.metadata.namespace.take();
             metadata.resource_version = event.metadata.resource_version.take();
-            event.metadata = metadata;
+            event.metadata = *metadata;
         }
         event.message = self.message;
         event.count = self.count;
@@ -785,16 +788,16 @@ impl Replaced {
         event.last_timestamp = self.last_timestamp;
         event.action = self.action;
         event.event_time = self.event_time;
-        event.related = self.related;
+        event.related = self.related.map(|r| *r);
         event.reporting_component = self.reporting_component;
         event.reporting_instance = self.reporting_instance;
-        event.series = self.series;
+        event.series = self.series.map(|r| *r);
     }
 }
 
-/// `o.take()`, without moving a (large) `None` around.
-fn take_some<T>(o: &mut Option<T>) -> Option<T> {
-    if o.is_some() { o.take() } else { None }
+/// `o.take()`, boxed: large fields set aside are moved as one word.
+fn take_boxed<T>(o: &mut Option<T>) -> Option<Box<T>> {
+    o.take().map(Box::new)
 }
 
 /// Whether `m` holds nothing but name, namespace and resourceVersion (what a combined event's
