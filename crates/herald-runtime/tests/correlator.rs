@@ -11,8 +11,8 @@ use herald_runtime::record::{
     COMBINED_MESSAGE_PREFIX, CorrelateResult, CorrelatorOptions, EventCorrelator, KeyBuilder,
 };
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::api::core::v1::{Event, EventSeries, EventSource, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use proptest::prelude::*;
 
 fn t0() -> Timestamp {
@@ -788,8 +788,20 @@ fn a_combined_event_keeps_its_identity_across_skips_and_server_writes() {
     assert!(first.aggregated && !first.skip && first.patch.is_none());
     assert_eq!(first.event.metadata.name.as_deref(), Some("input-9"));
     assert_eq!(first.event.metadata.resource_version, None);
-    // The bucket is empty: the next one is counted, and its input comes back as it was.
-    let input = named(10);
+    // The bucket is empty: the next one is counted, and its input comes back as it was, with
+    // everything a combined event leaves out (reporting fields are part of the aggregate
+    // key, so they stay as they are).
+    let mut input = named(10);
+    input.metadata.annotations = Some([("a".to_string(), "b".to_string())].into());
+    input.metadata.labels = Some([("l".to_string(), "v".to_string())].into());
+    input.metadata.uid = Some("uid-10".into());
+    input.action = Some("Probe".into());
+    input.event_time = Some(MicroTime(t0()));
+    input.related = Some(reference("spec.containers{other}"));
+    input.series = Some(EventSeries {
+        count: Some(2),
+        last_observed_time: Some(MicroTime(t0())),
+    });
     let skipped = c.correlate(input.clone()).unwrap();
     assert!(skipped.aggregated && skipped.skip);
     assert_eq!(skipped.event, input);
