@@ -11,8 +11,8 @@ use herald_runtime::record::{
     COMBINED_MESSAGE_PREFIX, CorrelateResult, CorrelatorOptions, EventCorrelator, KeyBuilder,
 };
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::api::core::v1::{Event, EventSeries, EventSource, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use proptest::prelude::*;
 
 fn t0() -> Timestamp {
@@ -768,6 +768,66 @@ fn skipped_events_return_the_input_unchanged() {
 }
 
 #[test]
+fn a_combined_event_keeps_its_identity_across_skips_and_server_writes() {
+    let (clock, mut c) = fake(CorrelatorOptions {
+        burst_size: 10,
+        trailing_flush: false,
+        ..Default::default()
+    });
+    let named = |i: usize| {
+        let mut e = similar_events(i + 1).remove(i);
+        e.metadata.name = Some(format!("input-{i}"));
+        e.metadata.resource_version = Some(format!("rv-{i}"));
+        at(&clock, e)
+    };
+    for i in 0..9 {
+        assert!(!c.correlate(named(i)).unwrap().aggregated);
+    }
+    // The 10th distinct message: a combined event that takes the 10th input's name.
+    let first = c.correlate(named(9)).unwrap();
+    assert!(first.aggregated && !first.skip && first.patch.is_none());
+    assert_eq!(first.event.metadata.name.as_deref(), Some("input-9"));
+    assert_eq!(first.event.metadata.resource_version, None);
+    // The bucket is empty: the next one is counted, and its input comes back as it was, with
+    // everything a combined event leaves out (reporting fields are part of the aggregate
+    // key, so they stay as they are).
+    let mut input = named(10);
+    input.metadata.annotations = Some([("a".to_string(), "b".to_string())].into());
+    input.metadata.labels = Some([("l".to_string(), "v".to_string())].into());
+    input.metadata.uid = Some("uid-10".into());
+    input.action = Some("Probe".into());
+    input.event_time = Some(MicroTime(t0()));
+    input.related = Some(reference("spec.containers{other}"));
+    input.series = Some(EventSeries {
+        count: Some(2),
+        last_observed_time: Some(MicroTime(t0())),
+    });
+    let skipped = c.correlate(input.clone()).unwrap();
+    assert!(skipped.aggregated && skipped.skip);
+    assert_eq!(skipped.event, input);
+    // The server stored the combined event under its own full key (client-go's pollution) —
+    // that must not disturb the aggregate entry, which keeps the combined identity.
+    let mut stored = first.event.clone();
+    stored.metadata.resource_version = Some("900".into());
+    c.update_state(&stored);
+    clock.advance(Duration::from_secs(300));
+    let next = c.correlate(named(11)).unwrap();
+    assert!(next.aggregated && !next.skip);
+    assert_eq!(next.event.metadata.name.as_deref(), Some("input-9"));
+    assert_eq!(next.event.count, Some(3));
+    assert_eq!(
+        next.event.message.as_deref(),
+        Some("(combined from similar events): similar message-11-similar message")
+    );
+    assert!(next.patch.is_some());
+    // And once more, accepted back to back: the name stays, the count goes on.
+    clock.advance(Duration::from_secs(300));
+    let last = c.correlate(named(12)).unwrap();
+    assert_eq!(last.event.metadata.name.as_deref(), Some("input-9"));
+    assert_eq!(last.event.count, Some(4));
+}
+
+#[test]
 fn trailing_flush_writes_the_full_count_once_the_bucket_refills() {
     let (clock, mut c) = fake(CorrelatorOptions::default());
     let e = duplicates(1).remove(0);
@@ -1006,6 +1066,75 @@ proptest! {
                     }
                 }
             }
+        }
+    }
+}
+
+proptest! {
+    /// The default key functions take a shortcut (the spam and event keys are copied from the
+    /// aggregate key, repeated keys are not hashed again); the same functions handed in as
+    /// the user's own go the general way. Both must give the same results, step by step,
+    /// also with tiny caches (evictions) and small aggregation limits.
+    #[test]
+    fn default_key_functions_behave_the_same_as_the_same_functions_given_explicitly(
+        steps in proptest::collection::vec(step(), 1..300),
+        burst in 1u32..6,
+        lru in 1usize..6,
+        max_events in 1usize..5,
+    ) {
+        let options = CorrelatorOptions {
+            burst_size: burst,
+            lru_cache_size: lru,
+            max_events,
+            ..Default::default()
+        };
+        let explicit = CorrelatorOptions {
+            key_func: Arc::new(aggregate_by_reason),
+            spam_key_func: Arc::new(herald_runtime::record::correlator::spam_key),
+            ..options.clone()
+        };
+        let (clock_a, mut a) = fake(options);
+        let (clock_b, mut b) = fake(explicit);
+        let mut written: Vec<Event> = Vec::new();
+        for s in steps {
+            match s {
+                Step::Event { obj, reason, msg, count } => {
+                    let mut r = reference(if msg % 3 == 0 { "spec.containers{a}" } else { "" });
+                    r.name = Some(format!("pod-{obj}"));
+                    let mut e = make_event(&format!("r{reason}"), &format!("m{msg}"), r);
+                    e.count = Some(count);
+                    let ra = a.correlate(at(&clock_a, e.clone())).unwrap();
+                    let rb = b.correlate(at(&clock_b, e)).unwrap();
+                    prop_assert_eq!(&ra, &rb);
+                    if !ra.skip {
+                        a.update_state(&ra.event);
+                        b.update_state(&rb.event);
+                        written.push(ra.event);
+                    }
+                }
+                Step::Advance(secs) => {
+                    clock_a.advance(Duration::from_secs(u64::from(secs)));
+                    clock_b.advance(Duration::from_secs(u64::from(secs)));
+                }
+                Step::LateWrite { back, lower_by } => {
+                    if let Some(w) = written.iter().rev().nth(usize::from(back)) {
+                        let mut w = w.clone();
+                        w.count = Some(w.count.unwrap_or(0) - lower_by);
+                        a.update_state(&w);
+                        b.update_state(&w);
+                    }
+                }
+                Step::Flush => {
+                    let (fa, fb) = (a.take_due_flushes(), b.take_due_flushes());
+                    prop_assert_eq!(&fa, &fb);
+                    for res in fa {
+                        a.update_state(&res.event);
+                        b.update_state(&res.event);
+                    }
+                }
+            }
+            prop_assert_eq!(a.stats(), b.stats());
+            prop_assert_eq!(a.cache_sizes(), b.cache_sizes());
         }
     }
 }

@@ -9,6 +9,9 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+use hashbrown::DefaultHashBuilder;
+
+use super::keys::KeyBuf;
 use super::lru::Lru;
 
 /// Tag of a dedup key built from the full event identity.
@@ -31,6 +34,8 @@ pub(crate) struct Entry {
 #[derive(Debug)]
 pub(crate) struct DedupLog {
     pub(crate) entries: Lru<Entry>,
+    /// The key being observed (reused buffer; the slot it remembers is in `entries`).
+    pub(crate) key: KeyBuf,
     pub(crate) evictions: u64,
 }
 
@@ -48,22 +53,22 @@ impl DedupLog {
     pub(crate) fn new(capacity: usize) -> Self {
         Self {
             entries: Lru::new(capacity),
+            key: KeyBuf::default(),
             evictions: 0,
         }
     }
 
-    /// Counts one occurrence of an event under `key`. `count` is the event's own count (the
-    /// recorder may have merged several identical events into one); on a repeat the cached
-    /// count grows by `max(count, 1)`, saturating at `i32::MAX`. Otherwise the entry is set
-    /// from `fill` (the event as it will be written).
+    /// Counts one occurrence of an event under [`DedupLog::key`]. `count` is the event's own
+    /// count (the recorder may have merged several identical events into one); on a repeat the
+    /// cached count grows by `max(count, 1)`, saturating at `i32::MAX`. Otherwise the entry is
+    /// set from `fill` (the event as it will be written).
     pub(crate) fn observe(
         &mut self,
-        hash: u64,
-        key: &[u8],
+        hasher: &DefaultHashBuilder,
         count: Option<i32>,
         fill: impl FnOnce(&mut Entry),
     ) -> Seen {
-        match self.entries.get(hash, key) {
+        match self.entries.get_key(&mut self.key, hasher) {
             Some(idx) => {
                 let entry = self.entries.value_mut(idx);
                 if entry.count > 0 {
@@ -77,7 +82,9 @@ impl DedupLog {
             None => {
                 // `fill` sets every field, so an evicted entry is reused as it is (its
                 // strings' buffers included).
-                let (idx, evicted) = self.entries.insert_with(hash, key, Entry::default, |_| {});
+                let (idx, evicted) =
+                    self.entries
+                        .insert_key_with(&mut self.key, hasher, Entry::default, |_| {});
                 fill(self.entries.value_mut(idx));
                 self.evictions += u64::from(evicted);
                 Seen { idx, repeat: false }
@@ -85,8 +92,9 @@ impl DedupLog {
         }
     }
 
-    /// Stores what the server returned for a written event; never lowers the cached count.
-    pub(crate) fn update(&mut self, hash: u64, key: &[u8], written: &Event) {
+    /// Stores what the server returned for a written event under [`DedupLog::key`]; never
+    /// lowers the cached count.
+    pub(crate) fn update(&mut self, hasher: &DefaultHashBuilder, written: &Event) {
         let count = written.count.unwrap_or(0);
         let fill = |entry: &mut Entry, keep: i32| {
             entry.count = count.max(keep);
@@ -96,14 +104,16 @@ impl DedupLog {
                 .resource_version
                 .clone_from(&written.metadata.resource_version);
         };
-        match self.entries.get(hash, key) {
+        match self.entries.get_key(&mut self.key, hasher) {
             Some(idx) => {
                 let entry = self.entries.value_mut(idx);
                 let keep = entry.count;
                 fill(entry, keep);
             }
             None => {
-                let (idx, evicted) = self.entries.insert_with(hash, key, Entry::default, |_| {});
+                let (idx, evicted) =
+                    self.entries
+                        .insert_key_with(&mut self.key, hasher, Entry::default, |_| {});
                 fill(self.entries.value_mut(idx), i32::MIN);
                 self.evictions += u64::from(evicted);
             }
@@ -111,53 +121,99 @@ impl DedupLog {
     }
 }
 
-/// The Unix epoch as metav1.Time writes it: the "old" lastTimestamp client-go diffs against.
-const EPOCH_RFC3339: &[u8] = b"1970-01-01T00:00:00Z";
-
-/// The dedup patch, exactly as client-go's two-way strategic merge yields it for an event
-/// diffed against a copy with count 0, lastTimestamp at the Unix epoch and an empty message:
-/// `{"count":N,"lastTimestamp":"<RFC3339 seconds UTC>","message":"…"}` with keys sorted.
+/// Builds the dedup patch, exactly as client-go's two-way strategic merge yields it for an
+/// event diffed against a copy with count 0, lastTimestamp at the Unix epoch and an empty
+/// message: `{"count":N,"lastTimestamp":"<RFC3339 seconds UTC>","message":"…"}` with keys
+/// sorted.
 ///
 /// Edge cases follow the diff: an empty message adds no `message` key (the server keeps the old
 /// one); a missing lastTimestamp is `null`; a lastTimestamp within the epoch's first second
 /// equals the "old" value and adds no key. Strings are escaped by serde_json (Go additionally
 /// writes `<`, `>`, `&` as `\u003c`… — the same JSON value).
-pub(crate) fn dedup_patch(
-    count: i32,
-    last_timestamp: Option<&Time>,
-    message: &str,
-) -> Result<Vec<u8>, serde_json::Error> {
-    let mut out = Vec::with_capacity(64 + message.len() + message.len() / 8);
-    out.extend_from_slice(b"{\"count\":");
-    write_i32(&mut out, count);
-    let mut ts = [0u8; 32];
-    match last_timestamp {
-        None => out.extend_from_slice(b",\"lastTimestamp\":null"),
-        Some(t) => {
-            let len = write_rfc3339_seconds(&mut ts, t.0);
-            if &ts[..len] != EPOCH_RFC3339 {
-                out.extend_from_slice(b",\"lastTimestamp\":\"");
-                out.extend_from_slice(&ts[..len]);
+///
+/// It remembers the last second it formatted: a storm's patches mostly share it, and
+/// formatting a timestamp costs more than the rest of the patch.
+#[derive(Debug, Default)]
+pub(crate) struct PatchWriter {
+    /// Whole seconds since the epoch (rounded down) of `text`, when it holds one.
+    second: Option<i64>,
+    text: [u8; 32],
+    len: usize,
+}
+
+impl PatchWriter {
+    pub(crate) fn patch(
+        &mut self,
+        count: i32,
+        last_timestamp: Option<&Time>,
+        message: &str,
+    ) -> Result<Vec<u8>, serde_json::Error> {
+        let mut out = Vec::with_capacity(72 + message.len());
+        out.extend_from_slice(b"{\"count\":");
+        write_i32(&mut out, count);
+        match last_timestamp {
+            None => out.extend_from_slice(b",\"lastTimestamp\":null"),
+            Some(t) => {
+                let second = floor_second(t.0);
+                // The epoch's first second formats as the "old" value: no change, no key.
+                if second != 0 {
+                    if self.second != Some(second) {
+                        self.len = write_rfc3339_seconds(&mut self.text, t.0);
+                        self.second = Some(second);
+                    }
+                    out.extend_from_slice(b",\"lastTimestamp\":\"");
+                    out.extend_from_slice(&self.text[..self.len]);
+                    out.push(b'"');
+                }
+            }
+        }
+        if !message.is_empty() {
+            out.extend_from_slice(b",\"message\":");
+            if needs_escape(message.as_bytes()) {
+                serde_json::to_writer(&mut out, message)?;
+            } else {
+                // Nothing to escape (the common case): copy as is.
+                out.push(b'"');
+                out.extend_from_slice(message.as_bytes());
                 out.push(b'"');
             }
         }
+        out.push(b'}');
+        Ok(out)
     }
-    if !message.is_empty() {
-        out.extend_from_slice(b",\"message\":");
-        if message
-            .bytes()
-            .all(|b| b >= 0x20 && b != b'"' && b != b'\\')
+}
+
+/// Whole seconds since the Unix epoch, rounded towards the past (what the RFC 3339 seconds
+/// form shows).
+fn floor_second(t: Timestamp) -> i64 {
+    let s = t.as_second();
+    if t.subsec_nanosecond() < 0 { s - 1 } else { s }
+}
+
+/// True when a JSON string of `b` needs escapes (a control character, `"` or `\`), the bytes
+/// serde_json escapes. Eight bytes at a time: the message is the longest part of a patch.
+fn needs_escape(b: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // Some byte of `x` is below `n` (n <= 0x80), resp. zero: the classic exact bit tests.
+    let below = |x: u64, n: u8| x.wrapping_sub(ONES * u64::from(n)) & !x & HIGH != 0;
+    let zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGH != 0;
+    let mut chunks = b.chunks_exact(8);
+    for c in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        let x = u64::from_le_bytes(w);
+        if below(x, 0x20)
+            || zero(x ^ (ONES * u64::from(b'"')))
+            || zero(x ^ (ONES * u64::from(b'\\')))
         {
-            // Nothing to escape (the common case): copy as is.
-            out.push(b'"');
-            out.extend_from_slice(message.as_bytes());
-            out.push(b'"');
-        } else {
-            serde_json::to_writer(&mut out, message)?;
+            return true;
         }
     }
-    out.push(b'}');
-    Ok(out)
+    chunks
+        .remainder()
+        .iter()
+        .any(|&c| c < 0x20 || c == b'"' || c == b'\\')
 }
 
 fn write_i32(out: &mut Vec<u8>, v: i32) {
@@ -219,6 +275,14 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    fn dedup_patch(
+        count: i32,
+        last_timestamp: Option<&Time>,
+        message: &str,
+    ) -> Result<Vec<u8>, serde_json::Error> {
+        PatchWriter::default().patch(count, last_timestamp, message)
+    }
+
     fn fmt(t: Timestamp) -> String {
         let mut buf = [0u8; 32];
         let n = write_rfc3339_seconds(&mut buf, t);
@@ -245,6 +309,31 @@ mod tests {
             dedup_patch(3, Some(&epoch), "m").unwrap(),
             br#"{"count":3,"message":"m"}"#
         );
+    }
+
+    #[test]
+    fn a_reused_writer_formats_each_second_anew() {
+        let mut w = PatchWriter::default();
+        let times = [
+            "2024-05-06T07:08:09.1Z",
+            "2024-05-06T07:08:09.9Z",
+            "2024-05-06T07:08:10Z",
+            "1969-12-31T23:59:59.5Z",
+            "1970-01-01T00:00:00.5Z",
+            "1969-12-31T23:59:59.5Z",
+            "2024-05-06T07:08:09.1Z",
+        ];
+        for t in times {
+            let t = Time(t.parse().unwrap());
+            let fresh = dedup_patch(4, Some(&t), "m").unwrap();
+            assert_eq!(w.patch(4, Some(&t), "m").unwrap(), fresh, "{t:?}");
+            let v: serde_json::Value = serde_json::from_slice(&fresh).unwrap();
+            if floor_second(t.0) == 0 {
+                assert!(v.get("lastTimestamp").is_none(), "{t:?}");
+            } else {
+                assert_eq!(v["lastTimestamp"], serde_json::to_value(&t).unwrap());
+            }
+        }
     }
 
     #[test]
@@ -281,6 +370,17 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn escape_check_matches_the_bytewise_rule(s in "(?s).{0,40}") {
+            let naive = s.bytes().any(|c| c < 0x20 || c == b'"' || c == b'\\');
+            prop_assert_eq!(needs_escape(s.as_bytes()), naive);
+            let p = dedup_patch(2, None, &s).unwrap();
+            let v: serde_json::Value = serde_json::from_slice(&p).unwrap();
+            if !s.is_empty() {
+                prop_assert_eq!(v["message"].as_str(), Some(s.as_str()));
+            }
+        }
+
         #[test]
         fn timestamp_format_matches_k8s_openapi(secs in -62_167_219_200i64..=253_402_207_200i64,
                                                 nanos in 0i32..1_000_000_000) {

@@ -11,6 +11,9 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+use hashbrown::DefaultHashBuilder;
+
+use super::keys::KeyBuf;
 use super::lru::Lru;
 use super::spam::SpamFilter;
 
@@ -63,8 +66,12 @@ impl Flushes {
     }
 
     /// Forgets the remembered flush of `key`, if any (a write for it just went out).
-    pub(crate) fn clear_key(&mut self, hash: u64, key: &[u8]) {
-        if let Some(idx) = self.pending.peek(hash, key) {
+    #[inline]
+    pub(crate) fn clear_key(&mut self, key: &mut KeyBuf, hasher: &DefaultHashBuilder) {
+        if self.pending.is_empty() {
+            return;
+        }
+        if let Some(idx) = self.pending.peek(key.hash(hasher), &key.bytes) {
             self.pending.remove(idx);
             self.invalidate();
         }
@@ -74,13 +81,16 @@ impl Flushes {
     /// `key` has none.
     pub(crate) fn update_existing(
         &mut self,
-        hash: u64,
-        key: &[u8],
+        key: &mut KeyBuf,
+        hasher: &DefaultHashBuilder,
         spam_hash: u64,
         spam_key: &[u8],
         observed: Observation<'_>,
     ) -> bool {
-        let Some(idx) = self.pending.get(hash, key) else {
+        if self.pending.is_empty() {
+            return false;
+        }
+        let Some(idx) = self.pending.get(key.hash(hasher), &key.bytes) else {
             return false;
         };
         let p = self.pending.value_mut(idx);

@@ -9,10 +9,17 @@
 //! Callers hash the key bytes themselves (once per event) and pass the hash in, so a lookup of
 //! an existing key hashes once, compares bytes, and allocates nothing. Entries live in a dense
 //! slab linked into a recency list; the hash table holds slab indices.
+//!
+//! Every change of which key lives in which slot (insert, remove, clear) advances the map's
+//! `generation`. A [`KeyBuf`] remembers the slot its key was found in together with the
+//! generation, so looking up the same key again while nothing was inserted or removed costs
+//! neither a hash nor a probe ([`Lru::get_key`]).
 
 use std::mem;
 
-use hashbrown::HashTable;
+use hashbrown::{DefaultHashBuilder, HashTable};
+
+use super::keys::KeyBuf;
 
 const NIL: usize = usize::MAX;
 
@@ -38,6 +45,8 @@ pub(crate) struct Lru<V> {
     /// Least recently used.
     tail: usize,
     capacity: usize,
+    /// Advanced whenever a slot changes hands (insert, remove, clear).
+    generation: u64,
 }
 
 impl<V> Lru<V> {
@@ -48,6 +57,7 @@ impl<V> Lru<V> {
             head: NIL,
             tail: NIL,
             capacity,
+            generation: 0,
         }
     }
 
@@ -60,6 +70,7 @@ impl<V> Lru<V> {
     }
 
     pub(crate) fn clear(&mut self) {
+        self.generation += 1;
         self.table.clear();
         self.slots.clear();
         self.head = NIL;
@@ -79,6 +90,55 @@ impl<V> Lru<V> {
         let idx = self.peek(hash, key)?;
         self.promote(idx);
         Some(idx)
+    }
+
+    /// The slot of the key in `key`, promoted to most recently used. Uses and updates the slot
+    /// `key` remembers; `key` must only ever be used with this map.
+    #[inline]
+    pub(crate) fn get_key(
+        &mut self,
+        key: &mut KeyBuf,
+        hasher: &DefaultHashBuilder,
+    ) -> Option<usize> {
+        if let Some((idx, generation)) = key.slot
+            && generation == self.generation
+        {
+            self.promote(idx);
+            return Some(idx);
+        }
+        let hash = key.hash(hasher);
+        let idx = self.get(hash, &key.bytes)?;
+        key.slot = Some((idx, self.generation));
+        Some(idx)
+    }
+
+    /// [`Lru::insert_with`] for the key in `key` (absent from the map), remembering the slot in
+    /// `key`; `key` must only ever be used with this map.
+    pub(crate) fn insert_key_with(
+        &mut self,
+        key: &mut KeyBuf,
+        hasher: &DefaultHashBuilder,
+        make: impl FnOnce() -> V,
+        reset: impl FnOnce(&mut V),
+    ) -> (usize, bool) {
+        let hash = key.hash(hasher);
+        let out = self.insert_with(hash, &key.bytes, make, reset);
+        key.slot = Some((out.0, self.generation));
+        out
+    }
+
+    /// [`Lru::insert`] for the key in `key` (absent from the map), remembering the slot in
+    /// `key`; `key` must only ever be used with this map.
+    pub(crate) fn insert_key(
+        &mut self,
+        key: &mut KeyBuf,
+        hasher: &DefaultHashBuilder,
+        value: V,
+    ) -> (usize, Option<V>) {
+        let hash = key.hash(hasher);
+        let out = self.insert(hash, &key.bytes, value);
+        key.slot = Some((out.0, self.generation));
+        out
     }
 
     pub(crate) fn value(&self, idx: usize) -> &V {
@@ -132,6 +192,7 @@ impl<V> Lru<V> {
         if self.capacity == 0 || self.slots.len() < self.capacity || self.tail == NIL {
             return None;
         }
+        self.generation += 1;
         let idx = self.tail;
         self.unlink(idx);
         let old_hash = self.slots[idx].hash;
@@ -149,6 +210,7 @@ impl<V> Lru<V> {
     }
 
     fn push_front(&mut self, hash: u64, key: &[u8], value: V) -> usize {
+        self.generation += 1;
         let idx = self.slots.len();
         self.slots.push(Slot {
             hash,
@@ -184,6 +246,7 @@ impl<V> Lru<V> {
     /// highest index moves to `idx`, so removing several entries must go from the highest index
     /// down.
     pub(crate) fn remove(&mut self, idx: usize) -> (u64, Vec<u8>, V) {
+        self.generation += 1;
         self.unlink(idx);
         let hash = self.slots[idx].hash;
         if let Ok(entry) = self.table.find_entry(hash, |&i| i == idx) {
@@ -349,6 +412,35 @@ mod tests {
         assert!(l.is_empty());
         put(&mut l, "z", 9);
         assert_eq!(order(&l), ["z"]);
+    }
+
+    #[test]
+    fn a_remembered_slot_is_trusted_only_while_no_slot_changed_hands() {
+        let hasher = DefaultHashBuilder::default();
+        let mut l: Lru<u32> = Lru::new(2);
+        let key = |k: &str| {
+            let mut b = KeyBuf::default();
+            b.build(|kb| {
+                kb.push(k);
+            });
+            b
+        };
+        let (mut a, mut b, mut c) = (key("a"), key("b"), key("c"));
+        let ia = l.insert_key(&mut a, &hasher, 1).0;
+        assert_eq!(a.slot, Some((ia, l.generation)));
+        assert_eq!(l.get_key(&mut a, &hasher), Some(ia));
+        l.insert_key(&mut b, &hasher, 2);
+        // `a`'s memo is stale now; the lookup probes and finds the same slot.
+        assert_ne!(a.slot.map(|s| s.1), Some(l.generation));
+        assert_eq!(l.get_key(&mut a, &hasher), Some(ia));
+        assert_eq!(a.slot, Some((ia, l.generation)));
+        // "c" evicts "b" (a was used last) and takes its slot: b's memo must not find it.
+        let ic = l.insert_key(&mut c, &hasher, 3).0;
+        assert_eq!(*l.value(ic), 3);
+        assert_eq!(l.get_key(&mut b, &hasher), None);
+        assert_eq!(l.get_key(&mut c, &hasher), Some(ic));
+        l.clear();
+        assert_eq!(l.get_key(&mut c, &hasher), None);
     }
 
     #[test]

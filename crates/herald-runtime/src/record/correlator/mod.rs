@@ -44,6 +44,21 @@
 //!   [`EventCorrelator::take_due_flushes`] once its spam bucket refills, so stored counts become
 //!   exact after a storm. This adds results; it never changes what `correlate` returns.
 //!
+//! # Cost
+//!
+//! The three caches stay separate (their keys and recency differ, and client-go's bounds and
+//! evictions are per cache), but a call does as little as the caches allow:
+//!
+//! - The event is correlated in place and moved once, into the result; a combined event is
+//!   made in the input's place and moves only the fields it replaces.
+//! - With the default key functions the spam and event keys are copied from the aggregate key,
+//!   whose parts they share, instead of being written part by part again.
+//! - A key equal to the previous event's keeps its hash and the cache slot it was found in, so
+//!   the consecutive events of a storm are neither hashed nor looked up again (the slot is
+//!   trusted only while the cache has had no insert or removal since).
+//! - Evicted entries are refilled in place; in a steady state a call allocates only what it
+//!   returns (the patch, and a combined event's message).
+//!
 //! ```
 //! use std::sync::Arc;
 //! use std::time::Duration;
@@ -76,16 +91,15 @@ mod lru;
 mod spam;
 
 use std::fmt;
-use std::hash::BuildHasher;
 use std::mem;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use hashbrown::DefaultHashBuilder;
 use herald_core::clock::{Clock, SystemClock};
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Event;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::api::core::v1::{Event, EventSeries, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 
 pub use keys::{
     COMBINED_MESSAGE_PREFIX, KeyBuilder, KeyFunc, MessageFunc, SpamKeyFunc, aggregate_by_reason,
@@ -93,7 +107,7 @@ pub use keys::{
 };
 
 use aggregator::Aggregator;
-use dedup::{DedupLog, TAG_AGGREGATE, TAG_EVENT, dedup_patch};
+use dedup::{DedupLog, PatchWriter, TAG_AGGREGATE, TAG_EVENT};
 use flush::{Flushes, Observation, Pending};
 use spam::SpamFilter;
 
@@ -150,18 +164,24 @@ pub struct CorrelatorOptions {
     pub trailing_flush: bool,
 }
 
+/// The default key functions, shared so that a correlator can tell it was given them (and then
+/// copies the spam and event keys from the aggregate key instead of writing them again; see
+/// `keys::Marks`). A user's own `Arc` of the same function works, by the generic path.
+static DEFAULT_KEY_FUNC: LazyLock<KeyFunc> = LazyLock::new(|| Arc::new(aggregate_by_reason));
+static DEFAULT_SPAM_KEY_FUNC: LazyLock<SpamKeyFunc> = LazyLock::new(|| Arc::new(spam_key));
+
 impl Default for CorrelatorOptions {
     fn default() -> Self {
         Self {
             lru_cache_size: DEFAULT_LRU_CACHE_SIZE,
             burst_size: DEFAULT_SPAM_BURST,
             qps: DEFAULT_SPAM_QPS,
-            key_func: Arc::new(aggregate_by_reason),
+            key_func: DEFAULT_KEY_FUNC.clone(),
             message_func: Arc::new(combined_message),
             max_events: DEFAULT_AGGREGATE_MAX_EVENTS,
             max_interval: DEFAULT_AGGREGATE_INTERVAL,
             clock: Arc::new(SystemClock),
-            spam_key_func: Arc::new(spam_key),
+            spam_key_func: DEFAULT_SPAM_KEY_FUNC.clone(),
             trailing_flush: true,
         }
     }
@@ -251,18 +271,19 @@ pub struct CorrelatorStats {
 /// Memory is bounded by [`CorrelatorOptions::lru_cache_size`] per cache.
 pub struct EventCorrelator {
     clock: Arc<dyn Clock>,
-    key_func: KeyFunc,
+    /// `None`: the default ([`aggregate_by_reason`]), called directly.
+    key_func: Option<KeyFunc>,
     message_func: MessageFunc,
-    spam_key_func: SpamKeyFunc,
+    /// `None`: the default ([`spam_key`]) with the default `key_func`: copied from the
+    /// aggregate key.
+    spam_key_func: Option<SpamKeyFunc>,
     trailing_flush: bool,
     hasher: DefaultHashBuilder,
     aggregator: Aggregator,
     dedup: DedupLog,
     spam: SpamFilter,
     flushes: Flushes,
-    /// Reused key buffers.
-    dedup_key: Vec<u8>,
-    spam_key: Vec<u8>,
+    patches: PatchWriter,
     /// The time of the last clock read.
     last_now: Option<Timestamp>,
     stats: CorrelatorStats,
@@ -282,19 +303,23 @@ impl EventCorrelator {
     /// A correlator with empty caches.
     pub fn new(options: CorrelatorOptions) -> Self {
         let size = options.lru_cache_size;
+        let key_func =
+            (!Arc::ptr_eq(&options.key_func, &DEFAULT_KEY_FUNC)).then_some(options.key_func);
+        let spam_key_func = (key_func.is_some()
+            || !Arc::ptr_eq(&options.spam_key_func, &DEFAULT_SPAM_KEY_FUNC))
+        .then_some(options.spam_key_func);
         Self {
             aggregator: Aggregator::new(size, options.max_events, options.max_interval),
             dedup: DedupLog::new(size),
             spam: SpamFilter::new(size, options.qps, options.burst_size),
             flushes: Flushes::new(size),
             clock: options.clock,
-            key_func: options.key_func,
+            key_func,
             message_func: options.message_func,
-            spam_key_func: options.spam_key_func,
+            spam_key_func,
             trailing_flush: options.trailing_flush,
             hasher: DefaultHashBuilder::default(),
-            dedup_key: Vec::new(),
-            spam_key: Vec::new(),
+            patches: PatchWriter::default(),
             last_now: None,
             stats: CorrelatorStats::default(),
         }
@@ -304,53 +329,75 @@ impl EventCorrelator {
     ///
     /// Returns the event to write (with the patch when it repeats a written one), or
     /// `skip: true` with the input unchanged. Either way the caches have counted it.
-    pub fn correlate(&mut self, event: Event) -> Result<CorrelateResult, CorrelateError> {
+    pub fn correlate(&mut self, mut event: Event) -> Result<CorrelateResult, CorrelateError> {
         self.stats.correlated += 1;
         let now = self.clock.now();
         self.last_now = Some(now);
         let aggregated = self
             .aggregator
-            .observe(&event, now, &self.key_func, &self.hasher);
-        if aggregated {
+            .observe(&event, now, self.key_func.as_ref(), &self.hasher);
+        // The paths work on the event in place: it is ~1 kB, and moving it costs more than
+        // most of the work.
+        let (patch, skip) = if aggregated {
             self.stats.aggregated += 1;
-            self.aggregator_path(event, now)
+            self.aggregator_path(&mut event, now)?
         } else {
-            self.plain_path(event)
-        }
+            self.plain_path(&mut event)?
+        };
+        Ok(CorrelateResult {
+            event,
+            patch,
+            skip,
+            aggregated,
+        })
     }
 
     /// The spam decision for `event` (second clock read).
     #[inline]
-    fn spam_check(&mut self, event: &Event) -> (bool, u64) {
-        self.spam_key.clear();
-        (self.spam_key_func)(event, &mut KeyBuilder::new(&mut self.spam_key));
-        let hash = self.hasher.hash_one(self.spam_key.as_slice());
+    fn spam_check(&mut self, event: &Event) -> bool {
+        match (&self.spam_key_func, self.aggregator.marks) {
+            (None, Some(marks)) => {
+                // The event's source, involved object and type are the aggregated input's.
+                let aggregate = &self.aggregator.aggregate_key.bytes;
+                self.spam.key.set(None, marks.spam_key(aggregate));
+            }
+            (Some(f), _) => self.spam.key.build(|k| f(event, k)),
+            (None, None) => self.spam.key.build(|k| spam_key(event, k)),
+        }
         let now = self.clock.now();
         self.last_now = Some(now);
-        let decision = self.spam.try_accept(hash, &self.spam_key, now);
+        let decision = self.spam.try_accept_key(&self.hasher, now);
         if decision.accepted || decision.evicted {
             // A bucket a remembered flush waits for may have changed.
             self.flushes.invalidate();
         }
-        (decision.accepted, hash)
+        decision.accepted
     }
 
+    /// Counts a not aggregated event; returns its patch and whether it is skipped.
     #[inline]
-    fn plain_path(&mut self, mut event: Event) -> Result<CorrelateResult, CorrelateError> {
-        self.dedup_key.clear();
-        self.dedup_key.push(TAG_EVENT);
-        event_key(&event, &mut KeyBuilder::new(&mut self.dedup_key));
-        let hash = self.hasher.hash_one(self.dedup_key.as_slice());
-        let seen = self
-            .dedup
-            .observe(hash, &self.dedup_key, event.count, |entry| {
-                entry.count = event.count.unwrap_or(0);
-                entry.first_timestamp.clone_from(&event.first_timestamp);
-                entry.name.clone_from(&event.metadata.name);
-                entry
-                    .resource_version
-                    .clone_from(&event.metadata.resource_version);
-            });
+    fn plain_path(&mut self, event: &mut Event) -> Result<Outcome, CorrelateError> {
+        let aggregator = &self.aggregator;
+        self.dedup.key.build(|k| {
+            k.push_raw(&[TAG_EVENT]);
+            match aggregator.marks {
+                Some(marks) => marks.event_key(
+                    event,
+                    &aggregator.aggregate_key.bytes,
+                    &aggregator.local_key,
+                    k,
+                ),
+                None => event_key(event, k),
+            }
+        });
+        let seen = self.dedup.observe(&self.hasher, event.count, |entry| {
+            entry.count = event.count.unwrap_or(0);
+            entry.first_timestamp.clone_from(&event.first_timestamp);
+            entry.name.clone_from(&event.metadata.name);
+            entry
+                .resource_version
+                .clone_from(&event.metadata.resource_version);
+        });
         // On a repeat the event takes the cached identity. Name and resourceVersion are
         // swapped (not cloned) with the cache entry and put back below, so the input can be
         // returned unchanged if the event is skipped.
@@ -367,8 +414,7 @@ impl EventCorrelator {
             let count = event.count.replace(entry.count);
             saved = Some((first, count));
         }
-        let (accepted, spam_hash) = self.spam_check(&event);
-        if accepted {
+        if self.spam_check(event) {
             if seen.repeat {
                 let entry = self.dedup.entries.value_mut(seen.idx);
                 entry.name.clone_from(&event.metadata.name);
@@ -377,10 +423,10 @@ impl EventCorrelator {
                     .clone_from(&event.metadata.resource_version);
             }
             if self.trailing_flush {
-                self.flushes.clear_key(hash, &self.dedup_key);
+                self.flushes.clear_key(&mut self.dedup.key, &self.hasher);
             }
             let patch = if seen.repeat {
-                Some(dedup_patch(
+                Some(self.patches.patch(
                     event.count.unwrap_or(0),
                     event.last_timestamp.as_ref(),
                     event.message.as_deref().unwrap_or(""),
@@ -388,17 +434,11 @@ impl EventCorrelator {
             } else {
                 None
             };
-            return Ok(CorrelateResult {
-                event,
-                patch,
-                skip: false,
-                aggregated: false,
-            });
+            return Ok((patch, false));
         }
         self.stats.skipped += 1;
-        if self.trailing_flush && !self.remember_update(hash, spam_hash, seen.repeat, false, &event)
-        {
-            self.remember_insert(hash, spam_hash, seen.repeat, false, event.clone());
+        if self.trailing_flush && !self.remember_update(seen.repeat, false, event) {
+            self.remember_insert(seen.repeat, false, event.clone());
         }
         if let Some((first, count)) = saved {
             let entry = self.dedup.entries.value_mut(seen.idx);
@@ -410,125 +450,98 @@ impl EventCorrelator {
             event.first_timestamp = first;
             event.count = count;
         }
-        Ok(CorrelateResult {
-            event,
-            patch: None,
-            skip: true,
-            aggregated: false,
-        })
+        Ok((None, true))
     }
 
+    /// Turns the event into the combined one and counts that; returns its patch and whether
+    /// it is skipped (then the event is given back as it came).
     #[inline]
     fn aggregator_path(
         &mut self,
-        mut input: Event,
+        event: &mut Event,
         now: Timestamp,
-    ) -> Result<CorrelateResult, CorrelateError> {
-        let message = (self.message_func)(&input);
-        self.dedup_key.clear();
-        self.dedup_key.push(TAG_AGGREGATE);
-        self.dedup_key
-            .extend_from_slice(&self.aggregator.aggregate_key);
-        let hash = self.hasher.hash_one(self.dedup_key.as_slice());
-        let object_name = input.involved_object.name.as_deref().unwrap_or("");
-        // The combined event replaces the incoming one, which is never written: it takes over
-        // the incoming event's name, unique per recorder even when the clock stands still.
-        let input_name = input
-            .metadata
-            .name
-            .as_deref()
-            .filter(|n| herald_core::naming::is_dns1123_subdomain(n));
-        let seen = self.dedup.observe(hash, &self.dedup_key, Some(1), |entry| {
+    ) -> Result<Outcome, CorrelateError> {
+        let message = (self.message_func)(event);
+        self.dedup
+            .key
+            .set(Some(TAG_AGGREGATE), &self.aggregator.aggregate_key.bytes);
+        let seen = self.dedup.observe(&self.hasher, Some(1), |entry| {
             entry.count = 1;
             entry.first_timestamp = Some(Time(now));
+            // The combined event replaces the incoming one, which is never written: it takes
+            // over the incoming event's name, unique per recorder even when the clock stands
+            // still.
+            let input_name = event
+                .metadata
+                .name
+                .as_deref()
+                .filter(|n| herald_core::naming::is_dns1123_subdomain(n));
             entry.name = Some(match input_name {
                 Some(n) => n.to_string(),
-                None => herald_core::naming::event_name(object_name, now),
+                None => herald_core::naming::event_name(
+                    event.involved_object.name.as_deref().unwrap_or(""),
+                    now,
+                ),
             });
             entry.resource_version = None;
         });
         if seen.repeat {
             self.stats.deduplicated += 1;
         }
-        let entry = self.dedup.entries.value(seen.idx);
-        // Fields shared with the input are moved, and moved back if the event is skipped.
-        let mut combined = Event {
-            metadata: ObjectMeta {
-                name: entry.name.clone(),
-                namespace: input.metadata.namespace.take(),
-                resource_version: entry.resource_version.clone(),
-                ..Default::default()
-            },
-            involved_object: mem::take(&mut input.involved_object),
-            type_: input.type_.take(),
-            reason: input.reason.take(),
-            source: input.source.take(),
-            message: Some(message),
-            count: Some(entry.count),
-            first_timestamp: entry.first_timestamp.clone(),
-            last_timestamp: Some(Time(now)),
-            ..Default::default()
-        };
-        let (accepted, spam_hash) = self.spam_check(&combined);
-        if accepted {
+        // The combined event is made in the input's place: it keeps involvedObject, type,
+        // reason, source and the namespace, and what it replaces or drops is set aside so the
+        // input can be given back unchanged if the event is skipped. Name and resourceVersion
+        // are swapped with the cache entry's (no copies) and settled below.
+        let entry = self.dedup.entries.value_mut(seen.idx);
+        let replaced = Replaced::take(
+            event,
+            message,
+            entry.count,
+            entry.first_timestamp.clone(),
+            now,
+        );
+        mem::swap(&mut event.metadata.name, &mut entry.name);
+        mem::swap(
+            &mut event.metadata.resource_version,
+            &mut entry.resource_version,
+        );
+        if self.spam_check(event) {
+            let entry = self.dedup.entries.value_mut(seen.idx);
+            entry.name.clone_from(&event.metadata.name);
+            entry
+                .resource_version
+                .clone_from(&event.metadata.resource_version);
             if self.trailing_flush {
-                self.flushes.clear_key(hash, &self.dedup_key);
+                self.flushes.clear_key(&mut self.dedup.key, &self.hasher);
             }
             let patch = if seen.repeat {
-                Some(dedup_patch(
-                    entry_count(&combined),
-                    combined.last_timestamp.as_ref(),
-                    combined.message.as_deref().unwrap_or(""),
+                Some(self.patches.patch(
+                    entry_count(event),
+                    event.last_timestamp.as_ref(),
+                    event.message.as_deref().unwrap_or(""),
                 )?)
             } else {
                 None
             };
-            return Ok(CorrelateResult {
-                event: combined,
-                patch,
-                skip: false,
-                aggregated: true,
-            });
+            return Ok((patch, false));
         }
         self.stats.skipped += 1;
-        let keep_combined = self.trailing_flush
-            && !self.remember_update(hash, spam_hash, seen.repeat, true, &combined);
-        if !keep_combined {
-            input.metadata.namespace = combined.metadata.namespace.take();
-            input.involved_object = mem::take(&mut combined.involved_object);
-            input.type_ = combined.type_.take();
-            input.reason = combined.reason.take();
-            input.source = combined.source.take();
-        } else {
-            // A newly remembered key keeps the combined event itself; the input gets copies.
-            input
-                .metadata
-                .namespace
-                .clone_from(&combined.metadata.namespace);
-            input.involved_object = combined.involved_object.clone();
-            input.type_.clone_from(&combined.type_);
-            input.reason.clone_from(&combined.reason);
-            input.source.clone_from(&combined.source);
-            self.remember_insert(hash, spam_hash, seen.repeat, true, combined);
+        if self.trailing_flush && !self.remember_update(seen.repeat, true, event) {
+            self.remember_insert(seen.repeat, true, event.clone());
         }
-        Ok(CorrelateResult {
-            event: input,
-            patch: None,
-            skip: true,
-            aggregated: true,
-        })
+        let entry = self.dedup.entries.value_mut(seen.idx);
+        mem::swap(&mut event.metadata.name, &mut entry.name);
+        mem::swap(
+            &mut event.metadata.resource_version,
+            &mut entry.resource_version,
+        );
+        replaced.restore(event);
+        Ok((None, true))
     }
 
     /// Updates the remembered trailing flush of the current dedup key with a skipped
     /// observation; false when the key has none yet.
-    fn remember_update(
-        &mut self,
-        hash: u64,
-        spam_hash: u64,
-        repeat: bool,
-        aggregated: bool,
-        observed: &Event,
-    ) -> bool {
+    fn remember_update(&mut self, repeat: bool, aggregated: bool, observed: &Event) -> bool {
         let observation = Observation {
             count: observed.count,
             last_timestamp: &observed.last_timestamp,
@@ -536,31 +549,27 @@ impl EventCorrelator {
             repeat,
             aggregated,
         };
+        let spam_hash = self.spam.key.hash(&self.hasher);
         self.flushes.update_existing(
-            hash,
-            &self.dedup_key,
+            &mut self.dedup.key,
+            &self.hasher,
             spam_hash,
-            &self.spam_key,
+            &self.spam.key.bytes,
             observation,
         )
     }
 
     /// Remembers a skipped observation under the current dedup key (which has none yet).
-    fn remember_insert(
-        &mut self,
-        hash: u64,
-        spam_hash: u64,
-        repeat: bool,
-        aggregated: bool,
-        observed: Event,
-    ) {
+    fn remember_insert(&mut self, repeat: bool, aggregated: bool, observed: Event) {
         let now = self.last_now.unwrap_or(Timestamp::UNIX_EPOCH);
+        let hash = self.dedup.key.hash(&self.hasher);
+        let spam_hash = self.spam.key.hash(&self.hasher);
         self.flushes.insert_new(
             hash,
-            &self.dedup_key,
+            &self.dedup.key.bytes,
             Pending {
                 spam_hash,
-                spam_key: self.spam_key.clone(),
+                spam_key: self.spam.key.bytes.clone(),
                 event: observed,
                 repeat,
                 aggregated,
@@ -577,11 +586,11 @@ impl EventCorrelator {
     /// For a combined event this adds an entry under the combined event's full key (harmless;
     /// the aggregate-key entry already carries the name), as in client-go.
     pub fn update_state(&mut self, written: &Event) {
-        self.dedup_key.clear();
-        self.dedup_key.push(TAG_EVENT);
-        event_key(written, &mut KeyBuilder::new(&mut self.dedup_key));
-        let hash = self.hasher.hash_one(self.dedup_key.as_slice());
-        self.dedup.update(hash, &self.dedup_key, written);
+        self.dedup.key.build(|k| {
+            k.push_raw(&[TAG_EVENT]);
+            event_key(written, k);
+        });
+        self.dedup.update(&self.hasher, written);
     }
 
     /// The earliest time a remembered trailing flush can be taken (its spam bucket has a
@@ -653,17 +662,19 @@ impl EventCorrelator {
                     .clone_from(&entry.resource_version);
                 event.first_timestamp.clone_from(&entry.first_timestamp);
             }
-            let patch = if repeat {
-                dedup_patch(
+            let patch =
+                if repeat {
+                    self.patches
+                    .patch(
                     event.count.unwrap_or(0),
                     event.last_timestamp.as_ref(),
                     event.message.as_deref().unwrap_or(""),
                 )
                 .map_err(|e| tracing::warn!(error = %e, "dropping the patch of a trailing flush"))
                 .ok()
-            } else {
-                None
-            };
+                } else {
+                    None
+                };
             out.push(CorrelateResult {
                 event,
                 patch,
@@ -702,6 +713,124 @@ impl EventCorrelator {
     }
 }
 
+/// The patch of a correlated event and whether it is skipped.
+type Outcome = (Option<Vec<u8>>, bool);
+
 fn entry_count(e: &Event) -> i32 {
     e.count.unwrap_or(0)
+}
+
+/// What a combined event replaced or dropped of the input it was made from (all but the name
+/// and resourceVersion, which the caller swaps with the cache entry).
+///
+/// The large fields that events rarely carry (metadata besides the identity, `related`,
+/// `series`) are boxed when present, so that the common case moves a few words.
+struct Replaced {
+    /// The input's metadata besides name, namespace and resourceVersion, when it had any
+    /// (the recorder sets at most annotations).
+    other_metadata: Option<Box<ObjectMeta>>,
+    message: Option<String>,
+    count: Option<i32>,
+    first_timestamp: Option<Time>,
+    last_timestamp: Option<Time>,
+    action: Option<String>,
+    event_time: Option<MicroTime>,
+    related: Option<Box<ObjectReference>>,
+    reporting_component: Option<String>,
+    reporting_instance: Option<String>,
+    series: Option<Box<EventSeries>>,
+}
+
+impl Replaced {
+    /// Turns `event` into the combined event (but for name and resourceVersion): `message`,
+    /// `count`, `first_timestamp` and a lastTimestamp of `now`; the fields client-go leaves
+    /// out of a combined event are taken out.
+    fn take(
+        event: &mut Event,
+        message: String,
+        count: i32,
+        first_timestamp: Option<Time>,
+        now: Timestamp,
+    ) -> Self {
+        let other_metadata = (!identity_only(&event.metadata)).then(|| {
+            let mut other = Box::new(mem::take(&mut event.metadata));
+            event.metadata.name = other.name.take();
+            event.metadata.namespace = other.namespace.take();
+            event.metadata.resource_version = other.resource_version.take();
+            other
+        });
+        Self {
+            other_metadata,
+            message: event.message.replace(message),
+            count: event.count.replace(count),
+            first_timestamp: mem::replace(&mut event.first_timestamp, first_timestamp),
+            last_timestamp: event.last_timestamp.replace(Time(now)),
+            action: event.action.take(),
+            event_time: event.event_time.take(),
+            related: take_boxed(&mut event.related),
+            reporting_component: event.reporting_component.take(),
+            reporting_instance: event.reporting_instance.take(),
+            series: take_boxed(&mut event.series),
+        }
+    }
+
+    /// Turns the combined event back into the input (but for name and resourceVersion).
+    fn restore(self, event: &mut Event) {
+        if let Some(mut metadata) = self.other_metadata {
+            metadata.name = event.metadata.name.take();
+            metadata.namespace = event.metadata.namespace.take();
+            metadata.resource_version = event.metadata.resource_version.take();
+            event.metadata = *metadata;
+        }
+        event.message = self.message;
+        event.count = self.count;
+        event.first_timestamp = self.first_timestamp;
+        event.last_timestamp = self.last_timestamp;
+        event.action = self.action;
+        event.event_time = self.event_time;
+        event.related = self.related.map(|r| *r);
+        event.reporting_component = self.reporting_component;
+        event.reporting_instance = self.reporting_instance;
+        event.series = self.series.map(|r| *r);
+    }
+}
+
+/// `o.take()`, boxed: large fields set aside are moved as one word.
+fn take_boxed<T>(o: &mut Option<T>) -> Option<Box<T>> {
+    o.take().map(Box::new)
+}
+
+/// Whether `m` holds nothing but name, namespace and resourceVersion (what a combined event's
+/// metadata holds).
+fn identity_only(m: &ObjectMeta) -> bool {
+    // Destructured so that a field added to ObjectMeta fails to compile here.
+    let ObjectMeta {
+        annotations,
+        creation_timestamp,
+        deletion_grace_period_seconds,
+        deletion_timestamp,
+        finalizers,
+        generate_name,
+        generation,
+        labels,
+        managed_fields,
+        name: _,
+        namespace: _,
+        owner_references,
+        resource_version: _,
+        self_link,
+        uid,
+    } = m;
+    annotations.is_none()
+        && creation_timestamp.is_none()
+        && deletion_grace_period_seconds.is_none()
+        && deletion_timestamp.is_none()
+        && finalizers.is_none()
+        && generate_name.is_none()
+        && generation.is_none()
+        && labels.is_none()
+        && managed_fields.is_none()
+        && owner_references.is_none()
+        && self_link.is_none()
+        && uid.is_none()
 }

@@ -5,6 +5,9 @@ use herald_core::clock::add_saturating;
 use herald_core::flow::TokenBucket;
 use jiff::Timestamp;
 
+use hashbrown::DefaultHashBuilder;
+
+use super::keys::KeyBuf;
 use super::lru::Lru;
 
 /// Spam state. Bound: `lru_cache_size` buckets, evicting the least recently used; an evicted
@@ -12,6 +15,9 @@ use super::lru::Lru;
 #[derive(Debug)]
 pub(crate) struct SpamFilter {
     buckets: Lru<TokenBucket>,
+    /// The spam key of the event being checked (reused buffer; the slot it remembers is in
+    /// `buckets`).
+    pub(crate) key: KeyBuf,
     qps: f32,
     burst: u32,
     pub(crate) evictions: u64,
@@ -29,6 +35,7 @@ impl SpamFilter {
     pub(crate) fn new(capacity: usize, qps: f32, burst: u32) -> Self {
         Self {
             buckets: Lru::new(capacity),
+            key: KeyBuf::default(),
             qps,
             burst,
             evictions: 0,
@@ -37,6 +44,25 @@ impl SpamFilter {
 
     pub(crate) fn len(&self) -> usize {
         self.buckets.len()
+    }
+
+    /// [`SpamFilter::try_accept`] for the key in [`SpamFilter::key`].
+    pub(crate) fn try_accept_key(
+        &mut self,
+        hasher: &DefaultHashBuilder,
+        now: Timestamp,
+    ) -> Decision {
+        let (idx, evicted) = match self.buckets.get_key(&mut self.key, hasher) {
+            Some(idx) => (idx, false),
+            None => {
+                let bucket = TokenBucket::new(self.qps, self.burst);
+                let (idx, old) = self.buckets.insert_key(&mut self.key, hasher, bucket);
+                (idx, old.is_some())
+            }
+        };
+        self.evictions += u64::from(evicted);
+        let accepted = self.buckets.value_mut(idx).try_accept_at(now);
+        Decision { accepted, evicted }
     }
 
     /// Takes a token for `key` at `now`: fetches (promoting) or creates the key's bucket, which
