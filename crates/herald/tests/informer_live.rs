@@ -305,3 +305,122 @@ async fn informer_recovers_on_restarted_server_under_concurrent_writes_past_the_
     let expired = reconnect_to_restarted_server_under_concurrent_writes(SMALL_WINDOW).await;
     eprintln!("410 Expired seen by the informer under concurrent writes: {expired}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn informer_relists_after_410_when_the_store_moved_on_while_the_server_was_down() {
+    use herald_core::clock::SystemClock;
+    use herald_core::event::ApiGroup;
+    use herald_server::registry::{DeleteParams, EventRegistry, RegistryOptions, WriteOptions};
+    use herald_server::storage::{SqliteBackend, SqliteOptions};
+
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(config(dir.path(), "127.0.0.1:0".parse().unwrap()))
+        .await
+        .unwrap();
+    let addr = server.addr();
+    let client = kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
+    let api: Api<Event> = Api::namespaced(client.clone(), "default");
+    let informer =
+        SharedInformer::for_api(Api::<Event>::all(client.clone()), InformerConfig::default());
+    let changed = Arc::new(Notify::new());
+    let (c1, c2, c3) = (changed.clone(), changed.clone(), changed.clone());
+    informer
+        .add_event_handler(
+            HandlerFns::new()
+                .on_add(move |_, _| c1.notify_waiters())
+                .on_update(move |_, _| c2.notify_waiters())
+                .on_delete(move |_| c3.notify_waiters()),
+        )
+        .unwrap();
+    // Errors after which the reflector relists: normally the 410 on the watch from its old
+    // resourceVersion; sometimes a transport error first, when its reconnect picked a
+    // connection the old server had closed (it then relists, as client-go does, and never
+    // asks for the old revision). Refused connections only retry the watch.
+    let expired = Arc::new(AtomicUsize::new(0));
+    let relisting = Arc::new(AtomicUsize::new(0));
+    let (e2, r2) = (expired.clone(), relisting.clone());
+    informer
+        .set_watch_error_handler(move |err: &ListWatchError| {
+            if matches!(err, ListWatchError::Expired(_)) {
+                e2.fetch_add(1, Ordering::SeqCst);
+            }
+            if !err.is_retryable_without_relist() {
+                r2.fetch_add(1, Ordering::SeqCst);
+            }
+        })
+        .unwrap();
+    let stop = CancellationToken::new();
+    let task = informer.spawn(stop.clone());
+    create(&api, 0..20).await;
+    assert!(informer.wait_for_cache_sync().await);
+    until_in_sync(&informer, &api, &changed).await;
+
+    // While the server is down, another writer on the same data directory deletes half the
+    // events and writes 40 more: far more than the 16-event window the restarted server
+    // preloads, so the informer's resume point is gone for certain. From here on, without a
+    // relisting error the informer can only re-watch from its old revision, which is a 410.
+    expired.store(0, Ordering::SeqCst);
+    relisting.store(0, Ordering::SeqCst);
+    server.shutdown().await.unwrap();
+    let path = dir.path().to_path_buf();
+    let opts = SqliteOptions {
+        history: HistoryOptions {
+            watch_window: SMALL_WINDOW,
+            keep_revisions: SMALL_WINDOW as u64,
+        },
+        ..SqliteOptions::default()
+    };
+    let backend = tokio::task::spawn_blocking(move || {
+        SqliteBackend::open(path, Arc::new(SystemClock), opts).unwrap()
+    })
+    .await
+    .unwrap();
+    let backend = Arc::new(backend);
+    let reg = EventRegistry::new(
+        backend.clone(),
+        Arc::new(SystemClock),
+        RegistryOptions::default(),
+    );
+    for i in (0..20).step_by(2) {
+        reg.delete(
+            ApiGroup::Core,
+            "default",
+            &format!("ev-{i}"),
+            &DeleteParams::default(),
+        )
+        .await
+        .unwrap();
+    }
+    for i in 20..60 {
+        reg.create(
+            ApiGroup::Core,
+            "default",
+            event(i),
+            &WriteOptions::default(),
+        )
+        .await
+        .unwrap();
+    }
+    drop(reg);
+    // Closing the store joins its writer thread.
+    tokio::task::spawn_blocking(move || drop(backend))
+        .await
+        .unwrap();
+
+    let server = Server::start(config(dir.path(), addr)).await.unwrap();
+    until_in_sync(&informer, &api, &changed).await;
+    assert_eq!(cached(&informer).len(), 60 - 10);
+    let (expired, relisting) = (
+        expired.load(Ordering::SeqCst),
+        relisting.load(Ordering::SeqCst),
+    );
+    eprintln!("after the offline writes: {relisting} relisting errors, {expired} of them 410");
+    assert!(
+        relisting >= 1,
+        "the informer cannot have resumed from a revision outside the window"
+    );
+
+    stop.cancel();
+    task.await.unwrap().unwrap();
+    server.shutdown().await.unwrap();
+}
