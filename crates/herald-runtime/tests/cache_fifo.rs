@@ -365,3 +365,62 @@ async fn producers_wait_for_room_at_capacity() {
         .expect("room after a pop")
         .unwrap();
 }
+
+#[test]
+fn relist_between_pop_and_processing_still_deletes_what_the_popped_delta_adds() {
+    // The consumer popped ADDED(a) and has not stored it yet when a relist (after a watch
+    // gap in which a was deleted) arrives: a is neither queued nor known, but it is in
+    // flight, so the relist must still queue its tombstone — after the ADDED, so the
+    // consumer ends without a.
+    let idx: Indexer<ConfigMap> = Indexer::new();
+    idx.add(Arc::new(cm("ns", "kept", "1")));
+    let f = RealFifo::new(RealFifoOptions {
+        known_objects: Some(idx.clone()),
+        ..RealFifoOptions::default()
+    });
+    f.add(cm("ns", "a", "5"));
+    let popped = f.try_pop().unwrap();
+    f.replace(vec![cm("ns", "kept", "6")], "6");
+    // The consumer finishes what it popped...
+    idx.add(popped.delta().object().unwrap().clone());
+    drop(popped);
+    // ...then applies the relist.
+    let rest = drain(&f);
+    assert_eq!(
+        rest,
+        vec![
+            d(Deleted, "ns/a", "5", true),
+            d(Replaced, "ns/kept", "6", false)
+        ]
+    );
+    // Once processed, a popped delta no longer counts: a later relist knows only the cache.
+    idx.delete_key("ns/a");
+    f.add(cm("ns", "b", "7"));
+    let popped = f.try_pop().unwrap();
+    idx.add(popped.delta().object().unwrap().clone());
+    drop(popped);
+    f.replace(vec![cm("ns", "kept", "6"), cm("ns", "b", "7")], "7");
+    assert_eq!(
+        drain(&f),
+        vec![
+            d(Replaced, "ns/kept", "6", false),
+            d(Replaced, "ns/b", "7", false)
+        ]
+    );
+}
+
+#[test]
+fn relist_while_a_delete_is_in_flight_adds_no_second_delete() {
+    let idx: Indexer<ConfigMap> = Indexer::new();
+    idx.add(Arc::new(cm("ns", "a", "1")));
+    let f = RealFifo::new(RealFifoOptions {
+        known_objects: Some(idx.clone()),
+        ..RealFifoOptions::default()
+    });
+    f.delete(cm("ns", "a", "2"));
+    let popped = f.try_pop().unwrap();
+    f.replace(Vec::new(), "2");
+    idx.delete_key("ns/a");
+    drop(popped);
+    assert!(drain(&f).is_empty());
+}

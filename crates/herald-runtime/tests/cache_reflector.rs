@@ -505,3 +505,54 @@ async fn cancelled_before_start_calls_nothing() {
     r.run(token).await;
     assert!(lw.lists().is_empty() && lw.watches().is_empty());
 }
+
+#[tokio::test(start_paused = true)]
+async fn streaming_list_bookmark_at_zero_does_not_freeze_the_resume_point() {
+    // A server whose empty store reports resourceVersion "0" on the initial-events-end
+    // bookmark. The same stream then carries real changes: their RVs are the resume point
+    // (only a watch *opened* from "0" starts with synthetic ADDEDs).
+    let lw = FakeLw::with_watch_list();
+    lw.push_watch(vec![
+        bookmark("0", true),
+        added(cm("ns", "a", "1")),
+        added(cm("ns", "b", "2")),
+        Step::Sleep(Duration::from_secs(300)),
+    ]);
+    lw.push_watch(vec![deleted(cm("ns", "a", "3")), Step::Hang]);
+    let cfg = ReflectorConfig {
+        watch_list: true,
+        ..config()
+    };
+    let (store, token, _, task) = start(&lw, cfg);
+    assert!(eventually(100_000, || lw.watches().len() == 2 && store.len() == 1).await);
+    let w = lw.watches();
+    assert_eq!(w[1].resource_version, "2");
+    assert!(!w[1].send_initial_events);
+    assert!(lw.lists().is_empty());
+    assert_eq!(names(&store), vec!["b@2"]);
+    token.cancel();
+    task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_is_never_resumed_from_zero_it_relists() {
+    // A list that reports "0": the first watch from it is allowed, but when it ends with only
+    // ADDEDs seen (their RVs held back) a re-watch from "0" would replay the current state and
+    // miss what was deleted in between, so the reflector relists and Replace deletes it.
+    let lw = FakeLw::new();
+    lw.push_page(vec![], "0", None);
+    lw.push_watch(vec![
+        added(cm("ns", "a", "5")),
+        Step::Sleep(Duration::from_secs(300)),
+    ]);
+    lw.push_page(vec![cm("ns", "c", "9")], "9", None);
+    lw.push_watch(vec![Step::Hang]);
+    let (store, token, _, task) = start(&lw, config());
+    assert!(eventually(100_000, || lw.lists().len() == 2 && lw.watches().len() == 2).await);
+    let w = lw.watches();
+    assert_eq!(w[0].resource_version, "0");
+    assert_eq!(w[1].resource_version, "9", "no watch from 0 in between");
+    assert_eq!(names(&store), vec!["c@9"]);
+    token.cancel();
+    task.await.unwrap();
+}

@@ -4,6 +4,7 @@
 mod events_support;
 
 use events_support::*;
+use herald_server::storage::INITIAL_REVISION as R0;
 use serde_json::{Value, json};
 
 fn names(list: &Value) -> Vec<String> {
@@ -234,7 +235,7 @@ async fn resource_version_semantics() {
         .unwrap()
         .parse()
         .unwrap();
-    assert_eq!(rv0, 4, "the list RV is the store revision");
+    assert_eq!(rv0, R0 + 4, "the list RV is the store revision");
     let r = http
         .patch(
             &format!("{}/e.1", core_path("ns-a")),
@@ -261,7 +262,11 @@ async fn resource_version_semantics() {
     ] {
         let l = http.get(&format!("/api/v1/events{q}")).await.json();
         assert_eq!(l["items"][0]["message"], "new", "{q}");
-        assert_eq!(l["metadata"]["resourceVersion"], "5", "{q}");
+        assert_eq!(
+            l["metadata"]["resourceVersion"],
+            (R0 + 5).to_string(),
+            "{q}"
+        );
     }
     // legacy: an RV with a limit is Exact
     let l = http
@@ -275,7 +280,7 @@ async fn resource_version_semantics() {
         .await;
     assert_eq!(
         r.status_failure(504, "Timeout")["message"],
-        "Too large resource version: 99, current: 5"
+        format!("Too large resource version: 99, current: {}", R0 + 5)
     );
     http.get(&format!("{}/e.1?resourceVersion=99", core_path("ns-a")))
         .await
@@ -296,7 +301,7 @@ async fn resource_version_semantics() {
             .status,
         201
     );
-    server.registry().backend().compact(6).await.unwrap();
+    server.registry().backend().compact(R0 + 6).await.unwrap();
     let r = http
         .get(&format!(
             "/api/v1/events?resourceVersion={rv0}&resourceVersionMatch=Exact"
@@ -382,7 +387,7 @@ async fn tables_and_metadata_lists() {
     let t = http.get_accept("/api/v1/events?limit=3", TBL).await.json();
     assert_eq!(t["kind"], "Table");
     assert_eq!(t["apiVersion"], "meta.k8s.io/v1");
-    assert_eq!(t["metadata"]["resourceVersion"], "4");
+    assert_eq!(t["metadata"]["resourceVersion"], (R0 + 4).to_string());
     assert!(t["metadata"]["continue"].is_string(), "{t}");
     assert_eq!(t["columnDefinitions"].as_array().unwrap().len(), 10);
     let rows = t["rows"].as_array().unwrap();

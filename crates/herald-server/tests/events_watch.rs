@@ -15,7 +15,7 @@ use herald_server::registry::{
     EventRegistry, ListParams, RegistryOptions, WatchItem, WriteOptions,
 };
 use herald_server::server::{Server, StoreKind};
-use herald_server::storage::{HistoryOptions, MemoryBackend};
+use herald_server::storage::{HistoryOptions, INITIAL_REVISION as R0, MemoryBackend};
 use serde_json::json;
 
 async fn changes_from_rv(server: &Server) {
@@ -101,9 +101,14 @@ async fn watch_from_resource_version_sqlite() {
     )
     .await;
     let http = Http::new(&server);
+    // w.1 was the first write
     let mut w = http
         .watch(
-            &format!("{}?watch=true&resourceVersion=1", core_path("default")),
+            &format!(
+                "{}?watch=true&resourceVersion={}",
+                core_path("default"),
+                R0 + 1
+            ),
             None,
         )
         .await;
@@ -174,7 +179,7 @@ async fn watch_without_rv_starts_with_current_state() {
         obj["metadata"]["annotations"]["k8s.io/initial-events-end"],
         "true"
     );
-    assert_eq!(obj["metadata"]["resourceVersion"], "3");
+    assert_eq!(obj["metadata"]["resourceVersion"], (R0 + 3).to_string());
     assert_eq!(obj["kind"], "Event");
     server.shutdown().await.unwrap();
 }
@@ -191,10 +196,14 @@ async fn too_old_rv_gets_an_error_event_then_close() {
             201
         );
     }
-    server.registry().backend().compact(2).await.unwrap();
+    server.registry().backend().compact(R0 + 2).await.unwrap();
     let mut w = http
         .watch(
-            &format!("{}?watch=true&resourceVersion=1", core_path("default")),
+            &format!(
+                "{}?watch=true&resourceVersion={}",
+                core_path("default"),
+                R0 + 1
+            ),
             None,
         )
         .await;
@@ -204,7 +213,10 @@ async fn too_old_rv_gets_an_error_event_then_close() {
     assert_eq!(obj["kind"], "Status");
     assert_eq!(obj["code"], 410);
     assert_eq!(obj["reason"], "Expired");
-    assert_eq!(obj["message"], "too old resource version: 1 (2)");
+    assert_eq!(
+        obj["message"],
+        format!("too old resource version: {} ({})", R0 + 1, R0 + 2)
+    );
     assert!(
         w.next().await.is_none(),
         "the stream closes after the ERROR"
@@ -212,7 +224,11 @@ async fn too_old_rv_gets_an_error_event_then_close() {
     // the server still serves watches from a retained revision
     let mut w = http
         .watch(
-            &format!("{}?watch=true&resourceVersion=2", core_path("default")),
+            &format!(
+                "{}?watch=true&resourceVersion={}",
+                core_path("default"),
+                R0 + 2
+            ),
             None,
         )
         .await;
@@ -562,7 +578,8 @@ async fn periodic_bookmarks_and_timeout() {
             resource_version,
             initial_events_end: false,
         }) => assert_eq!(
-            resource_version, "1",
+            Some(resource_version),
+            e.metadata.resource_version.clone(),
             "only changes under the watched prefix are seen"
         ),
         other => panic!("expected a bookmark, got {other:?}"),
@@ -662,4 +679,137 @@ async fn slow_watcher_past_the_window_gets_410() {
         other => panic!("expected a 410 ERROR, got {other:?}"),
     }
     assert!(w.next().await.is_none());
+}
+
+fn watch_from(rv: u64) -> ListParams {
+    ListParams {
+        watch: true,
+        allow_watch_bookmarks: true,
+        resource_version: Some(rv.to_string()),
+        ..ListParams::default()
+    }
+}
+
+async fn create_n(reg: &EventRegistry, names: &[&str]) -> Vec<u64> {
+    let mut rvs = Vec::new();
+    for n in names {
+        let e = reg
+            .create(
+                ApiGroup::Core,
+                "default",
+                event(n),
+                &WriteOptions::default(),
+            )
+            .await
+            .unwrap();
+        rvs.push(e.metadata.resource_version.unwrap().parse().unwrap());
+    }
+    rvs
+}
+
+#[tokio::test(start_paused = true)]
+async fn watch_from_a_revision_the_store_never_reached_ends_with_too_large() {
+    let reg = registry_with(fake_clock(), RegistryOptions::default());
+    create_n(&reg, &["f.1"]).await;
+    let current = R0 + 1;
+    let mut w = reg
+        .watch(ApiGroup::Core, None, None, &watch_from(current + 5))
+        .await
+        .unwrap();
+    let start = tokio::time::Instant::now();
+    // Two writes during the wait do not reach the requested revision and are not delivered.
+    create_n(&reg, &["f.2", "f.3"]).await;
+    match w.next().await {
+        Some(WatchItem::Error(e)) => {
+            assert_eq!(e.code, 504);
+            assert_eq!(
+                e.message,
+                format!(
+                    "Too large resource version: {}, current: {}",
+                    current + 5,
+                    current + 2
+                )
+            );
+            assert!(
+                e.causes
+                    .iter()
+                    .any(|c| c.reason == "ResourceVersionTooLarge"),
+                "{e:?}"
+            );
+        }
+        other => panic!("expected a too-large ERROR, got {other:?}"),
+    }
+    // kube-apiserver's watch cache waits 3 s for a future revision before giving up.
+    assert_eq!(start.elapsed(), Duration::from_secs(3));
+    assert!(
+        w.next().await.is_none(),
+        "the stream closes after the ERROR"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn watch_from_a_future_revision_starts_there_once_the_store_reaches_it() {
+    let reg = registry_with(fake_clock(), RegistryOptions::default());
+    create_n(&reg, &["g.1"]).await;
+    let mut w = reg
+        .watch(ApiGroup::Core, None, None, &watch_from(R0 + 3))
+        .await
+        .unwrap();
+    // R0+2 and R0+3 are at or before the watch's start; R0+4 is the first change after it.
+    let rvs = create_n(&reg, &["g.2", "g.3", "g.4"]).await;
+    assert_eq!(rvs, [R0 + 2, R0 + 3, R0 + 4]);
+    match w.next().await {
+        Some(WatchItem::Added(e)) => {
+            assert_eq!(e.metadata.name.as_deref(), Some("g.4"));
+        }
+        other => panic!("expected ADDED g.4, got {other:?}"),
+    }
+    // Well past the 3 s wait: the watch carries on, no too-large ERROR.
+    tokio::time::advance(Duration::from_secs(10)).await;
+    create_n(&reg, &["g.5"]).await;
+    match w.next().await {
+        Some(WatchItem::Added(e)) => assert_eq!(e.metadata.name.as_deref(), Some("g.5")),
+        other => panic!("expected ADDED g.5, got {other:?}"),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_empty_store_reports_a_resumable_resource_version() {
+    // The list and the initial-events-end bookmark of an empty store never say "0" (which in
+    // a request means "any version" / "replay the current state"); resuming from what they
+    // say delivers the first write.
+    let reg = registry_with(fake_clock(), RegistryOptions::default());
+    let list = reg
+        .list(ApiGroup::Core, None, &ListParams::default())
+        .await
+        .unwrap();
+    assert!(list.items.is_empty());
+    assert_eq!(list.resource_version, R0.to_string());
+    assert_ne!(list.resource_version, "0");
+    let p = ListParams {
+        watch: true,
+        allow_watch_bookmarks: true,
+        send_initial_events: Some(true),
+        resource_version_match: Some("NotOlderThan".into()),
+        ..ListParams::default()
+    };
+    let mut wl = reg.watch(ApiGroup::Core, None, None, &p).await.unwrap();
+    match wl.next().await {
+        Some(WatchItem::Bookmark {
+            resource_version,
+            initial_events_end: true,
+        }) => assert_eq!(resource_version, R0.to_string()),
+        other => panic!("expected the initial-events-end bookmark, got {other:?}"),
+    }
+    let mut w = reg
+        .watch(ApiGroup::Core, None, None, &watch_from(R0))
+        .await
+        .unwrap();
+    create_n(&reg, &["z.1"]).await;
+    for s in [&mut wl, &mut w] {
+        match s.next().await {
+            Some(WatchItem::Added(e)) => assert_eq!(e.metadata.name.as_deref(), Some("z.1")),
+            other => panic!("expected ADDED z.1, got {other:?}"),
+        }
+    }
 }

@@ -10,9 +10,12 @@ use bytes::Bytes;
 use futures::StreamExt;
 use herald_core::clock::{FakeClock, SystemClock};
 use herald_server::storage::{
-    Backend, HistoryOptions, KeyValue, ListOptions, MemoryBackend, Revision, SqliteBackend,
-    SqliteOptions, StorageError, WatchEvent, WatchStream,
+    Backend, HistoryOptions, INITIAL_REVISION, KeyValue, ListOptions, MemoryBackend, Revision,
+    SqliteBackend, SqliteOptions, StorageError, WatchEvent, WatchStream,
 };
+
+/// A new store's revision; its `n`-th write takes `R0 + n`.
+const R0: Revision = INITIAL_REVISION;
 use tempfile::TempDir;
 
 /// A backend under test, its fake clock, and (for SQLite) the directory that holds it.
@@ -75,14 +78,16 @@ fn keys(items: &[KeyValue]) -> Vec<&str> {
 
 async fn create_get_update_delete(f: Fixture) {
     let s = &f.store;
-    assert_eq!(s.current_revision().await.unwrap(), 0);
+    // Never 0: an empty store's revision is already a real resume point.
+    assert_eq!(s.current_revision().await.unwrap(), R0);
+    const { assert!(R0 > 0) };
     assert_eq!(s.get("/events/ns/a").await.unwrap(), None);
 
     let a1 = s.create("/events/ns/a", b("v1"), None).await.unwrap();
     assert_eq!(a1.key, "/events/ns/a");
     assert_eq!(a1.value, b("v1"));
-    assert_eq!(a1.create_revision, 1);
-    assert_eq!(a1.mod_revision, 1);
+    assert_eq!(a1.create_revision, R0 + 1);
+    assert_eq!(a1.mod_revision, R0 + 1);
     assert_eq!(
         s.create("/events/ns/a", b("again"), None).await,
         Err(StorageError::AlreadyExists {
@@ -95,19 +100,19 @@ async fn create_get_update_delete(f: Fixture) {
         .update("/events/ns/a", b("v2"), Some(a1.mod_revision), None)
         .await
         .unwrap();
-    assert_eq!(a2.create_revision, 1);
-    assert_eq!(a2.mod_revision, 2);
+    assert_eq!(a2.create_revision, R0 + 1);
+    assert_eq!(a2.mod_revision, R0 + 2);
     assert_eq!(
         s.update("/events/ns/a", b("stale"), Some(a1.mod_revision), None)
             .await,
         Err(StorageError::Conflict {
             key: "/events/ns/a".into(),
-            expected: 1,
-            actual: 2
+            expected: R0 + 1,
+            actual: R0 + 2
         })
     );
     let a3 = s.update("/events/ns/a", b("v3"), None, None).await.unwrap();
-    assert_eq!(a3.mod_revision, 3);
+    assert_eq!(a3.mod_revision, R0 + 3);
     assert_eq!(s.get("/events/ns/a").await.unwrap().unwrap().value, b("v3"));
     assert_eq!(
         s.update("/events/ns/missing", b("x"), None, None).await,
@@ -117,16 +122,16 @@ async fn create_get_update_delete(f: Fixture) {
     );
 
     assert_eq!(
-        s.delete("/events/ns/a", Some(2)).await,
+        s.delete("/events/ns/a", Some(R0 + 2)).await,
         Err(StorageError::Conflict {
             key: "/events/ns/a".into(),
-            expected: 2,
-            actual: 3
+            expected: R0 + 2,
+            actual: R0 + 3
         })
     );
-    let d = s.delete("/events/ns/a", Some(3)).await.unwrap();
+    let d = s.delete("/events/ns/a", Some(R0 + 3)).await.unwrap();
     assert_eq!(d.prev, a3);
-    assert_eq!(d.revision, 4);
+    assert_eq!(d.revision, R0 + 4);
     assert_eq!(s.get("/events/ns/a").await.unwrap(), None);
     assert_eq!(
         s.delete("/events/ns/a", None).await,
@@ -135,9 +140,12 @@ async fn create_get_update_delete(f: Fixture) {
         })
     );
     // Failed writes take no revision; a re-created key starts a new incarnation.
-    assert_eq!(s.current_revision().await.unwrap(), 4);
+    assert_eq!(s.current_revision().await.unwrap(), R0 + 4);
     let again = s.create("/events/ns/a", b("new"), None).await.unwrap();
-    assert_eq!((again.create_revision, again.mod_revision), (5, 5));
+    assert_eq!(
+        (again.create_revision, again.mod_revision),
+        (R0 + 5, R0 + 5)
+    );
 }
 
 async fn list_pages_at_a_fixed_revision_while_writes_continue(f: Fixture) {
@@ -323,15 +331,16 @@ async fn automatic_compaction_bounds_history(f: Fixture) {
         panic!("expected Expired, got {err:?}");
     };
     assert_eq!(requested, 10);
+    let head = R0 + 100;
     assert!(
-        (100 - 16 - 2..=100 - 16).contains(&oldest),
+        (head - 16 - 2..=head - 16).contains(&oldest),
         "oldest {oldest}"
     );
     let recent = s
         .list(
             "/events/",
             ListOptions {
-                at_revision: Some(95),
+                at_revision: Some(R0 + 95),
                 ..ListOptions::default()
             },
         )
@@ -384,10 +393,13 @@ async fn watch_replays_exactly_the_later_events_in_order(f: Fixture) {
     );
     // A watch from 0 sees every write, in revision order, including other prefixes.
     let mut revs = Vec::new();
-    for _ in 0..live.mod_revision {
+    for _ in R0..live.mod_revision {
         revs.push(next_event(&mut all).await.revision());
     }
-    assert_eq!(revs, (1..=live.mod_revision).collect::<Vec<Revision>>());
+    assert_eq!(
+        revs,
+        (R0 + 1..=live.mod_revision).collect::<Vec<Revision>>()
+    );
     // A watch from the current revision waits for the next write only.
     let mut fresh = s.watch("/events/", live.mod_revision).await.unwrap();
     let e = s.create("/events/ns/e", b("e1"), None).await.unwrap();
@@ -402,16 +414,16 @@ async fn watch_from_a_revision_older_than_the_window_is_expired(f: Fixture) {
             .await
             .unwrap();
     }
-    let err = s.watch("/events/", 5).await.err().expect("expired");
+    let err = s.watch("/events/", R0 + 4).await.err().expect("expired");
     assert_eq!(
         err,
         StorageError::Expired {
-            requested: 5,
-            oldest: 12
+            requested: R0 + 4,
+            oldest: R0 + 12
         }
     );
-    let mut w = s.watch("/events/", 12).await.unwrap();
-    for expected in 13..=20 {
+    let mut w = s.watch("/events/", R0 + 12).await.unwrap();
+    for expected in R0 + 13..=R0 + 20 {
         assert_eq!(next_event(&mut w).await.revision(), expected);
     }
 }
@@ -425,12 +437,12 @@ async fn slow_watcher_falls_out_of_the_window_and_gets_expired(f: Fixture) {
         s.create(&format!("/events/ns/k{i:02}"), b("x"), None)
             .await
             .unwrap();
-        assert_eq!(next_event(&mut keeping_up).await.revision(), i);
+        assert_eq!(next_event(&mut keeping_up).await.revision(), R0 + i);
     }
     match next(&mut slow).await {
         Some(Err(StorageError::Expired { requested, oldest })) => {
             assert_eq!(requested, 0);
-            assert_eq!(oldest, 12);
+            assert_eq!(oldest, R0 + 12);
         }
         other => panic!("expected Expired, got {other:?}"),
     }
@@ -462,7 +474,7 @@ async fn ttl_expiry_deletes_keys_and_emits_delete_events(f: Fixture) {
         *next_event(&mut w).await,
         WatchEvent::Delete {
             prev: a.clone(),
-            revision: 4
+            revision: R0 + 4
         }
     );
     // A write restarts the TTL (t = 91 s → b now expires at 211 s).
@@ -744,12 +756,132 @@ async fn sqlite_restart_keeps_data_revisions_ttl_and_watch_history() {
 }
 
 #[tokio::test]
+async fn sqlite_new_store_starts_at_the_initial_revision_and_older_empty_ones_move_to_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let open = || SqliteBackend::open(dir.path(), clock(), SqliteOptions::default()).unwrap();
+    {
+        let s = open();
+        assert_eq!(s.current_revision().await.unwrap(), R0);
+        let l = s.list("/events/", ListOptions::default()).await.unwrap();
+        assert_eq!(l.revision, R0);
+    }
+    // A store created before revisions started at 1 and never written says 0.
+    {
+        let c = rusqlite::Connection::open(dir.path().join("herald.db")).unwrap();
+        c.execute("UPDATE meta SET value = 0 WHERE name = 'revision'", [])
+            .unwrap();
+    }
+    let s = open();
+    assert_eq!(s.current_revision().await.unwrap(), R0);
+    let mut w = s.watch("/events/", R0).await.unwrap();
+    let a = s.create("/events/ns/a", b("a"), None).await.unwrap();
+    assert_eq!(a.mod_revision, R0 + 1);
+    assert_eq!(next_event(&mut w).await.revision(), R0 + 1);
+}
+
+/// Watches a reopened SQLite store from a revision written before the restart while other
+/// tasks keep writing (deleting the pre-restart keys among them): every change after that
+/// revision arrives, in order, with no gap — or, when the window is too small for the
+/// backlog, the stream ends with `Expired`. Never a silent gap.
+async fn reopened_store_replays_under_concurrent_writes(window: usize) -> bool {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = SqliteOptions {
+        history: HistoryOptions {
+            watch_window: window,
+            keep_revisions: window as u64,
+        },
+        ..SqliteOptions::default()
+    };
+    let open = || Arc::new(SqliteBackend::open(dir.path(), clock(), opts).unwrap());
+    let from = {
+        let s = open();
+        for i in 0..20 {
+            s.create(&format!("/events/ns/old{i:02}"), b("x"), None)
+                .await
+                .unwrap();
+        }
+        s.current_revision().await.unwrap() - 10
+    };
+    let s = open();
+    let writers: Vec<_> = (0..4)
+        .map(|t| {
+            let s = s.clone();
+            tokio::spawn(async move {
+                for i in (t..20).step_by(4) {
+                    s.create(&format!("/events/ns/new{i:02}"), b("y"), None)
+                        .await
+                        .unwrap();
+                    s.delete(&format!("/events/ns/old{i:02}"), None)
+                        .await
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    let mut w = match s.watch("/events/", from).await {
+        Ok(w) => w,
+        Err(StorageError::Expired { requested, .. }) => {
+            assert_eq!(requested, from);
+            for t in writers {
+                t.await.unwrap();
+            }
+            return false;
+        }
+        Err(e) => panic!("{e:?}"),
+    };
+    let last = from + 10 + 40;
+    let mut want = from + 1;
+    let mut deleted = std::collections::BTreeSet::new();
+    while want <= last {
+        match next(&mut w).await {
+            Some(Ok(ev)) => {
+                assert_eq!(ev.revision(), want, "a gap in the replay");
+                if let WatchEvent::Delete { prev, .. } = &*ev {
+                    deleted.insert(prev.key.clone());
+                }
+                want += 1;
+            }
+            Some(Err(StorageError::Expired { .. })) => {
+                for t in writers {
+                    t.await.unwrap();
+                }
+                return false;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    for t in writers {
+        t.await.unwrap();
+    }
+    let expected: std::collections::BTreeSet<String> =
+        (0..20).map(|i| format!("/events/ns/old{i:02}")).collect();
+    assert_eq!(
+        deleted, expected,
+        "every pre-restart key's delete is delivered"
+    );
+    true
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_reopened_store_replays_from_before_the_restart_under_concurrent_writes() {
+    // A window holding the whole backlog: the full replay, every delete included.
+    assert!(reopened_store_replays_under_concurrent_writes(1024).await);
+    // A window that holds the start but not what is written meanwhile: in order without a
+    // gap, complete or ended by Expired depending on how the watcher keeps up.
+    for _ in 0..3 {
+        reopened_store_replays_under_concurrent_writes(16).await;
+    }
+    // A window that lost the start across the restart: Expired at once.
+    assert!(!reopened_store_replays_under_concurrent_writes(8).await);
+}
+
+#[tokio::test]
 async fn sqlite_shutdown_ends_watch_streams() {
     let f = sqlite(HistoryOptions::default());
     let mut w = f.store.watch("/events/", 0).await.unwrap();
     f.store.create("/events/ns/a", b("a"), None).await.unwrap();
     drop(f.store);
-    assert_eq!(next_event(&mut w).await.revision(), 1);
+    assert_eq!(next_event(&mut w).await.revision(), R0 + 1);
     assert!(next(&mut w).await.is_none());
 }
 

@@ -45,6 +45,11 @@ impl<K> Default for RealFifoOptions<K> {
 
 struct State<K> {
     items: VecDeque<Delta<K>>,
+    /// Deltas popped but not yet processed (their [`Popped`] guard is alive), by pop id, in
+    /// pop order. A relist must treat them like queued ones: the consumer has not stored them
+    /// yet, so neither the queue nor the known objects show them.
+    in_flight: Vec<(u64, Delta<K>)>,
+    next_pop: u64,
     populated: bool,
     /// Deltas of the first population still to be popped *and processed*.
     initial_population_count: usize,
@@ -55,9 +60,12 @@ struct State<K> {
 /// update, and deletes of objects never seen are all kept (client-go's `RealFIFO`).
 ///
 /// [`replace`](RealFifo::replace) (a relist) first queues a [`DeletedFinalStateUnknown`]
-/// tombstone for every object that vanished — keys whose last queued delta is not already a
-/// delete, then known objects that are not queued — and then a `Replaced` delta for every
-/// listed object in list order. The first `replace` (or any change before it) populates the
+/// tombstone for every object that vanished — keys whose last pending delta is not already a
+/// delete, then known objects that are not pending — and then a `Replaced` delta for every
+/// listed object in list order. *Pending* covers the queue and the deltas popped but not yet
+/// processed (client-go processes under the queue lock; here the consumer works outside it,
+/// so a relist landing between a pop and its processing must still see that delta, or an
+/// object added by it and deleted before the relist would stay cached). The first `replace` (or any change before it) populates the
 /// queue; [`has_synced`](RealFifo::has_synced) turns true only once every delta of that first
 /// population has been popped **and** its [`Popped`] guard dropped, i.e. processed.
 ///
@@ -75,6 +83,7 @@ pub struct RealFifo<K> {
 /// [`RealFifo::has_synced`] waits for during the initial population).
 pub struct Popped<'a, K> {
     delta: Delta<K>,
+    id: u64,
     is_in_initial_list: bool,
     counted: bool,
     fifo: &'a RealFifo<K>,
@@ -95,8 +104,11 @@ impl<K> Popped<'_, K> {
 
 impl<K> Drop for Popped<'_, K> {
     fn drop(&mut self) {
+        let mut st = self.fifo.lock();
+        if let Some(i) = st.in_flight.iter().position(|(id, _)| *id == self.id) {
+            st.in_flight.remove(i);
+        }
         if self.counted {
-            let mut st = self.fifo.lock();
             st.initial_population_count = st.initial_population_count.saturating_sub(1);
         }
     }
@@ -213,8 +225,12 @@ impl<K> RealFifo<K> {
         if st.items.len() + 1 == self.capacity {
             self.room.notify_waiters();
         }
+        let id = st.next_pop;
+        st.next_pop += 1;
+        st.in_flight.push((id, delta.clone()));
         Some(Popped {
             delta,
+            id,
             is_in_initial_list,
             counted,
             fifo: self,
@@ -244,6 +260,8 @@ impl<K: Resource> RealFifo<K> {
         Self {
             state: Mutex::new(State {
                 items: VecDeque::with_capacity(16),
+                in_flight: Vec::new(),
+                next_pop: 0,
                 populated: false,
                 initial_population_count: 0,
                 closed: false,
@@ -285,7 +303,7 @@ impl<K: Resource> RealFifo<K> {
             let has_known = self.known.as_ref().is_some_and(|k| !k.is_empty());
             let mut tombstones = Vec::new();
             // Nothing can have vanished when nothing is queued or known (the first list).
-            if !st.items.is_empty() || has_known {
+            if !st.items.is_empty() || !st.in_flight.is_empty() || has_known {
                 tombstones = self.vanished(&st, &list);
             }
             st.items.extend(tombstones);
@@ -298,12 +316,19 @@ impl<K: Resource> RealFifo<K> {
         self.readable.notify_waiters();
     }
 
-    /// Tombstones for everything queued or known that `list` no longer has.
+    /// Tombstones for everything in flight, queued or known that `list` no longer has.
     fn vanished(&self, st: &State<K>, list: &[Arc<K>]) -> Vec<Delta<K>> {
         let listed: HashSet<String> = list.iter().map(|o| object_key(o.as_ref())).collect();
-        // Last queued delta per key, in order of that delta's position.
+        // In-flight deltas come before every queued one.
+        let pending: Vec<&Delta<K>> = st
+            .in_flight
+            .iter()
+            .map(|(_, d)| d)
+            .chain(st.items.iter())
+            .collect();
+        // Last pending delta per key, in order of that delta's position.
         let mut last: HashMap<String, usize> = HashMap::new();
-        for (i, d) in st.items.iter().enumerate() {
+        for (i, d) in pending.iter().enumerate() {
             last.insert(d.key(), i);
         }
         let mut vanished: Vec<(usize, String)> = last
@@ -314,7 +339,7 @@ impl<K: Resource> RealFifo<K> {
         vanished.sort();
         let mut tombstones = Vec::new();
         for (i, key) in vanished {
-            let d = &st.items[i];
+            let d = pending[i];
             if matches!(d, Delta::Deleted(_)) {
                 continue;
             }

@@ -185,6 +185,11 @@ impl ResourceVersionHandle {
 ///   a normal close re-watches from the last resourceVersion without relisting; a 410
 ///   relists; 429 and connection-refused retry the watch after a backoff step; a watch
 ///   that closes within 1 s with no event is an error (relist after backoff).
+/// * Only a watch opened from `""`/`"0"` (after a list that reported no usable
+///   resourceVersion) holds back the resourceVersions of its leading synthetic ADDEDs; the
+///   stream a streaming list hands over does not, whatever its bookmark said. A watch that
+///   would be *re*-opened from `""`/`"0"` becomes a relist instead: such a watch replays the
+///   current state as ADDEDs and cannot report what was deleted in between.
 /// * Streaming lists first (when enabled), falling back to a paginated list when the
 ///   server rejects or ignores them.
 /// * Between attempts: backoff 800 ms → 30 s with jitter, reset every 2 min.
@@ -548,13 +553,26 @@ where
             i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             i
         });
+        // Whether a watch of this list-and-watch has already ended (see below).
+        let mut resumed = false;
         loop {
             if shutdown.is_cancelled() {
                 return Ok(());
             }
             let start_rv = self.last_sync.get();
+            // A stream carried over from a streaming list has delivered its initial events
+            // already; only a watch opened here from "" or "0" starts with synthetic ADDEDs.
+            let carried = stream.is_some();
             let s = match stream.take() {
                 Some(s) => s,
+                None if resumed && (start_rv.is_empty() || start_rv == "0") => {
+                    // No real resume point: a watch from "" or "0" would replay the current
+                    // state as ADDEDs and never delete what vanished meanwhile. Relist
+                    // instead (Replace turns the vanished objects into deletes).
+                    tracing::debug!(reflector = %self.config.name, rv = %start_rv,
+                        "no resourceVersion to resume the watch from; relisting");
+                    return Ok(());
+                }
                 None => {
                     let req = WatchRequest {
                         resource_version: start_rv.clone(),
@@ -579,10 +597,12 @@ where
                     }
                 }
             };
-            match self
-                .handle_watch(s, &start_rv, resync.as_mut(), shutdown)
-                .await
-            {
+            let synthetic_adds = !carried && (start_rv.is_empty() || start_rv == "0");
+            let handled = self
+                .handle_watch(s, synthetic_adds, resync.as_mut(), shutdown)
+                .await;
+            resumed = true;
+            match handled {
                 Ok(()) => {}
                 Err(e @ ListWatchError::TooManyRequests { .. }) => {
                     self.report(&e);
@@ -598,15 +618,15 @@ where
     async fn handle_watch(
         &mut self,
         mut stream: WatchStream<K>,
-        start_rv: &str,
+        synthetic_adds: bool,
         mut resync: Option<&mut tokio::time::Interval>,
         shutdown: &CancellationToken,
     ) -> Result<(), ListWatchError> {
         let started = Instant::now();
         let mut events = 0u64;
-        // A watch from "" or "0" starts with synthetic ADDEDs in arbitrary order: their RVs
-        // must not become the resume point until a non-ADDED event arrives.
-        let mut suppress = start_rv.is_empty() || start_rv == "0";
+        // A watch opened from "" or "0" starts with synthetic ADDEDs in arbitrary order:
+        // their RVs must not become the resume point until a non-ADDED event arrives.
+        let mut suppress = synthetic_adds;
         loop {
             let ev = tokio::select! {
                 _ = shutdown.cancelled() => return Ok(()),

@@ -16,7 +16,10 @@
 //! - **Watches** replay from a revision or start with the current state as `ADDED`, apply the
 //!   selectors the way kube-apiserver's etcd watcher does (an object that stops matching is
 //!   `DELETED`, one that starts matching is `ADDED`), send the initial-events-end and periodic
-//!   bookmarks when allowed, and end with an `ERROR` 410 when the history is gone.
+//!   bookmarks when allowed, and end with an `ERROR` 410 when the history is gone. A watch
+//!   from a revision the store has not reached waits up to 3 s for it, then ends with an
+//!   `ERROR` 504 "Too large resource version" (kube's watch cache), so a client holding a
+//!   resourceVersion from elsewhere relists instead of silently skipping changes.
 //! - **Writes race safely**: unconditional updates and patches retry on a concurrent write
 //!   (at most [`MAX_RETRIES`] times, then 409); a client resourceVersion is a precondition.
 //!

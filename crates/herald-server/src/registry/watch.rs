@@ -1,5 +1,5 @@
 //! The watch state machine: initial events, live changes through the selectors, bookmarks,
-//! the timeout and the 410 at the end of history.
+//! the timeout, the 410 at the end of history and the 504 for a revision never reached.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -19,6 +19,10 @@ use crate::storage::{ListOptions, Revision, StorageError, WatchEvent, WatchStrea
 /// The longest a watch may last (one year); longer timeouts are clamped (tokio timers and
 /// instants overflow far beyond it).
 const MAX_WATCH: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// How long a watch from a revision the store has not reached waits for it before it ends
+/// with "Too large resource version" (kube-apiserver's watch cache waits the same 3 s).
+pub(super) const FUTURE_RV_WAIT: Duration = Duration::from_secs(3);
 
 /// The 410 a watch from a revision outside the retained history gets (the watch cache's
 /// wording, which kubectl prints as `too old resource version: …`).
@@ -43,6 +47,9 @@ pub(super) async fn start(
     let legacy_initial = matches!(rv, None | Some(0));
     let send_initial = p.send_initial_events.unwrap_or(legacy_initial);
     let mut initial = VecDeque::new();
+    // Set when the watch asks for a revision beyond the store's: it subscribes at the current
+    // revision instead and waits (bounded) for the requested one.
+    let mut ahead = None;
     let start = if send_initial {
         let page = reg
             .backend
@@ -67,13 +74,18 @@ pub(super) async fn start(
         }
         page.revision
     } else {
+        let current = reg
+            .backend
+            .current_revision()
+            .await
+            .map_err(|e| storage_error(e, r, ""))?;
         match rv {
+            Some(n) if n > current => {
+                ahead = Some(n);
+                current
+            }
             Some(n) => n,
-            None => reg
-                .backend
-                .current_revision()
-                .await
-                .map_err(|e| storage_error(e, r, ""))?,
+            None => current,
         }
     };
     let inner = match reg.backend.watch(&prefix, start).await {
@@ -107,7 +119,12 @@ pub(super) async fn start(
         initial,
         inner,
         filter,
-        last_rv: start,
+        ahead: ahead.map(|n| Ahead {
+            requested: n,
+            current: start,
+            until: Box::pin(tokio::time::sleep(FUTURE_RV_WAIT)),
+        }),
+        last_rv: ahead.unwrap_or(start),
         bookmarks,
         deadline: Box::pin(tokio::time::sleep(timeout.min(MAX_WATCH))),
         done: false,
@@ -119,11 +136,30 @@ struct State {
     initial: VecDeque<WatchItem>,
     inner: WatchStream,
     filter: Filter,
+    /// A requested start revision the store had not reached when the watch began.
+    ahead: Option<Ahead>,
     /// The revision of the last change seen (delivered or filtered out): bookmarks carry it.
     last_rv: Revision,
     bookmarks: Option<Interval>,
     deadline: Pin<Box<Sleep>>,
     done: bool,
+}
+
+/// Waiting for the store to reach the revision a watch asked to start from. Changes up to it
+/// are not the watch's (it starts after them) and are skipped.
+struct Ahead {
+    requested: Revision,
+    /// The newest revision seen meanwhile (reported when giving up).
+    current: Revision,
+    /// When the wait gives up with "Too large resource version".
+    until: Pin<Box<Sleep>>,
+}
+
+async fn give_up(ahead: &mut Option<Ahead>) {
+    match ahead {
+        Some(a) => a.until.as_mut().await,
+        None => std::future::pending().await,
+    }
 }
 
 async fn tick(i: &mut Option<Interval>) {
@@ -147,6 +183,14 @@ impl State {
             tokio::select! {
                 biased;
                 _ = &mut self.deadline => return None,
+                _ = give_up(&mut self.ahead) => {
+                    let (requested, current) = self
+                        .ahead
+                        .take()
+                        .map_or((self.last_rv, self.last_rv), |a| (a.requested, a.current));
+                    self.done = true;
+                    return Some((WatchItem::Error(too_large_rv(requested, current)), self));
+                }
                 ev = self.inner.next() => match ev {
                     None => return None,
                     Some(Err(StorageError::Expired { requested, oldest })) => {
@@ -158,13 +202,23 @@ impl State {
                         return Some((WatchItem::Error(ApiError::internal(e.to_string())), self));
                     }
                     Some(Ok(ev)) => {
+                        if let Some(a) = &mut self.ahead {
+                            if ev.revision() <= a.requested {
+                                a.current = ev.revision();
+                                if ev.revision() == a.requested {
+                                    self.ahead = None;
+                                }
+                                continue;
+                            }
+                            self.ahead = None;
+                        }
                         self.last_rv = ev.revision();
                         if let Some(item) = self.transform(&ev) {
                             return Some((item, self));
                         }
                     }
                 },
-                _ = tick(&mut self.bookmarks) => {
+                _ = tick(&mut self.bookmarks), if self.ahead.is_none() => {
                     let item = WatchItem::Bookmark {
                         resource_version: self.last_rv.to_string(),
                         initial_events_end: false,

@@ -68,7 +68,8 @@ pub trait Backend: Send + Sync + 'static {
         after_revision: Revision,
     ) -> BoxFuture<'a, Result<WatchStream>>;
 
-    /// The revision of the last acknowledged write (`0` for an empty, new store).
+    /// The revision of the last acknowledged write ([`INITIAL_REVISION`](super::INITIAL_REVISION)
+    /// for a new store).
     fn current_revision(&self) -> BoxFuture<'_, Result<Revision>>;
 
     /// Deletes every key whose TTL has run out by the backend's clock, each with its own

@@ -12,8 +12,8 @@ use jiff::Timestamp;
 
 use super::types::prefix_end;
 use super::{
-    Backend, Deleted, HistoryOptions, KeyValue, ListOptions, ListResult, Result, Revision,
-    StorageError, WatchEvent, WatchHub, WatchStream,
+    Backend, Deleted, HistoryOptions, INITIAL_REVISION, KeyValue, ListOptions, ListResult, Result,
+    Revision, StorageError, WatchEvent, WatchHub, WatchStream,
 };
 
 /// A [`Backend`] that keeps everything in memory (lost on drop).
@@ -48,10 +48,14 @@ struct Version {
 }
 
 impl MemoryBackend {
-    /// An empty store at revision 0. TTLs are measured on `clock`.
+    /// An empty store at [`INITIAL_REVISION`]. TTLs are measured on `clock`.
     pub fn new(clock: Arc<dyn Clock>, history: HistoryOptions) -> Self {
         MemoryBackend {
-            state: Mutex::new(State::default()),
+            state: Mutex::new(State {
+                revision: INITIAL_REVISION,
+                ..State::default()
+            }),
+            // No write is at or below the initial revision: the ring is complete from 0.
             hub: WatchHub::new(history.watch_window, 0),
             clock,
             history,

@@ -79,4 +79,6 @@ pub use memory::MemoryBackend;
 pub use options::{HistoryOptions, SqliteOptions};
 pub use sqlite::SqliteBackend;
 pub use sweeper::spawn_sweeper;
-pub use types::{Deleted, KeyValue, ListOptions, ListResult, Revision, WatchEvent, WatchStream};
+pub use types::{
+    Deleted, INITIAL_REVISION, KeyValue, ListOptions, ListResult, Revision, WatchEvent, WatchStream,
+};

@@ -8,9 +8,16 @@ use futures::stream::BoxStream;
 use super::StorageError;
 
 /// A global store revision. Every successful write (create, update, delete, TTL expiry) takes
-/// the next one; it is what Kubernetes calls `resourceVersion`. Revision `0` means "nothing
-/// written yet" and is never assigned to a write.
+/// the next one; it is what Kubernetes calls `resourceVersion`. A new store starts at
+/// [`INITIAL_REVISION`]; `0` is never a store's revision.
 pub type Revision = u64;
+
+/// The revision of a new, empty store (etcd's: a new cluster is at revision 1, its first write
+/// takes 2). Starting above `0` keeps every resourceVersion the API reports — even that of an
+/// empty list or of a bookmark on an idle store — a real point to resume from: in requests
+/// Kubernetes reserves `"0"` for "any version", and a watch from `"0"` replays the current
+/// state as ADDED events, which cannot report what was deleted meanwhile.
+pub const INITIAL_REVISION: Revision = 1;
 
 /// One stored key with its value and the revisions that describe its history.
 #[derive(Debug, Clone, PartialEq, Eq)]

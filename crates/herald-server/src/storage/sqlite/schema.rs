@@ -24,7 +24,9 @@ CREATE TABLE IF NOT EXISTS meta (
     name  TEXT PRIMARY KEY,
     value INTEGER NOT NULL
 ) WITHOUT ROWID;
-INSERT OR IGNORE INTO meta(name, value) VALUES ('revision', 0), ('compacted', 0);
+INSERT OR IGNORE INTO meta(name, value) VALUES ('revision', 1), ('compacted', 0);
+-- Stores created before revisions started at 1 (see INITIAL_REVISION) and never written.
+UPDATE meta SET value = 1 WHERE name = 'revision' AND value = 0;
 CREATE TABLE IF NOT EXISTS kv (
     key        TEXT PRIMARY KEY,
     value      BLOB NOT NULL,
