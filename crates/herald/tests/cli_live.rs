@@ -1,0 +1,207 @@
+//! `herald tail` and `herald top` in a real pseudo-terminal against a live
+//! `herald serve --store memory`, with storms made by `herald emit`: the screen shows the
+//! events, counts update in place, the storm ranks first, the stream survives a server
+//! restart, and `q` / Ctrl-C end them cleanly. Every wait polls the screen, bounded.
+
+mod support;
+
+use support::pty::Pty;
+use support::{Herald, HeraldCli};
+
+fn env_of(cli: &HeraldCli) -> Vec<(&'static str, String)> {
+    cli.env()
+}
+
+fn as_refs<'a>(env: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
+    env.iter().map(|(k, v)| (*k, v.as_str())).collect()
+}
+
+async fn emit(cli: &HeraldCli, object: &str, type_: &str, reason: &str, repeat: u32) {
+    let repeat = repeat.to_string();
+    let out = cli
+        .run(&[
+            "emit",
+            "--for",
+            object,
+            "--type",
+            type_,
+            "--reason",
+            reason,
+            "--message",
+            &format!("{reason} happened to {object}"),
+            "--repeat",
+            &repeat,
+        ])
+        .await;
+    out.ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tail_streams_events_and_updates_counts_in_place() {
+    let server = Herald::memory().await;
+    let cli = HeraldCli::new(&server).await;
+    emit(&cli, "pod/old-0", "Normal", "Pulled", 1).await;
+    let env = env_of(&cli);
+    let mut tail = Pty::herald(&["tail"], &as_refs(&env), 30, 200);
+    tail.wait_for("the stored event", |l| {
+        l.iter()
+            .any(|l| l.contains("pod/old-0") && l.contains("Pulled"))
+    });
+
+    emit(&cli, "pod/storm-1", "Warning", "BackOff", 300).await;
+    let screen = tail.wait_for("the storm's final count", |l| {
+        l.iter()
+            .any(|l| l.contains("pod/storm-1") && l.contains("(x300 over"))
+    });
+    let storm_lines = screen.iter().filter(|l| l.contains("pod/storm-1")).count();
+    assert_eq!(
+        storm_lines,
+        1,
+        "updates rewrite the line:\n{}",
+        screen.join("\n")
+    );
+    let line = screen.iter().find(|l| l.contains("pod/storm-1")).unwrap();
+    assert!(
+        line.contains("Warning  pod/storm-1  BackOff  BackOff happened to pod/storm-1"),
+        "{line}"
+    );
+    // Colors on a terminal (NO_COLOR unset).
+    assert!(
+        tail.raw().windows(2).any(|w| w == b"\x1b["),
+        "no escape sequences on a terminal"
+    );
+
+    tail.send(b"\x03");
+    let screen = tail.wait_for("the summary", |l| {
+        l.iter().any(|l| l.starts_with("herald tail: "))
+    });
+    assert_eq!(tail.wait_exit(), 0, "{}", screen.join("\n"));
+    let summary = screen
+        .iter()
+        .find(|l| l.starts_with("herald tail: "))
+        .unwrap();
+    assert!(summary.starts_with("herald tail: 2 new, "), "{summary}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tail_without_colors_when_no_color_is_set() {
+    let server = Herald::memory().await;
+    let cli = HeraldCli::new(&server).await;
+    emit(&cli, "pod/web-1", "Warning", "BackOff", 2).await;
+    let mut env = env_of(&cli);
+    env.push(("NO_COLOR", "1".to_string()));
+    let mut tail = Pty::herald(&["tail"], &as_refs(&env), 30, 200);
+    tail.wait_for("the event", |l| l.iter().any(|l| l.contains("(x2 over")));
+    let raw = tail.raw();
+    // SGR (color) sequences end in 'm'; none may appear.
+    let sgr = raw
+        .windows(2)
+        .enumerate()
+        .filter(|(_, w)| *w == b"\x1b[")
+        .any(|(i, _)| {
+            raw[i + 2..]
+                .iter()
+                .find(|b| b.is_ascii_alphabetic())
+                .is_some_and(|b| *b == b'm')
+        });
+    assert!(
+        !sgr,
+        "NO_COLOR must turn colors off: {:?}",
+        String::from_utf8_lossy(&raw)
+    );
+    tail.send(b"\x03");
+    assert_eq!(tail.wait_exit(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tail_resumes_after_the_server_restarts() {
+    let first = Herald::memory().await;
+    let listen = first.url.trim_start_matches("http://").to_string();
+    let cli = HeraldCli::new(&first).await;
+    emit(&cli, "pod/before-0", "Normal", "Started", 1).await;
+    let env = env_of(&cli);
+    let mut tail = Pty::herald(&["tail", "-A"], &as_refs(&env), 30, 200);
+    tail.wait_for("the first event", |l| {
+        l.iter().any(|l| l.contains("pod/before-0"))
+    });
+
+    first.kill9().await;
+    tail.wait_for("the lost connection", |l| {
+        l.iter().any(|l| l.contains(&format!("-- lost {listen}")))
+    });
+    // A new server on the same address (empty: memory store).
+    let _second = Herald::start_on(&listen, &["--store", "memory"]).await;
+    emit(&cli, "pod/after-0", "Warning", "BackOff", 4).await;
+    let screen = tail.wait_for("the event written after the restart", |l| {
+        l.iter()
+            .any(|l| l.contains("default/pod/after-0") && l.contains("(x4 over"))
+    });
+    tail.send(b"\x03");
+    assert_eq!(tail.wait_exit(), 0, "{}", screen.join("\n"));
+}
+
+/// The row index of the first screen line containing `needle` at or after `from`.
+fn row_of(lines: &[String], needle: &str, from: usize) -> Option<usize> {
+    lines
+        .iter()
+        .skip(from)
+        .position(|l| l.contains(needle))
+        .map(|i| i + from)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn top_ranks_storms_live_and_q_quits() {
+    let server = Herald::memory().await;
+    let cli = HeraldCli::new(&server).await;
+    emit(&cli, "pod/storm-a", "Warning", "BackOff", 500).await;
+    emit(&cli, "pod/calm-b", "Normal", "Pulled", 5).await;
+    let env = env_of(&cli);
+    let mut top = Pty::herald(
+        &["top", "--window", "10m", "--refresh", "200ms"],
+        &as_refs(&env),
+        40,
+        160,
+    );
+    let screen = top.wait_for("both objects, ranked", |l| {
+        let objects = row_of(l, "Objects by rate", 0);
+        objects.is_some_and(|o| {
+            matches!(
+                (row_of(l, "pod/storm-a", o), row_of(l, "pod/calm-b", o)),
+                (Some(a), Some(b)) if a < b
+            )
+        })
+    });
+    let text = screen.join("\n");
+    assert!(text.contains("live"), "{text}");
+    let storm = &screen[row_of(&screen, "pod/storm-a", 0).unwrap()];
+    assert!(
+        storm.contains("500") && storm.contains("BackOff"),
+        "{storm}"
+    );
+    // Reasons ranked too: BackOff (500) above Pulled (5).
+    let reasons = row_of(&screen, "Reasons by rate", 0).unwrap();
+    let backoff = row_of(&screen, "BackOff", reasons).unwrap();
+    let pulled = row_of(&screen, "Pulled", reasons).unwrap();
+    assert!(backoff < pulled, "{text}");
+
+    // A bigger storm while top runs takes the lead, with its compression.
+    emit(&cli, "pod/late-c", "Warning", "FailedMount", 2000).await;
+    let screen = top.wait_for("the new storm on top", |l| {
+        let Some(objects) = row_of(l, "Objects by rate", 0) else {
+            return false;
+        };
+        // Header row, then the busiest object.
+        l.get(objects + 2)
+            .is_some_and(|r| r.contains("pod/late-c") && r.contains("2000"))
+    });
+    let late = &screen[row_of(&screen, "pod/late-c", 0).unwrap()];
+    assert!(late.contains('x'), "compression shown: {late}");
+
+    top.send(b"q");
+    assert_eq!(top.wait_exit(), 0, "{}", top.text());
+    let after = top.text();
+    assert!(
+        after.contains("herald top: ") && after.contains("busiest pod/late-c"),
+        "{after}"
+    );
+}
