@@ -118,189 +118,79 @@ impl ForObject {
     }
 }
 
-/// Built-in resources: names users type (plural, singular, short), kind, group, version,
-/// plural, namespaced.
-const BUILTIN: &[(&[&str], &str, &str, &str, &str, bool)] = &[
-    (&["pods", "pod", "po"], "Pod", "", "v1", "pods", true),
-    (&["nodes", "node", "no"], "Node", "", "v1", "nodes", false),
-    (
-        &["services", "service", "svc"],
-        "Service",
-        "",
-        "v1",
-        "services",
-        true,
-    ),
-    (
-        &["namespaces", "namespace", "ns"],
-        "Namespace",
-        "",
-        "v1",
-        "namespaces",
-        false,
-    ),
-    (
-        &["configmaps", "configmap", "cm"],
-        "ConfigMap",
-        "",
-        "v1",
-        "configmaps",
-        true,
-    ),
-    (&["secrets", "secret"], "Secret", "", "v1", "secrets", true),
-    (
-        &["serviceaccounts", "serviceaccount", "sa"],
-        "ServiceAccount",
-        "",
-        "v1",
-        "serviceaccounts",
-        true,
-    ),
-    (
-        &["persistentvolumeclaims", "persistentvolumeclaim", "pvc"],
-        "PersistentVolumeClaim",
-        "",
-        "v1",
-        "persistentvolumeclaims",
-        true,
-    ),
-    (
-        &["persistentvolumes", "persistentvolume", "pv"],
-        "PersistentVolume",
-        "",
-        "v1",
-        "persistentvolumes",
-        false,
-    ),
-    (
-        &["endpoints", "ep"],
-        "Endpoints",
-        "",
-        "v1",
-        "endpoints",
-        true,
-    ),
-    (
-        &["replicationcontrollers", "replicationcontroller", "rc"],
-        "ReplicationController",
-        "",
-        "v1",
-        "replicationcontrollers",
-        true,
-    ),
-    (
-        &["events", "event", "ev"],
-        "Event",
-        "",
-        "v1",
-        "events",
-        true,
-    ),
-    (
-        &["deployments", "deployment", "deploy"],
-        "Deployment",
-        "apps",
-        "v1",
-        "deployments",
-        true,
-    ),
-    (
-        &["replicasets", "replicaset", "rs"],
-        "ReplicaSet",
-        "apps",
-        "v1",
-        "replicasets",
-        true,
-    ),
-    (
-        &["statefulsets", "statefulset", "sts"],
-        "StatefulSet",
-        "apps",
-        "v1",
-        "statefulsets",
-        true,
-    ),
-    (
-        &["daemonsets", "daemonset", "ds"],
-        "DaemonSet",
-        "apps",
-        "v1",
-        "daemonsets",
-        true,
-    ),
-    (&["jobs", "job"], "Job", "batch", "v1", "jobs", true),
-    (
-        &["cronjobs", "cronjob", "cj"],
-        "CronJob",
-        "batch",
-        "v1",
-        "cronjobs",
-        true,
-    ),
-    (
-        &["ingresses", "ingress", "ing"],
-        "Ingress",
-        "networking.k8s.io",
-        "v1",
-        "ingresses",
-        true,
-    ),
-    (
-        &["horizontalpodautoscalers", "horizontalpodautoscaler", "hpa"],
-        "HorizontalPodAutoscaler",
-        "autoscaling",
-        "v2",
-        "horizontalpodautoscalers",
-        true,
-    ),
-    (
-        &["poddisruptionbudgets", "poddisruptionbudget", "pdb"],
-        "PodDisruptionBudget",
-        "policy",
-        "v1",
-        "poddisruptionbudgets",
-        true,
-    ),
-    (
-        &["storageclasses", "storageclass", "sc"],
-        "StorageClass",
-        "storage.k8s.io",
-        "v1",
-        "storageclasses",
-        false,
-    ),
-    (
-        &[
-            "customresourcedefinitions",
-            "customresourcedefinition",
-            "crd",
-            "crds",
-        ],
-        "CustomResourceDefinition",
-        "apiextensions.k8s.io",
-        "v1",
-        "customresourcedefinitions",
-        false,
-    ),
+/// A built-in resource: the names users type for it (plural, singular, short names) and
+/// what it is.
+struct Builtin {
+    names: &'static [&'static str],
+    kind: &'static str,
+    group: &'static str,
+    version: &'static str,
+    namespaced: bool,
+}
+
+const fn b(
+    names: &'static [&'static str],
+    kind: &'static str,
+    group: &'static str,
+    version: &'static str,
+    namespaced: bool,
+) -> Builtin {
+    Builtin {
+        names,
+        kind,
+        group,
+        version,
+        namespaced,
+    }
+}
+
+/// Kubernetes' built-in resources that events are commonly about. The first name is the
+/// plural (the URL path segment).
+#[rustfmt::skip]
+const BUILTIN: &[Builtin] = &[
+    b(&["pods", "pod", "po"], "Pod", "", "v1", true),
+    b(&["nodes", "node", "no"], "Node", "", "v1", false),
+    b(&["services", "service", "svc"], "Service", "", "v1", true),
+    b(&["namespaces", "namespace", "ns"], "Namespace", "", "v1", false),
+    b(&["configmaps", "configmap", "cm"], "ConfigMap", "", "v1", true),
+    b(&["secrets", "secret"], "Secret", "", "v1", true),
+    b(&["serviceaccounts", "serviceaccount", "sa"], "ServiceAccount", "", "v1", true),
+    b(&["persistentvolumeclaims", "persistentvolumeclaim", "pvc"], "PersistentVolumeClaim", "", "v1", true),
+    b(&["persistentvolumes", "persistentvolume", "pv"], "PersistentVolume", "", "v1", false),
+    b(&["endpoints", "ep"], "Endpoints", "", "v1", true),
+    b(&["replicationcontrollers", "replicationcontroller", "rc"], "ReplicationController", "", "v1", true),
+    b(&["events", "event", "ev"], "Event", "", "v1", true),
+    b(&["deployments", "deployment", "deploy"], "Deployment", "apps", "v1", true),
+    b(&["replicasets", "replicaset", "rs"], "ReplicaSet", "apps", "v1", true),
+    b(&["statefulsets", "statefulset", "sts"], "StatefulSet", "apps", "v1", true),
+    b(&["daemonsets", "daemonset", "ds"], "DaemonSet", "apps", "v1", true),
+    b(&["jobs", "job"], "Job", "batch", "v1", true),
+    b(&["cronjobs", "cronjob", "cj"], "CronJob", "batch", "v1", true),
+    b(&["ingresses", "ingress", "ing"], "Ingress", "networking.k8s.io", "v1", true),
+    b(&["horizontalpodautoscalers", "horizontalpodautoscaler", "hpa"], "HorizontalPodAutoscaler", "autoscaling", "v2", true),
+    b(&["poddisruptionbudgets", "poddisruptionbudget", "pdb"], "PodDisruptionBudget", "policy", "v1", true),
+    b(&["storageclasses", "storageclass", "sc"], "StorageClass", "storage.k8s.io", "v1", false),
+    b(&["customresourcedefinitions", "customresourcedefinition", "crd", "crds"], "CustomResourceDefinition", "apiextensions.k8s.io", "v1", false),
 ];
 
 /// The built-in kind `kind` (lowercased plural, singular, short name or kind) in `group`.
 pub fn builtin(kind: &str, group: Option<&str>) -> Option<ObjectKind> {
     BUILTIN
         .iter()
-        .find(|(names, k, g, ..)| {
-            (names.contains(&kind) || k.eq_ignore_ascii_case(kind))
-                && group.is_none_or(|want| want == *g || (want == "core" && g.is_empty()))
+        .find(|r| {
+            (r.names.contains(&kind) || r.kind.eq_ignore_ascii_case(kind))
+                && group
+                    .is_none_or(|want| want == r.group || (want == "core" && r.group.is_empty()))
         })
-        .map(|(_, k, g, v, plural, namespaced)| ObjectKind {
-            kind: k.to_string(),
-            api_version: if g.is_empty() {
-                v.to_string()
+        .map(|r| ObjectKind {
+            kind: r.kind.to_string(),
+            api_version: if r.group.is_empty() {
+                r.version.to_string()
             } else {
-                format!("{g}/{v}")
+                format!("{}/{}", r.group, r.version)
             },
-            plural: plural.to_string(),
-            namespaced: *namespaced,
+            plural: r.names[0].to_string(),
+            namespaced: r.namespaced,
         })
 }
 

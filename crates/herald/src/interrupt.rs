@@ -1,9 +1,10 @@
-//! Ctrl-C as a cancellation token: long-running commands stop what they are doing, finish
-//! cleanly (flush, restore the terminal) and still print their summary.
+//! Ctrl-C (and SIGTERM) as a cancellation token: long-running commands stop what they are
+//! doing, finish cleanly (flush, restore the terminal) and still print their summary.
 
 use tokio_util::sync::CancellationToken;
 
-/// A token cancelled at the first Ctrl-C (SIGINT). Must be called inside a tokio runtime.
+/// A token cancelled at the first Ctrl-C (SIGINT) or, on Unix, SIGTERM (what `timeout`
+/// and `kill` send). Must be called inside a tokio runtime.
 pub fn on_ctrl_c() -> CancellationToken {
     let token = CancellationToken::new();
     let t = token.clone();
@@ -12,5 +13,17 @@ pub fn on_ctrl_c() -> CancellationToken {
             t.cancel();
         }
     });
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            let t = token.clone();
+            tokio::spawn(async move {
+                if term.recv().await.is_some() {
+                    t.cancel();
+                }
+            });
+        }
+    }
     token
 }

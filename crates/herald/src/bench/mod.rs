@@ -354,7 +354,7 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
         watch,
         list,
         interrupted: interrupt.is_cancelled(),
-        timeline: timeline.points(),
+        timeline: timeline.points(elapsed),
     })
 }
 

@@ -107,6 +107,7 @@ where
         .configure_mesh()
         .x_desc("seconds since start")
         .y_desc("creates/s")
+        .y_label_formatter(&|v| format!("{v:.0}"))
         .draw()?;
     chart
         .draw_series(LineSeries::new(

@@ -83,13 +83,24 @@ impl Timeline {
         }
     }
 
-    /// The buckets so far, in order (empty buckets included).
-    pub fn points(&self) -> Vec<Point> {
+    /// The buckets of a load that lasted `elapsed`, in order (empty buckets included). The
+    /// last bucket is only as wide as the part of the load it covers, so a run that ends
+    /// just after a bucket starts does not show a false drop in throughput.
+    pub fn points(&self, elapsed: Duration) -> Vec<Point> {
         let b = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
-        let w = self.width.as_secs_f64();
+        let width = self.width.as_secs_f64();
+        let total = elapsed.as_secs_f64();
+        let last = b.len().saturating_sub(1);
         b.iter()
             .enumerate()
             .map(|(i, bucket)| {
+                let at = i as f64 * width;
+                let w = match i {
+                    // Requests past the last bucket's start were clamped into it.
+                    i if i == MAX_BUCKETS - 1 && total > at => total - at,
+                    i if i == last && total > at => (total - at).min(width),
+                    _ => width,
+                };
                 let q = |p: f64| {
                     bucket
                         .latency
@@ -97,7 +108,7 @@ impl Timeline {
                         .map_or(0.0, |h| h.value_at_quantile(p) as f64 / 1000.0)
                 };
                 Point {
-                    at_seconds: i as f64 * w,
+                    at_seconds: at,
                     width_seconds: w,
                     succeeded: bucket.succeeded,
                     failed: bucket.failed,
@@ -122,11 +133,13 @@ mod tests {
         t.record(start + Duration::from_millis(900), 3000, true);
         t.record(start + Duration::from_millis(2500), 2000, true);
         t.record(start + Duration::from_millis(2600), 0, false);
-        let p = t.points();
+        let p = t.points(Duration::from_millis(2500));
         assert_eq!(p.len(), 3);
         assert_eq!((p[0].succeeded, p[0].failed), (2, 0));
         assert_eq!(p[1].succeeded, 0);
         assert_eq!((p[2].succeeded, p[2].failed, p[2].at_seconds), (1, 1, 2.0));
+        // The last bucket covers only the half second the load ran in it.
+        assert_eq!((p[2].width_seconds, p[2].throughput_per_second), (0.5, 2.0));
         assert!((p[0].p99_ms - 3.0).abs() < 0.05, "{:?}", p[0]);
         assert!((p[2].p50_ms - 2.0).abs() < 0.05, "{:?}", p[2]);
         assert_eq!(p[0].throughput_per_second, 2.0);
@@ -138,6 +151,9 @@ mod tests {
         let t = Timeline::new(start, Duration::from_secs(3 * 3600));
         assert_eq!(t.width, Duration::from_secs(18));
         t.record(start + Duration::from_secs(10 * 3600), 5, true);
-        assert_eq!(t.points().len(), MAX_BUCKETS);
+        let p = t.points(Duration::from_secs(10 * 3600));
+        assert_eq!(p.len(), MAX_BUCKETS);
+        let last = &p[MAX_BUCKETS - 1];
+        assert_eq!(last.at_seconds + last.width_seconds, 10.0 * 3600.0);
     }
 }

@@ -149,6 +149,7 @@ impl Pty {
         let deadline = Instant::now() + SCREEN_GUARD;
         loop {
             if let Some(status) = self.child.try_wait().expect("poll the child") {
+                self.drain(deadline);
                 return status.exit_code();
             }
             let left = deadline.saturating_duration_since(Instant::now());
@@ -164,6 +165,21 @@ impl Pty {
                 Err(RecvTimeoutError::Disconnected) => {
                     return self.child.wait().expect("reap the child").exit_code();
                 }
+            }
+        }
+    }
+
+    /// Takes in what the program wrote before it exited (until the pty reports EOF).
+    fn drain(&self, deadline: Instant) {
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.output.recv_timeout(left) {
+                Ok(()) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
+                Err(RecvTimeoutError::Timeout) => panic!(
+                    "{}: the terminal stayed open {SCREEN_GUARD:?} after the program exited",
+                    self.what
+                ),
             }
         }
     }
