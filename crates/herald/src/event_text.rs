@@ -109,17 +109,23 @@ pub fn sort_by_last_seen(events: &mut [Event]) {
     });
 }
 
+/// Events for unit tests.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use k8s_openapi::api::core::v1::ObjectReference;
+pub mod fixtures {
+    use jiff::Timestamp;
+    use k8s_openapi::api::core::v1::{Event, ObjectReference};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
-    fn ts(s: &str) -> Timestamp {
-        s.parse().unwrap()
-    }
-
-    fn ev(name: &str, count: i32, first: &str, last: &str) -> Event {
+    /// A Warning event `default/<name>` about `pod/<object>` with `reason`, `count` and
+    /// first/last timestamps.
+    pub fn event(
+        name: &str,
+        object: &str,
+        reason: &str,
+        count: i32,
+        first: Timestamp,
+        last: Timestamp,
+    ) -> Event {
         Event {
             metadata: ObjectMeta {
                 name: Some(name.into()),
@@ -128,17 +134,34 @@ mod tests {
             },
             involved_object: ObjectReference {
                 kind: Some("Pod".into()),
-                name: Some("web-1".into()),
+                name: Some(object.into()),
                 ..ObjectReference::default()
             },
             type_: Some("Warning".into()),
-            reason: Some("BackOff".into()),
-            message: Some(" Back-off restarting failed container\n".into()),
+            reason: Some(reason.into()),
+            message: Some("Back-off restarting failed container".into()),
             count: Some(count),
-            first_timestamp: Some(Time(ts(first))),
-            last_timestamp: Some(Time(ts(last))),
+            first_timestamp: Some(Time(first)),
+            last_timestamp: Some(Time(last)),
             ..Event::default()
         }
+    }
+
+    /// `s` as a timestamp.
+    pub fn ts(s: &str) -> Timestamp {
+        s.parse().expect("a valid timestamp")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::ts;
+    use super::*;
+
+    fn ev(name: &str, count: i32, first: &str, last: &str) -> Event {
+        let mut e = super::fixtures::event(name, "web-1", "BackOff", count, ts(first), ts(last));
+        e.message = Some(" Back-off restarting failed container\n".into());
+        e
     }
 
     #[test]

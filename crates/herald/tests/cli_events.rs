@@ -414,8 +414,7 @@ async fn every_command_has_help_with_an_example() {
 async fn ctrl_c_stops_a_storm_and_still_prints_an_exact_summary() {
     let server = Herald::memory().await;
     let cli = HeraldCli::new(&server).await;
-    let env: Vec<(&str, String)> = cli.env();
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let env = cli.env();
     // Paced so the run would take far longer than the test: Ctrl-C ends it.
     let mut emit = Pty::herald(
         &[

@@ -8,14 +8,6 @@ mod support;
 use support::pty::Pty;
 use support::{Herald, HeraldCli};
 
-fn env_of(cli: &HeraldCli) -> Vec<(&'static str, String)> {
-    cli.env()
-}
-
-fn as_refs<'a>(env: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
-    env.iter().map(|(k, v)| (*k, v.as_str())).collect()
-}
-
 async fn emit(cli: &HeraldCli, object: &str, type_: &str, reason: &str, repeat: u32) {
     emit_paced(cli, object, type_, reason, repeat, None).await;
 }
@@ -56,8 +48,8 @@ async fn tail_streams_events_and_updates_counts_in_place() {
     let server = Herald::memory().await;
     let cli = HeraldCli::new(&server).await;
     emit(&cli, "pod/old-0", "Normal", "Pulled", 1).await;
-    let env = env_of(&cli);
-    let mut tail = Pty::herald(&["tail"], &as_refs(&env), 30, 200);
+    let env = cli.env();
+    let mut tail = Pty::herald(&["tail"], &env, 30, 200);
     tail.wait_for("the stored event", |l| {
         l.iter()
             .any(|l| l.contains("pod/old-0") && l.contains("Pulled"))
@@ -114,9 +106,9 @@ async fn tail_without_colors_when_no_color_is_set() {
     let server = Herald::memory().await;
     let cli = HeraldCli::new(&server).await;
     emit(&cli, "pod/web-1", "Warning", "BackOff", 2).await;
-    let mut env = env_of(&cli);
+    let mut env = cli.env();
     env.push(("NO_COLOR", "1".to_string()));
-    let mut tail = Pty::herald(&["tail"], &as_refs(&env), 30, 200);
+    let mut tail = Pty::herald(&["tail"], &env, 30, 200);
     tail.wait_for("the event", |l| l.iter().any(|l| l.contains("(x2 over")));
     let raw = tail.raw();
     // SGR (color) sequences end in 'm'; none may appear.
@@ -145,8 +137,8 @@ async fn tail_resumes_after_the_server_restarts() {
     let listen = first.url.trim_start_matches("http://").to_string();
     let cli = HeraldCli::new(&first).await;
     emit(&cli, "pod/before-0", "Normal", "Started", 1).await;
-    let env = env_of(&cli);
-    let mut tail = Pty::herald(&["tail", "-A"], &as_refs(&env), 30, 200);
+    let env = cli.env();
+    let mut tail = Pty::herald(&["tail", "-A"], &env, 30, 200);
     tail.wait_for("the first event", |l| {
         l.iter().any(|l| l.contains("pod/before-0"))
     });
@@ -181,10 +173,10 @@ async fn top_ranks_storms_live_and_q_quits() {
     let cli = HeraldCli::new(&server).await;
     emit(&cli, "pod/storm-a", "Warning", "BackOff", 500).await;
     emit(&cli, "pod/calm-b", "Normal", "Pulled", 5).await;
-    let env = env_of(&cli);
+    let env = cli.env();
     let mut top = Pty::herald(
         &["top", "--window", "10m", "--refresh", "200ms"],
-        &as_refs(&env),
+        &env,
         40,
         160,
     );

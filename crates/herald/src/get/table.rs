@@ -158,29 +158,13 @@ pub fn render(events: &[Event], now: Timestamp, layout: Layout, palette: Palette
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
     fn ev(ns: &str, name: &str, reason: &str, count: i32) -> Event {
-        let t: Timestamp = "2025-01-01T00:00:00Z".parse().unwrap();
-        Event {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                namespace: Some(ns.into()),
-                ..ObjectMeta::default()
-            },
-            involved_object: k8s_openapi::api::core::v1::ObjectReference {
-                kind: Some("Pod".into()),
-                name: Some("web-1".into()),
-                ..Default::default()
-            },
-            type_: Some("Warning".into()),
-            reason: Some(reason.into()),
-            message: Some("line one\nline two".into()),
-            count: Some(count),
-            first_timestamp: Some(Time(t)),
-            last_timestamp: Some(Time(t)),
-            ..Event::default()
-        }
+        let t = crate::event_text::fixtures::ts("2025-01-01T00:00:00Z");
+        let mut e = crate::event_text::fixtures::event(name, "web-1", reason, count, t, t);
+        e.metadata.namespace = Some(ns.into());
+        e.message = Some("line one\nline two".into());
+        e
     }
 
     #[test]

@@ -238,8 +238,7 @@ fn truncate(s: &str, width: usize) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::ObjectReference;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+    use crate::event_text::fixtures::ts;
 
     struct Fixed(u16, u16);
     impl TermSize for Fixed {
@@ -249,26 +248,8 @@ mod tests {
     }
 
     fn ev(name: &str, object: &str, count: i32) -> Event {
-        let t: Timestamp = "2025-01-01T00:00:00Z".parse().unwrap();
-        Event {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                namespace: Some("default".into()),
-                ..ObjectMeta::default()
-            },
-            involved_object: ObjectReference {
-                kind: Some("Pod".into()),
-                name: Some(object.into()),
-                ..ObjectReference::default()
-            },
-            type_: Some("Warning".into()),
-            reason: Some("BackOff".into()),
-            message: Some("Back-off restarting failed container".into()),
-            count: Some(count),
-            first_timestamp: Some(Time(t)),
-            last_timestamp: Some(Time(t)),
-            ..Event::default()
-        }
+        let t = ts("2025-01-01T00:00:00Z");
+        crate::event_text::fixtures::event(name, object, "BackOff", count, t, t)
     }
 
     fn screen_text(bytes: &[u8], rows: u16, cols: u16) -> Vec<String> {

@@ -268,8 +268,6 @@ fn rank(rows: impl Iterator<Item = Row>) -> Vec<Row> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::ObjectReference;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
     fn t(s: u64) -> Timestamp {
         Timestamp::from_second(1_700_000_000 + s as i64).unwrap()
@@ -283,24 +281,7 @@ mod tests {
         first: Timestamp,
         last: Timestamp,
     ) -> Event {
-        Event {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                namespace: Some("default".into()),
-                ..ObjectMeta::default()
-            },
-            involved_object: ObjectReference {
-                kind: Some("Pod".into()),
-                name: Some(object.into()),
-                ..ObjectReference::default()
-            },
-            type_: Some("Warning".into()),
-            reason: Some(reason.into()),
-            count: Some(count),
-            first_timestamp: Some(Time(first)),
-            last_timestamp: Some(Time(last)),
-            ..Event::default()
-        }
+        crate::event_text::fixtures::event(name, object, reason, count, first, last)
     }
 
     #[test]

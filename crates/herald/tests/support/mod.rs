@@ -181,7 +181,23 @@ impl Drop for Herald {
     }
 }
 
-/// The result of one finished kubectl run.
+/// Waits (at most `guard`, then the child is killed) for `program ARGS…` to finish.
+async fn finish(child: Child, program: &str, args: &[&str], guard: Duration) -> Output {
+    let out = tokio::time::timeout(guard, child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("{program} {args:?} did not finish within {guard:?}"))
+        .unwrap_or_else(|e| panic!("{program} {args:?}: {e}"));
+    Output {
+        args: std::iter::once(program.to_string())
+            .chain(args.iter().map(|s| s.to_string()))
+            .collect(),
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// The result of one finished kubectl (or herald) run.
 #[derive(Debug)]
 pub struct Output {
     pub args: Vec<String>,
@@ -314,18 +330,7 @@ impl Kubectl {
             .command(args, REQUEST_TIMEOUT)
             .spawn()
             .unwrap_or_else(|e| spawn_failed(e));
-        let out = tokio::time::timeout(KUBECTL_GUARD, child.wait_with_output())
-            .await
-            .unwrap_or_else(|_| panic!("kubectl {args:?} did not finish within {KUBECTL_GUARD:?}"))
-            .expect("kubectl output");
-        Output {
-            args: std::iter::once("kubectl".to_string())
-                .chain(args.iter().map(|s| s.to_string()))
-                .collect(),
-            code: out.status.code(),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
+        finish(child, "kubectl", args, KUBECTL_GUARD).await
     }
 
     /// Starts a long-running kubectl (`-w`) whose stdout is read line by line.
@@ -695,17 +700,12 @@ impl HeraldCli {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        let out = tokio::time::timeout(CLI_GUARD, cmd.output())
-            .await
-            .unwrap_or_else(|_| panic!("herald {args:?} did not finish within {CLI_GUARD:?}"))
-            .expect("run herald");
-        Output {
-            args: std::iter::once("herald".to_string())
-                .chain(args.iter().map(|s| s.to_string()))
-                .collect(),
-            code: out.status.code(),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
+        finish(
+            cmd.spawn().expect("start herald"),
+            "herald",
+            args,
+            CLI_GUARD,
+        )
+        .await
     }
 }

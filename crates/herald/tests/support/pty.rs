@@ -4,6 +4,7 @@
 //! Every wait is bounded by [`SCREEN_GUARD`] and wakes on new output (no sleeps): a reader
 //! thread feeds the emulator and signals each chunk.
 
+use std::ffi::OsStr;
 use std::io::{Read as _, Write as _};
 use std::num::NonZeroU16;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
@@ -30,7 +31,12 @@ pub struct Pty {
 impl Pty {
     /// Runs `herald ARGS…` in a `rows`×`cols` terminal with `env` added (and `NO_COLOR`
     /// removed, so colors are on as for a person).
-    pub fn herald(args: &[&str], env: &[(&str, &str)], rows: u16, cols: u16) -> Pty {
+    pub fn herald<K: AsRef<OsStr>, V: AsRef<OsStr>>(
+        args: &[&str],
+        env: &[(K, V)],
+        rows: u16,
+        cols: u16,
+    ) -> Pty {
         let system = native_pty_system();
         let pair = system
             .openpty(PtySize {
