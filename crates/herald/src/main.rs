@@ -69,7 +69,7 @@ enum Command {
     /// spam filter held back, and a summary says what the pipeline did and how many API
     /// writes it cost.
     #[command(
-        after_help = "Examples:\n  herald emit --for pod/web-1 --type Warning --reason BackOff --message \"Back-off restarting failed container\"\n  herald emit --for pod/web-1 --type Warning --reason BackOff --repeat 10000          # a storm: ~26 API writes\n  herald emit --for deployment/api --reason ScalingReplicaSet --repeat 100 --rate 20 -n prod\n  herald emit --for node/node-1 --reason NodeNotReady --source my-tool -o json"
+        after_help = "Examples:\n  herald emit --for pod/web-1 --type Warning --reason BackOff --message \"Back-off restarting failed container\"\n  herald emit --for pod/web-1 --type Warning --reason BackOff --repeat 10000          # a storm: at most 26 API writes\n  herald emit --for deployment/api --reason ScalingReplicaSet --repeat 100 --rate 20 -n prod\n  herald emit --for node/node-1 --reason NodeNotReady --source my-tool -o json"
     )]
     Emit(emit::EmitArgs),
     /// List events as a table (or JSON/YAML), sorted by when they were last seen.

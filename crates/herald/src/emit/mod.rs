@@ -82,7 +82,12 @@ pub struct EmitArgs {
     #[arg(long, default_value = "herald-emit")]
     source: String,
     /// The reporting instance (source.host) [default: none]
-    #[arg(long, value_name = "HOST", default_value = "")]
+    #[arg(
+        long,
+        value_name = "HOST",
+        default_value = "",
+        hide_default_value = true
+    )]
     source_host: String,
     /// Summary format
     #[arg(short, long, value_enum, default_value_t = Output::Text)]

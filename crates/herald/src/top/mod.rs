@@ -87,15 +87,12 @@ pub fn run(args: TopArgs) -> anyhow::Result<()> {
         }
         informer.add_event_handler(handlers(&shared, &query))?;
         let task = informer.spawn(stop.clone());
-        {
-            let informer = informer.clone();
-            let shared = shared.clone();
-            tokio::spawn(async move {
-                if informer.wait_for_cache_sync().await {
-                    lock(&shared).status = "live".to_string();
-                }
-            });
-        }
+        tokio::spawn(track_status(
+            informer.clone(),
+            conn.clone(),
+            shared.clone(),
+            stop.clone(),
+        ));
         anyhow::Ok((crate::interrupt::on_ctrl_c(), task))
     })?;
 
@@ -132,6 +129,32 @@ pub fn run(args: TopArgs) -> anyhow::Result<()> {
         herald_server::api::table::human_duration(started.elapsed()),
     );
     Ok(())
+}
+
+/// Keeps the header's status true: `syncing` until the first list is in, `reconnecting (…)`
+/// after a list/watch error (set by the error hook), `live` again once the server answers
+/// (the informer resumes on its own; it is told nothing).
+async fn track_status(
+    informer: SharedInformer<Event>,
+    conn: crate::connect::Connection,
+    shared: Arc<Mutex<Shared>>,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    const CHECK: Duration = Duration::from_secs(1);
+    tokio::select! {
+        _ = stop.cancelled() => return,
+        synced = informer.wait_for_cache_sync() => if !synced { return },
+    }
+    lock(&shared).status = "live".to_string();
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(CHECK) => {}
+        }
+        if lock(&shared).status != "live" && conn.probe().await.is_ok() {
+            lock(&shared).status = "live".to_string();
+        }
+    }
 }
 
 /// Feeds every add/update the query selects into the window.
