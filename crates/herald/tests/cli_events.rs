@@ -286,6 +286,10 @@ async fn the_kubeconfig_flags_choose_the_server_and_namespace() {
             "pod/api-0",
             "--reason",
             "Started",
+            "--source",
+            "my-tool",
+            "--source-host",
+            "node-7",
         ])
         .await;
     assert!(out.ok().contains("on pod/api-0 in prod"), "{}", out.show());
@@ -295,6 +299,9 @@ async fn the_kubeconfig_flags_choose_the_server_and_namespace() {
     );
     assert_eq!(listed["items"][0]["involvedObject"]["namespace"], "prod");
     assert_eq!(listed["items"][0]["metadata"]["namespace"], "prod");
+    assert_eq!(listed["items"][0]["source"]["component"], "my-tool");
+    assert_eq!(listed["items"][0]["source"]["host"], "node-7");
+    assert_eq!(listed["items"][0]["reportingComponent"], "my-tool");
     // --server overrides the kubeconfig's URL.
     let out = cli
         .run(&[
