@@ -69,35 +69,45 @@ pub fn run(args: GetArgs) -> anyhow::Result<()> {
         let events = list(&conn, &query).await?;
         anyhow::Ok((query, events))
     })?;
-    let text = match args.output {
-        Some(Format::Json) => {
-            let mut s = serde_json::to_string_pretty(&as_list(&events))?;
-            s.push('\n');
-            s
-        }
-        Some(Format::Yaml) => {
-            serde_saphyr::to_string(&as_list(&events)).context("writing the events as YAML")?
-        }
+    if events.is_empty() && !matches!(args.output, Some(Format::Json | Format::Yaml)) {
+        eprintln!("No events found in {}.", query.scope());
+        return Ok(());
+    }
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let written = match args.output {
+        // Streamed straight from the events: no intermediate JSON tree (100,000 events
+        // would need several hundred MB more).
+        Some(Format::Json) => serde_json::to_writer_pretty(&mut out, &List::of(&events))
+            .map_err(anyhow::Error::from)
+            .and_then(|()| Ok(out.write_all(b"\n")?)),
+        Some(Format::Yaml) => serde_saphyr::to_io_writer(&mut out, &List::of(&events))
+            .map_err(|e| anyhow::anyhow!("writing the events as YAML: {e}")),
         table_format => {
-            if events.is_empty() {
-                eprintln!("No events found in {}.", query.scope());
-                return Ok(());
-            }
             let layout = Layout {
                 wide: table_format == Some(Format::Wide),
                 namespaces: query.all_namespaces,
                 no_headers: args.no_headers,
             };
-            table::render(&events, SystemClock.now(), layout, Palette::stdout())
+            let text = table::render(&events, SystemClock.now(), layout, Palette::stdout());
+            out.write_all(text.as_bytes()).map_err(anyhow::Error::from)
         }
-    };
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Ok(()) => Ok(()),
-        // `herald get events | head` closes the pipe early; that is not an error.
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(e).context("writing to stdout"),
     }
+    .and_then(|()| Ok(out.flush()?));
+    match written {
+        // `herald get events | head` closes the pipe early; that is not an error.
+        Err(e) if broken_pipe(&e) => Ok(()),
+        other => other.context("writing to stdout"),
+    }
+}
+
+fn broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            || c.downcast_ref::<serde_json::Error>()
+                .is_some_and(|j| j.io_error_kind() == Some(std::io::ErrorKind::BrokenPipe))
+    })
 }
 
 /// Every event the query selects (all pages), sorted by last seen, oldest first.
@@ -123,12 +133,31 @@ pub async fn list(
     Ok(events)
 }
 
-/// kubectl's `-o json` shape for several objects: a v1 `List`.
-fn as_list(events: &[Event]) -> serde_json::Value {
-    serde_json::json!({
-        "apiVersion": "v1",
-        "items": events,
-        "kind": "List",
-        "metadata": {"resourceVersion": ""},
-    })
+/// kubectl's `-o json` shape for several objects: a v1 `List` (fields in kubectl's order).
+#[derive(serde::Serialize)]
+struct List<'a> {
+    #[serde(rename = "apiVersion")]
+    api_version: &'static str,
+    items: &'a [Event],
+    kind: &'static str,
+    metadata: ListMeta,
+}
+
+#[derive(serde::Serialize)]
+struct ListMeta {
+    #[serde(rename = "resourceVersion")]
+    resource_version: &'static str,
+}
+
+impl<'a> List<'a> {
+    fn of(items: &'a [Event]) -> Self {
+        List {
+            api_version: "v1",
+            items,
+            kind: "List",
+            metadata: ListMeta {
+                resource_version: "",
+            },
+        }
+    }
 }
