@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::correlator::{CorrelatorOptions, EventCorrelator};
+use super::drop_log::DropLog;
 use super::event::{EventSource, object_key};
 use super::queue::IncomingQueue;
 use super::recorder::{Recorder, RecorderInner};
@@ -105,6 +106,7 @@ struct Inner {
     fanout: Broadcaster<Arc<Event>>,
     metrics: Metrics,
     last_name_nanos: Arc<AtomicI64>,
+    drop_log: Arc<DropLog>,
     tasks: TaskTracker,
     /// Cancelled at the shutdown deadline: abandon whatever is still pending.
     deadline: CancellationToken,
@@ -142,6 +144,7 @@ impl EventBroadcaster {
             fanout: fanout.clone(),
             metrics: Metrics::default(),
             last_name_nanos: Arc::new(AtomicI64::new(0)),
+            drop_log: Arc::new(DropLog::new(opts.clock.clone())),
             tasks: TaskTracker::new(),
             deadline: CancellationToken::new(),
             shutdown_started: tokio::sync::Mutex::new(false),
@@ -155,6 +158,7 @@ impl EventBroadcaster {
     pub fn new_recorder(&self, source: EventSource) -> Recorder {
         Recorder::new(RecorderInner {
             last_name_nanos: self.inner.last_name_nanos.clone(),
+            drop_log: self.inner.drop_log.clone(),
             queue: self.inner.queue.clone(),
             metrics: self.inner.metrics.clone(),
             clock: self.inner.opts.clock.clone(),

@@ -45,6 +45,7 @@
 
 mod broadcaster;
 pub mod correlator;
+mod drop_log;
 mod event;
 mod queue;
 mod recorder;

@@ -9,6 +9,7 @@ use herald_core::clock::Clock;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Resource;
 
+use super::drop_log::{DropCause, DropLog};
 use super::event::{EventSource, EventSpec, EventType, make_event, object_reference};
 use super::queue::{IncomingQueue, Push};
 use super::stats::Metrics;
@@ -18,7 +19,8 @@ use super::stats::Metrics;
 ///
 /// Every method returns at once: the event is queued for the broadcaster's watchers and
 /// sinks, or — when the queue is full of other events, or the broadcaster is shut down — it
-/// is dropped, counted in [`RecordStats`](super::RecordStats) and logged. An event identical
+/// is dropped, counted in [`RecordStats`](super::RecordStats) and logged (one summary line per
+/// ten seconds at most, so a storm of drops does not flood the log). An event identical
 /// to one still queued is merged into it when the queue is full, so storms are counted
 /// rather than lost.
 ///
@@ -50,6 +52,8 @@ pub(crate) struct RecorderInner {
     /// Last nanosecond stamp used in an event name, shared by every recorder of a
     /// broadcaster: names stay unique even when the clock does not move between two events.
     pub(crate) last_name_nanos: Arc<AtomicI64>,
+    /// Rate-limited warnings for drops, shared by every recorder of a broadcaster.
+    pub(crate) drop_log: Arc<DropLog>,
     pub(crate) queue: Arc<IncomingQueue>,
     pub(crate) metrics: Metrics,
     pub(crate) clock: Arc<dyn Clock>,
@@ -208,17 +212,11 @@ impl Recorder {
             Push::Merged => inner.metrics.merged(),
             Push::Full => {
                 inner.metrics.dropped_queue_full();
-                tracing::warn!(
-                    reason,
-                    "Unable to record event: too many queued events, dropped event"
-                );
+                inner.drop_log.dropped(DropCause::QueueFull, reason);
             }
             Push::Closed => {
                 inner.metrics.dropped_shutdown();
-                tracing::warn!(
-                    reason,
-                    "Unable to record event: broadcaster already stopped (will not retry!)"
-                );
+                inner.drop_log.dropped(DropCause::Shutdown, reason);
             }
         }
     }
