@@ -11,10 +11,31 @@ use clap::{Parser, Subcommand, ValueEnum};
 use herald_server::server::{Server, ServerConfig, StoreKind};
 
 mod bench;
+mod connect;
+mod emit;
+mod event_text;
+mod filter;
+mod for_object;
+mod get;
+mod interrupt;
+mod style;
+mod tail;
+mod top;
+mod usage;
 
 /// Herald: the Kubernetes event system.
+///
+/// The client commands (emit, get, tail, top) read the usual kubeconfig (KUBECONFIG,
+/// ~/.kube/config, --kubeconfig, --context, -n), so they work against herald-server and a
+/// real cluster alike; without any kubeconfig they talk to http://127.0.0.1:6443.
 #[derive(Debug, Parser)]
-#[command(name = "herald", version, about, propagate_version = true)]
+#[command(
+    name = "herald",
+    version,
+    about,
+    propagate_version = true,
+    after_help = "A 30-second tour:\n  herald serve --store memory &\n  herald emit --for pod/web-1 --type Warning --reason BackOff --message \"Back-off restarting failed container\" --repeat 1000\n  herald get events\n  herald top"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -40,6 +61,40 @@ enum Command {
         after_help = "Examples:\n  herald bench --clients 64 --duration 30s\n  herald bench --rate 10000 --watchers 1000 --duration 20s\n  herald bench --server http://127.0.0.1:7443 --requests 100000 --list -o json"
     )]
     Bench(bench::BenchArgs),
+    /// Record an event through the real recording pipeline (once, or as a storm).
+    ///
+    /// The event goes through herald-runtime's recorder and correlator exactly as a
+    /// controller's would (aggregation, counting, spam filter) and is written with create
+    /// and patch calls. At the end the pipeline is shut down, which writes the counts the
+    /// spam filter held back, and a summary says what the pipeline did and how many API
+    /// writes it cost.
+    #[command(
+        after_help = "Examples:\n  herald emit --for pod/web-1 --type Warning --reason BackOff --message \"Back-off restarting failed container\"\n  herald emit --for pod/web-1 --type Warning --reason BackOff --repeat 10000          # a storm: at most 26 API writes\n  herald emit --for deployment/api --reason ScalingReplicaSet --repeat 100 --rate 20 -n prod\n  herald emit --for node/node-1 --reason NodeNotReady --source my-tool -o json"
+    )]
+    Emit(emit::EmitArgs),
+    /// List events as a table (or JSON/YAML), sorted by when they were last seen.
+    #[command(
+        after_help = "Examples:\n  herald get events\n  herald get events -A --types Warning\n  herald get events --for pod/web-1 -o wide\n  herald get events -n prod -o json | jq '.items[].count'"
+    )]
+    Get(get::GetArgs),
+    /// Stream events as they happen, one line per new or updated event.
+    ///
+    /// Driven by an informer: the most recent stored events first, then every change;
+    /// on a terminal, the count of an event still on screen is updated in place. The
+    /// stream resumes by itself when the server goes away and comes back.
+    #[command(
+        after_help = "Examples:\n  herald tail\n  herald tail -A --types Warning\n  herald tail --for pod/web-1 --initial 0"
+    )]
+    Tail(tail::TailArgs),
+    /// A full-screen, live view of event storms: the busiest objects and reasons.
+    ///
+    /// Ranks objects and reasons by occurrences per second over a sliding window and
+    /// shows how much the correlator and the server compressed them (occurrences per API
+    /// write). q quits.
+    #[command(
+        after_help = "Examples:\n  herald top\n  herald top -A --window 1m\n  herald top --types Warning --refresh 500ms"
+    )]
+    Top(top::TopArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -95,14 +150,38 @@ fn main() -> ExitCode {
             Ok(())
         }
         Command::Bench(args) => bench::run(args),
+        Command::Emit(args) => client_logs().and_then(|()| emit::run(args)),
+        Command::Get(args) => client_logs().and_then(|()| get::run(args)),
+        Command::Tail(args) => client_logs().and_then(|()| tail::run(args)),
+        // top owns the whole screen: logs would tear it.
+        Command::Top(args) => top::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("herald: {e:#}");
-            ExitCode::FAILURE
+            ExitCode::from(usage::exit_code(&e))
         }
     }
+}
+
+/// The async runtime of the client commands.
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Runtime::new().context("starting the async runtime")
+}
+
+/// Client commands log only when asked (`RUST_LOG=herald_runtime=debug`): their output is
+/// the events and the summary, and errors are reported as one line at the end.
+fn client_logs() -> anyhow::Result<()> {
+    let Ok(filter) = tracing_subscriber::EnvFilter::try_from_default_env() else {
+        return Ok(());
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(style::Palette::stderr().is_on())
+        .try_init()
+        .map_err(|e| anyhow::anyhow!("cannot set up logging: {e}"))
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {

@@ -180,3 +180,66 @@ fn a_server_that_is_down_is_one_line() {
         format!("herald: cannot reach 127.0.0.1:{port}: is `herald serve` running?")
     );
 }
+
+#[test]
+fn bench_plots_throughput_and_latency_as_svg_and_png() {
+    let (_server, url) = serve();
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("bench.svg");
+    let s = bench(
+        &url,
+        &[
+            "--clients",
+            "2",
+            "--namespace",
+            "bench-plot",
+            "--plot",
+            svg.to_str().unwrap(),
+        ],
+    );
+    let succeeded = s["succeeded"].as_u64().unwrap();
+    assert!(succeeded > 0, "{s}");
+    // The timeline the plot is drawn from accounts for every request.
+    let timeline = s["timeline"].as_array().unwrap();
+    assert!(!timeline.is_empty(), "{s}");
+    let sum: u64 = timeline
+        .iter()
+        .map(|p| p["succeeded"].as_u64().unwrap())
+        .sum();
+    assert_eq!(sum, succeeded, "{s}");
+    let stored = get_json(&url, "/api/v1/namespaces/bench-plot/events");
+    assert_eq!(stored["items"].as_array().unwrap().len() as u64, succeeded);
+
+    let text = std::fs::read_to_string(&svg).expect("the SVG was written");
+    assert!(text.starts_with("<svg"), "{}", &text[..text.len().min(200)]);
+    assert!(text.trim_end().ends_with("</svg>"));
+    assert!(text.contains("throughput") && text.contains("create latency"));
+    assert!(
+        text.matches("<polyline").count() >= 3,
+        "throughput, p50 and p99 lines"
+    );
+
+    let png = dir.path().join("bench.png");
+    let s = bench(
+        &url,
+        &[
+            "--clients",
+            "2",
+            "--namespace",
+            "bench-png",
+            "--plot",
+            png.to_str().unwrap(),
+        ],
+    );
+    assert!(s["succeeded"].as_u64().unwrap() > 0);
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&png).unwrap()));
+    let mut reader = decoder.read_info().expect("a valid PNG header");
+    let (w, h) = (reader.info().width, reader.info().height);
+    assert_eq!((w, h), (1000, 700));
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let frame = reader.next_frame(&mut buf).expect("valid PNG image data");
+    // Not a blank image: the chart drew lines and text in more than one color.
+    let px = &buf[..frame.buffer_size()];
+    let distinct: std::collections::HashSet<&[u8]> = px.chunks(3).collect();
+    assert!(distinct.len() > 3, "{} colors", distinct.len());
+}

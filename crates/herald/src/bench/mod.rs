@@ -4,10 +4,13 @@
 //!
 //! Creates go over plain HTTP/1.1 keep-alive, one connection per client. Ctrl-C stops the
 //! load (in-flight requests finish, so the counts stay exact) and still prints the summary.
+//! With `--plot`, throughput and latency over time are charted to an SVG or PNG file.
 
 mod conn;
+mod plot;
 mod summary;
 mod target;
+mod timeline;
 mod watch;
 mod workload;
 
@@ -28,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 use self::conn::{Conn, Failure};
 use self::summary::{ListSummary, Percentiles, Summary, WatchSummary};
+use self::timeline::Timeline;
 use self::watch::{WatchCounters, Watcher};
 pub use self::workload::Workload;
 
@@ -83,6 +87,9 @@ pub struct BenchArgs {
     /// Summary format.
     #[arg(short, long, value_enum, default_value_t = Output::Text)]
     output: Output,
+    /// Also chart throughput and latency over time to this file (.svg or .png).
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
 }
 
 /// Runs the bench and prints the summary.
@@ -98,13 +105,34 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             args.namespace
         );
     }
+    let plot_format = args.plot.as_deref().map(plot::Format::of).transpose()?;
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     let summary = runtime.block_on(bench(&args))?;
+    if let (Some(path), Some(format)) = (&args.plot, plot_format) {
+        let title = format!(
+            "herald bench: {} clients, {:?} workload, {} against {}",
+            summary.clients,
+            summary.workload,
+            rate_text(summary.rate),
+            summary.server
+        );
+        plot::write(path, format, &summary.timeline, &title)?;
+        if args.output == Output::Text {
+            eprintln!("plot written to {}", path.display());
+        }
+    }
     match args.output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&summary)?),
         Output::Text => print!("{}", summary.render()),
     }
     Ok(())
+}
+
+fn rate_text(rate: Option<f64>) -> String {
+    match rate {
+        Some(r) => format!("{r}/s open loop"),
+        None => "closed loop".to_string(),
+    }
 }
 
 /// What one creating client measured.
@@ -197,6 +225,7 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
     let load_stop = interrupt.child_token();
     let live = Arc::new(Live::default());
     let start = Instant::now();
+    let timeline = Arc::new(Timeline::new(start, args.duration));
     let clients = args.clients as usize;
     let mut tasks = Vec::with_capacity(clients);
     for client in 0..clients {
@@ -213,6 +242,7 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
             start,
             clock: clock.clone(),
             live: live.clone(),
+            timeline: timeline.clone(),
             stop: load_stop.clone(),
         };
         tasks.push(tokio::spawn(ctx.run()));
@@ -324,6 +354,7 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
         watch,
         list,
         interrupted: interrupt.is_cancelled(),
+        timeline: timeline.points(elapsed),
     })
 }
 
@@ -429,6 +460,7 @@ struct ClientCtx {
     start: Instant,
     clock: Arc<dyn Clock>,
     live: Arc<Live>,
+    timeline: Arc<Timeline>,
     stop: CancellationToken,
 }
 
@@ -492,7 +524,13 @@ impl ClientCtx {
             let r = conn
                 .request(http::Method::POST, &self.path, Bytes::from(body))
                 .await;
-            let micros = scheduled.elapsed().as_micros().min(u64::MAX as u128) as u64;
+            let done = Instant::now();
+            let micros = done
+                .saturating_duration_since(scheduled)
+                .as_micros()
+                .min(u64::MAX as u128) as u64;
+            let created = matches!(&r, Ok((status, _)) if *status == http::StatusCode::CREATED);
+            self.timeline.record(done, micros, created);
             match r {
                 Ok((status, _)) if status == http::StatusCode::CREATED => {
                     out.latency.saturating_record(micros);

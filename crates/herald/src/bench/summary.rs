@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+use super::timeline::Point;
 use super::workload::Workload;
 
 /// Latency percentiles in milliseconds.
@@ -109,6 +110,8 @@ pub struct Summary {
     pub list: Option<ListSummary>,
     /// True when Ctrl-C ended the run early.
     pub interrupted: bool,
+    /// Throughput and latency per time bucket (what `--plot` charts).
+    pub timeline: Vec<Point>,
 }
 
 impl Summary {

@@ -1,5 +1,5 @@
-//! Where the bench sends its load: `--server`, else the kubeconfig's server, else
-//! `http://127.0.0.1:6443`.
+//! Where the bench sends its load: `--server`, else the server of the kubeconfig (loaded like
+//! every other command does, see [`crate::connect`]), else `http://127.0.0.1:6443`.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -22,9 +22,12 @@ pub async fn resolve(
 ) -> anyhow::Result<Target> {
     let url = match server {
         Some(s) => s.to_string(),
-        None => from_kubeconfig(kubeconfig, context)
+        None => crate::connect::load_config(kubeconfig, context, None)
             .await?
-            .unwrap_or_else(|| "http://127.0.0.1:6443".to_string()),
+            .cluster_url
+            .to_string()
+            .trim_end_matches('/')
+            .to_string(),
     };
     let uri: http::Uri = url
         .parse()
@@ -49,37 +52,4 @@ pub async fn resolve(
         .and_then(|mut a| a.next())
         .with_context(|| format!("cannot resolve {display}"))?;
     Ok(Target { addr, display })
-}
-
-/// The server of the kubeconfig's (given or current) context. `None` when no kubeconfig
-/// was named and none exists at the usual places.
-async fn from_kubeconfig(
-    path: Option<&Path>,
-    context: Option<&str>,
-) -> anyhow::Result<Option<String>> {
-    let options = kube::config::KubeConfigOptions {
-        context: context.map(str::to_string),
-        ..Default::default()
-    };
-    let config = match path {
-        Some(p) => {
-            let kc = kube::config::Kubeconfig::read_from(p)
-                .with_context(|| format!("cannot read kubeconfig {}", p.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &options)
-                .await
-                .with_context(|| format!("kubeconfig {}", p.display()))?
-        }
-        None => match kube::Config::from_kubeconfig(&options).await {
-            Ok(c) => c,
-            Err(_) if context.is_none() => return Ok(None),
-            Err(e) => return Err(e).context("loading the kubeconfig"),
-        },
-    };
-    Ok(Some(
-        config
-            .cluster_url
-            .to_string()
-            .trim_end_matches('/')
-            .to_string(),
-    ))
 }

@@ -8,6 +8,8 @@
 
 #![allow(dead_code)]
 
+pub mod pty;
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -98,9 +100,15 @@ impl Herald {
     /// Starts `herald serve --listen 127.0.0.1:0 EXTRA…` and waits (bounded) for its
     /// `herald-server listening on http://…` line.
     pub async fn start(extra: &[&str]) -> Herald {
+        Herald::start_on("127.0.0.1:0", extra).await
+    }
+
+    /// Starts `herald serve --listen LISTEN EXTRA…` (e.g. to come back on the port of a
+    /// server that was killed) and waits (bounded) for its address line.
+    pub async fn start_on(listen: &str, extra: &[&str]) -> Herald {
         let mut cmd = Command::new(herald_bin());
         cmd.arg("serve")
-            .args(["--listen", "127.0.0.1:0"])
+            .args(["--listen", listen])
             .args(extra)
             .env("NO_COLOR", "1")
             .env("RUST_LOG", "info")
@@ -173,7 +181,23 @@ impl Drop for Herald {
     }
 }
 
-/// The result of one finished kubectl run.
+/// Waits (at most `guard`, then the child is killed) for `program ARGS…` to finish.
+async fn finish(child: Child, program: &str, args: &[&str], guard: Duration) -> Output {
+    let out = tokio::time::timeout(guard, child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("{program} {args:?} did not finish within {guard:?}"))
+        .unwrap_or_else(|e| panic!("{program} {args:?}: {e}"));
+    Output {
+        args: std::iter::once(program.to_string())
+            .chain(args.iter().map(|s| s.to_string()))
+            .collect(),
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// The result of one finished kubectl (or herald) run.
 #[derive(Debug)]
 pub struct Output {
     pub args: Vec<String>,
@@ -186,7 +210,7 @@ impl Output {
     /// Everything about the run, for assertion messages.
     pub fn show(&self) -> String {
         format!(
-            "kubectl {}\nrc={:?}\n--- stdout\n{}--- stderr\n{}",
+            "{}\nrc={:?}\n--- stdout\n{}--- stderr\n{}",
             self.args.join(" "),
             self.code,
             self.stdout,
@@ -197,7 +221,7 @@ impl Output {
     /// Asserts the run succeeded and returns its stdout.
     #[track_caller]
     pub fn ok(&self) -> &str {
-        assert_eq!(self.code, Some(0), "kubectl failed:\n{}", self.show());
+        assert_eq!(self.code, Some(0), "the command failed:\n{}", self.show());
         &self.stdout
     }
 
@@ -206,7 +230,7 @@ impl Output {
     pub fn failed(&self) -> &str {
         assert!(
             self.code.is_some_and(|c| c != 0),
-            "kubectl should have failed:\n{}",
+            "the command should have failed:\n{}",
             self.show()
         );
         &self.stderr
@@ -306,16 +330,7 @@ impl Kubectl {
             .command(args, REQUEST_TIMEOUT)
             .spawn()
             .unwrap_or_else(|e| spawn_failed(e));
-        let out = tokio::time::timeout(KUBECTL_GUARD, child.wait_with_output())
-            .await
-            .unwrap_or_else(|_| panic!("kubectl {args:?} did not finish within {KUBECTL_GUARD:?}"))
-            .expect("kubectl output");
-        Output {
-            args: args.iter().map(|s| s.to_string()).collect(),
-            code: out.status.code(),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
+        finish(child, "kubectl", args, KUBECTL_GUARD).await
     }
 
     /// Starts a long-running kubectl (`-w`) whose stdout is read line by line.
@@ -343,7 +358,9 @@ impl Kubectl {
             lines: rx,
             seen: Vec::new(),
             stderr,
-            args: args.iter().map(|s| s.to_string()).collect(),
+            args: std::iter::once("kubectl".to_string())
+                .chain(args.iter().map(|s| s.to_string()))
+                .collect(),
         }
     }
 }
@@ -373,13 +390,13 @@ impl Stream {
                     }
                 }
                 Ok(None) => panic!(
-                    "kubectl {:?} ended before printing {what}; stdout:\n{}\nstderr:\n{}",
+                    "{:?} ended before printing {what}; stdout:\n{}\nstderr:\n{}",
                     self.args,
                     self.seen.join("\n"),
                     self.stderr.text()
                 ),
                 Err(_) => panic!(
-                    "kubectl {:?} printed no {what} within {LINE_GUARD:?}; stdout:\n{}\nstderr:\n{}",
+                    "{:?} printed no {what} within {LINE_GUARD:?}; stdout:\n{}\nstderr:\n{}",
                     self.args,
                     self.seen.join("\n"),
                     self.stderr.text()
@@ -612,4 +629,83 @@ firstTimestamp: "2025-01-01T00:10:00Z"
 lastTimestamp: "2025-01-01T00:10:00Z"
 "#
     )
+}
+
+/// Hard bound on one run of a client command (`herald emit/get/…`); killed after it.
+pub const CLI_GUARD: Duration = Duration::from_secs(120);
+
+/// The `herald` client commands pointed at a server through a kubeconfig in `KUBECONFIG`
+/// (written by `herald kubeconfig`), with their own HOME so no real `~/.kube/config` leaks in.
+pub struct HeraldCli {
+    dir: tempfile::TempDir,
+    /// The kubeconfig file.
+    pub kubeconfig: PathBuf,
+}
+
+impl HeraldCli {
+    /// A client environment for `server`.
+    pub async fn new(server: &Herald) -> HeraldCli {
+        HeraldCli::for_url(&server.url).await
+    }
+
+    /// A client environment for the server at `url` (which may be down).
+    pub async fn for_url(url: &str) -> HeraldCli {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let out = tokio::time::timeout(
+            CLI_GUARD,
+            Command::new(herald_bin())
+                .args(["kubeconfig", "--server", url])
+                .stdin(Stdio::null())
+                .kill_on_drop(true)
+                .output(),
+        )
+        .await
+        .expect("herald kubeconfig finishes")
+        .expect("run herald kubeconfig");
+        assert!(out.status.success(), "herald kubeconfig failed: {out:?}");
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(&kubeconfig, out.stdout).expect("write kubeconfig");
+        std::fs::create_dir_all(dir.path().join("home")).expect("home dir");
+        HeraldCli { dir, kubeconfig }
+    }
+
+    /// The environment a pty-run command needs to find the server.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            (
+                "KUBECONFIG",
+                self.kubeconfig.to_str().expect("utf-8").to_string(),
+            ),
+            (
+                "HOME",
+                self.dir
+                    .path()
+                    .join("home")
+                    .to_str()
+                    .expect("utf-8")
+                    .to_string(),
+            ),
+        ]
+    }
+
+    /// Runs `herald ARGS…` to completion (killed after [`CLI_GUARD`]), without a terminal.
+    pub async fn run(&self, args: &[&str]) -> Output {
+        let mut cmd = Command::new(herald_bin());
+        cmd.args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("HOME", self.dir.path().join("home"))
+            .env("NO_COLOR", "1")
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        finish(
+            cmd.spawn().expect("start herald"),
+            "herald",
+            args,
+            CLI_GUARD,
+        )
+        .await
+    }
 }

@@ -1,0 +1,198 @@
+//! `herald tail`: a live stream of events driven by herald-runtime's `SharedInformer` — the
+//! newest stored events first, then one line per new or updated event, updated in place on
+//! a terminal. The informer lists, watches, and after a disconnect resumes from where it
+//! was (relisting when the server's history no longer reaches back), so the stream survives
+//! server restarts. Ctrl-C stops it and prints how many events were shown.
+
+mod screen;
+
+use std::io::IsTerminal as _;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use herald_core::clock::{Clock, SystemClock};
+use herald_runtime::cache::{
+    HandlerFns, InformerConfig, KubeListerWatcher, ListWatchError, SharedInformer,
+};
+use k8s_openapi::api::core::v1::Event;
+
+use self::screen::{Change, RealTerm, Screen, TermSize};
+use crate::connect::ConnectArgs;
+use crate::event_text::sort_by_last_seen;
+use crate::filter::{EventQuery, FilterArgs};
+use crate::style::Palette;
+
+/// Arguments of `herald tail`.
+#[derive(Debug, clap::Args)]
+pub struct TailArgs {
+    #[command(flatten)]
+    connect: ConnectArgs,
+    #[command(flatten)]
+    filter: FilterArgs,
+    /// How many of the already stored events to show first (the most recent ones)
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    initial: usize,
+}
+
+/// What the handler does with an event before the initial list has been shown.
+enum Phase {
+    /// Collecting the initial list (and changes that arrive meanwhile, in order).
+    Syncing {
+        initial: Vec<Event>,
+        early: Vec<(Event, Change)>,
+    },
+    /// Printing as events arrive.
+    Live,
+}
+
+/// The screen and the phase, behind one lock so lines never interleave.
+struct State {
+    screen: Screen<std::io::Stdout>,
+    phase: Phase,
+    /// A connection problem was reported and no event arrived since.
+    outage: bool,
+    clock: SystemClock,
+}
+
+impl State {
+    fn show(&mut self, e: &Event, change: Change) {
+        self.outage = false;
+        let now = self.clock.now();
+        if let Err(err) = self.screen.show(e, change, now) {
+            tracing::debug!(error = %err, "cannot write to stdout");
+        }
+    }
+}
+
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Streams events until Ctrl-C.
+pub fn run(args: TailArgs) -> anyhow::Result<()> {
+    let checked = args.filter.check()?;
+    let runtime = crate::runtime()?;
+    runtime.block_on(async {
+        let conn = args.connect.connect().await?;
+        let query = checked.resolve(&conn).await?;
+        tail(&conn, query, args.initial).await
+    })
+}
+
+async fn tail(
+    conn: &crate::connect::Connection,
+    query: EventQuery,
+    initial: usize,
+) -> anyhow::Result<()> {
+    let interrupt = crate::interrupt::on_ctrl_c();
+    let terminal = std::io::stdout().is_terminal();
+    let term: Option<Box<dyn TermSize>> = terminal.then(|| Box::new(RealTerm) as _);
+    let state = Arc::new(Mutex::new(State {
+        screen: Screen::new(
+            std::io::stdout(),
+            Palette::stdout(),
+            term,
+            query.all_namespaces,
+        ),
+        phase: Phase::Syncing {
+            initial: Vec::new(),
+            early: Vec::new(),
+        },
+        outage: false,
+        clock: SystemClock,
+    }));
+
+    let informer = informer(conn, &query);
+    {
+        let state = state.clone();
+        let server = conn.server.clone();
+        informer.set_watch_error_handler(move |e: &ListWatchError| {
+            if matches!(e, ListWatchError::Expired(_)) {
+                return; // routine: the informer relists
+            }
+            let mut st = lock(&state);
+            if !st.outage {
+                st.outage = true;
+                let _ = st.screen.note(&format!(
+                    "-- lost {server} ({e}); resuming when it is back --"
+                ));
+            }
+        })?;
+    }
+    let handler = {
+        let on_add = state.clone();
+        let on_update = state.clone();
+        let q_add = query.clone();
+        let q_update = query.clone();
+        HandlerFns::new()
+            .on_add(move |e: Arc<Event>, in_initial_list| {
+                if q_add.matches(&e) {
+                    deliver(&on_add, &e, Change::New, in_initial_list);
+                }
+            })
+            .on_update(move |old: Arc<Event>, new: Arc<Event>| {
+                // A relist re-delivers unchanged objects; only a new revision is news.
+                if old.metadata.resource_version != new.metadata.resource_version
+                    && q_update.matches(&new)
+                {
+                    deliver(&on_update, &new, Change::Updated, false);
+                }
+            })
+    };
+    let registration = informer.add_event_handler(handler)?;
+    let stop = interrupt.child_token();
+    let task = informer.spawn(stop.clone());
+
+    tokio::select! {
+        _ = interrupt.cancelled() => {}
+        synced = registration.wait_synced() => {
+            if synced {
+                go_live(&state, initial);
+                interrupt.cancelled().await;
+            }
+        }
+    }
+    stop.cancel();
+    let _ = task.await;
+    let st = lock(&state);
+    eprintln!(
+        "herald tail: {} new, {} updated events shown",
+        st.screen.new_events, st.screen.updates
+    );
+    Ok(())
+}
+
+/// The informer over the query's events (server-side field selector where possible).
+fn informer(conn: &crate::connect::Connection, query: &EventQuery) -> SharedInformer<Event> {
+    let mut lw = KubeListerWatcher::new(query.api(conn.client.clone()));
+    if let Some(fs) = query.field_selector() {
+        lw = lw.fields(&fs);
+    }
+    SharedInformer::new(lw, InformerConfig::default())
+}
+
+fn deliver(state: &Mutex<State>, e: &Event, change: Change, in_initial_list: bool) {
+    let mut st = lock(state);
+    match &mut st.phase {
+        Phase::Syncing { initial, .. } if in_initial_list => initial.push(e.clone()),
+        Phase::Syncing { early, .. } => early.push((e.clone(), change)),
+        Phase::Live => st.show(e, change),
+    }
+}
+
+/// Prints the newest `keep` events of the initial list (oldest first), then whatever
+/// arrived meanwhile, and switches to printing events as they come.
+fn go_live(state: &Mutex<State>, keep: usize) {
+    let mut st = lock(state);
+    let Phase::Syncing { mut initial, early } = std::mem::replace(&mut st.phase, Phase::Live)
+    else {
+        return;
+    };
+    sort_by_last_seen(&mut initial);
+    let skip = initial.len().saturating_sub(keep);
+    for e in &initial[skip..] {
+        st.show(e, Change::New);
+    }
+    for (e, change) in early {
+        st.show(&e, change);
+    }
+}
