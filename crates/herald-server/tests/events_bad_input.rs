@@ -66,6 +66,14 @@ async fn bad_input_table() {
         200
     );
 
+    // History before the current revision is compacted: lists at older revisions are gone.
+    let now_rv = http.get("/api/v1/events").await.json()["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse::<u64>()
+        .unwrap();
+    server.registry().backend().compact(now_rv).await.unwrap();
+
     let json = Some("application/json");
     let cp = core_path("default");
     let vp = v1_path("default");
@@ -527,6 +535,42 @@ async fn bad_input_table() {
             422,
             "Invalid",
             "fieldManager: Too long: may not be more than 128 bytes",
+        ),
+        case(
+            "GET",
+            "/api/v1/events?resourceVersion=1&resourceVersionMatch=Exact",
+            None,
+            "",
+            410,
+            "Expired",
+            "too old",
+        ),
+        case(
+            "GET",
+            "/api/v1/events?resourceVersion=1&limit=1",
+            None,
+            "",
+            410,
+            "Expired",
+            "too old",
+        ),
+        case(
+            "GET",
+            "/api/v1/events?resourceVersion=999999&resourceVersionMatch=NotOlderThan",
+            None,
+            "",
+            504,
+            "Timeout",
+            "Too large resource version: 999999",
+        ),
+        case(
+            "GET",
+            "/api/v1/events?resourceVersion=1&resourceVersionMatch=Sometimes",
+            None,
+            "",
+            422,
+            "Invalid",
+            "resourceVersionMatch",
         ),
         case("GET", "/api/v1/events", None, "", 200, "", ""),
     ];
