@@ -356,7 +356,10 @@ async fn referenced_kinds_are_listed_without_verbs_and_refused() {
         .map(|i| i["metadata"]["name"].as_str().unwrap())
         .collect();
     assert_eq!(groups[0], "events.k8s.io");
-    assert!(groups.contains(&"apps") && groups.contains(&"batch"), "{groups:?}");
+    assert!(
+        groups.contains(&"apps") && groups.contains(&"batch"),
+        "{groups:?}"
+    );
     let apps = &agg["items"][groups.iter().position(|g| *g == "apps").unwrap()];
     let deploy = apps["versions"][0]["resources"]
         .as_array()
@@ -378,7 +381,9 @@ async fn referenced_kinds_are_listed_without_verbs_and_refused() {
         .unwrap();
     assert_eq!(nodes["scope"], "Cluster");
 
-    let legacy = call(&app, "GET", "/apis", Some("application/json")).await.json();
+    let legacy = call(&app, "GET", "/apis", Some("application/json"))
+        .await
+        .json();
     assert!(
         legacy["groups"]
             .as_array()
@@ -389,7 +394,10 @@ async fn referenced_kinds_are_listed_without_verbs_and_refused() {
     let v = call(&app, "GET", "/apis/apps/v1", None).await.json();
     assert_eq!(v["kind"], "APIResourceList");
     assert_eq!(v["groupVersion"], "apps/v1");
-    assert_eq!(call(&app, "GET", "/apis/batch", None).await.json()["kind"], "APIGroup");
+    assert_eq!(
+        call(&app, "GET", "/apis/batch", None).await.json()["kind"],
+        "APIGroup"
+    );
 
     for (method, path) in [
         ("GET", "/api/v1/pods"),

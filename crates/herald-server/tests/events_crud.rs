@@ -629,7 +629,9 @@ async fn kube_rs_api_both_groups() {
             assert_eq!(s.code, 409);
             assert_eq!(
                 s.message,
-                format!("Apply failed with 1 conflict: conflict with \"{updater}\" using v1: .message")
+                format!(
+                    "Apply failed with 1 conflict: conflict with \"{updater}\" using v1: .message"
+                )
             );
         }
         other => panic!("expected a 409, got {other:?}"),
@@ -774,7 +776,13 @@ type: Normal
 ";
     let path = format!("{}/y.3?fieldManager=applier", core_path("default"));
     let r = http
-        .send("PATCH", &path, Some("application/apply-patch+yaml"), None, apply)
+        .send(
+            "PATCH",
+            &path,
+            Some("application/apply-patch+yaml"),
+            None,
+            apply,
+        )
         .await;
     assert_eq!(r.status, 201, "{}", r.text());
     let v = r.json();

@@ -50,7 +50,10 @@ async fn a_second_server_on_a_held_data_directory_is_refused_until_the_holder_di
         first.url
     );
     assert_eq!(
-        stderr.lines().filter(|l| !l.trim().is_empty()).collect::<Vec<_>>(),
+        stderr
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .collect::<Vec<_>>(),
         [expected.as_str()],
         "stderr:\n{stderr}"
     );

@@ -20,7 +20,10 @@ const PER_THREAD: usize = 2_500;
 const REASONS: [(&str, &str); 3] = [
     ("BackOff", "Back-off restarting failed container"),
     ("Unhealthy", "Readiness probe failed: connection refused"),
-    ("FailedMount", "MountVolume.SetUp failed for volume \"data\""),
+    (
+        "FailedMount",
+        "MountVolume.SetUp failed for volume \"data\"",
+    ),
 ];
 
 fn pod(i: usize) -> Pod {
@@ -47,10 +50,9 @@ async fn a_storm_through_kube_sink_is_stored_with_exact_counts() {
     })
     .await
     .expect("start herald-server");
-    let client = kube::Client::try_from(kube::Config::new(
-        server.url().parse().expect("server url"),
-    ))
-    .expect("kube client");
+    let client =
+        kube::Client::try_from(kube::Config::new(server.url().parse().expect("server url")))
+            .expect("kube client");
 
     let broadcaster = EventBroadcaster::new(BroadcasterOptions::default());
     broadcaster.start_recording_to_sink(KubeSink::new(client.clone()).with_field_manager("storm"));

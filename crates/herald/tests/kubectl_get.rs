@@ -592,7 +592,12 @@ async fn kubectl_events_for_a_pod_and_a_deployment() {
     let o = k.run(&["events", "--for", "pod/web-1"]).await;
     let t = o.table();
     assert_eq!(t.column("REASON"), ["Scheduled", "BackOff"], "{}", o.show());
-    assert_eq!(t.column("OBJECT"), ["Pod/web-1", "Pod/web-1"], "{}", o.show());
+    assert_eq!(
+        t.column("OBJECT"),
+        ["Pod/web-1", "Pod/web-1"],
+        "{}",
+        o.show()
+    );
     // Short names resolve too.
     let o = k.run(&["events", "--for", "po/db-0"]).await;
     assert_eq!(o.table().column("REASON"), ["FailedMount"], "{}", o.show());
@@ -626,7 +631,9 @@ async fn kubectl_events_for_a_pod_and_a_deployment() {
         .await;
     assert!(line.contains("Pod/web-1"), "{line}");
     assert!(
-        !w.seen.iter().any(|l| l.contains("Decoy") || l.contains("db-0")),
+        !w.seen
+            .iter()
+            .any(|l| l.contains("Decoy") || l.contains("db-0")),
         "{}",
         w.seen.join("\n")
     );

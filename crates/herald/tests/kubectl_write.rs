@@ -245,9 +245,21 @@ type: Normal
             .collect()
     };
     let o = k
-        .run(&["get", "event", "owned.1", "-o", "json", "--show-managed-fields"])
+        .run(&[
+            "get",
+            "event",
+            "owned.1",
+            "-o",
+            "json",
+            "--show-managed-fields",
+        ])
         .await;
-    assert_eq!(managers(&o), [("kubectl".into(), "Apply".into())], "{}", o.show());
+    assert_eq!(
+        managers(&o),
+        [("kubectl".into(), "Apply".into())],
+        "{}",
+        o.show()
+    );
     assert_eq!(
         o.json()["metadata"]["managedFields"][0]["fieldsV1"],
         serde_json::json!({"f:involvedObject": {}, "f:message": {}, "f:reason": {}, "f:type": {}}),
@@ -256,7 +268,13 @@ type: Normal
     );
 
     let o = k
-        .run(&["patch", "event", "owned.1", "-p", r#"{"message":"patched"}"#])
+        .run(&[
+            "patch",
+            "event",
+            "owned.1",
+            "-p",
+            r#"{"message":"patched"}"#,
+        ])
         .await;
     assert_eq!(o.ok(), "event/owned.1 patched\n", "{}", o.show());
 
@@ -271,7 +289,14 @@ type: Normal
     );
     assert!(err.contains("--force-conflicts"), "{}", o.show());
     let o = k
-        .run(&["get", "event", "owned.1", "-o", "json", "--show-managed-fields"])
+        .run(&[
+            "get",
+            "event",
+            "owned.1",
+            "-o",
+            "json",
+            "--show-managed-fields",
+        ])
         .await;
     assert_eq!(o.json()["message"], "patched", "a conflict changes nothing");
     assert_eq!(
@@ -287,18 +312,25 @@ type: Normal
     let o = k
         .run(&["apply", "--server-side", "--force-conflicts", "-f", &f])
         .await;
-    assert_eq!(
-        o.ok(),
-        "event/owned.1 serverside-applied\n",
-        "{}",
-        o.show()
-    );
+    assert_eq!(o.ok(), "event/owned.1 serverside-applied\n", "{}", o.show());
     let o = k
-        .run(&["get", "event", "owned.1", "-o", "json", "--show-managed-fields"])
+        .run(&[
+            "get",
+            "event",
+            "owned.1",
+            "-o",
+            "json",
+            "--show-managed-fields",
+        ])
         .await;
     assert_eq!(o.json()["message"], "from the manifest");
     // kubectl-patch owned only .message; forced away, its entry is gone.
-    assert_eq!(managers(&o), [("kubectl".into(), "Apply".into())], "{}", o.show());
+    assert_eq!(
+        managers(&o),
+        [("kubectl".into(), "Apply".into())],
+        "{}",
+        o.show()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -19,8 +19,8 @@ use serde_json::{Value, json};
 
 use super::ApiState;
 use super::error::StatusError;
-use super::referenced::{self, ReferencedKind};
 use super::negotiate::{DiscoveryFormat, accept_header, negotiate_discovery};
+use super::referenced::{self, ReferencedKind};
 
 /// The verbs both event resources support, in the order kube-apiserver lists them.
 pub const EVENT_VERBS: [&str; 8] = [

@@ -58,9 +58,33 @@ const fn kind(
 
 /// The advertised kinds: the built-in kinds Kubernetes' own controllers write events about.
 pub const REFERENCED_KINDS: &[ReferencedKind] = &[
-    kind("", "v1", "configmaps", "configmap", "ConfigMap", true, &["cm"]),
-    kind("", "v1", "endpoints", "endpoints", "Endpoints", true, &["ep"]),
-    kind("", "v1", "namespaces", "namespace", "Namespace", false, &["ns"]),
+    kind(
+        "",
+        "v1",
+        "configmaps",
+        "configmap",
+        "ConfigMap",
+        true,
+        &["cm"],
+    ),
+    kind(
+        "",
+        "v1",
+        "endpoints",
+        "endpoints",
+        "Endpoints",
+        true,
+        &["ep"],
+    ),
+    kind(
+        "",
+        "v1",
+        "namespaces",
+        "namespace",
+        "Namespace",
+        false,
+        &["ns"],
+    ),
     kind("", "v1", "nodes", "node", "Node", false, &["no"]),
     kind(
         "",
@@ -101,7 +125,15 @@ pub const REFERENCED_KINDS: &[ReferencedKind] = &[
         &["sa"],
     ),
     kind("", "v1", "services", "service", "Service", true, &["svc"]),
-    kind("apps", "v1", "daemonsets", "daemonset", "DaemonSet", true, &["ds"]),
+    kind(
+        "apps",
+        "v1",
+        "daemonsets",
+        "daemonset",
+        "DaemonSet",
+        true,
+        &["ds"],
+    ),
     kind(
         "apps",
         "v1",
@@ -111,7 +143,15 @@ pub const REFERENCED_KINDS: &[ReferencedKind] = &[
         true,
         &["deploy"],
     ),
-    kind("apps", "v1", "replicasets", "replicaset", "ReplicaSet", true, &["rs"]),
+    kind(
+        "apps",
+        "v1",
+        "replicasets",
+        "replicaset",
+        "ReplicaSet",
+        true,
+        &["rs"],
+    ),
     kind(
         "apps",
         "v1",
@@ -130,7 +170,15 @@ pub const REFERENCED_KINDS: &[ReferencedKind] = &[
         true,
         &["hpa"],
     ),
-    kind("batch", "v1", "cronjobs", "cronjob", "CronJob", true, &["cj"]),
+    kind(
+        "batch",
+        "v1",
+        "cronjobs",
+        "cronjob",
+        "CronJob",
+        true,
+        &["cj"],
+    ),
     kind("batch", "v1", "jobs", "job", "Job", true, &[]),
     kind(
         "networking.k8s.io",

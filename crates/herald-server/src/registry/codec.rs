@@ -173,7 +173,11 @@ pub fn parse_object(format: BodyFormat, body: &[u8]) -> Result<Value, ApiError> 
 /// ones are fine, as in kube-apiserver), then decodes it into the (normalized) storage
 /// shape. Type errors are 400s that say where: in `original` (the JSON request bytes `v` was
 /// parsed from) when given, else in `v`'s compact rendering.
-pub fn decode_body(group: ApiGroup, v: Value, original: Option<&[u8]>) -> Result<CoreEvent, ApiError> {
+pub fn decode_body(
+    group: ApiGroup,
+    v: Value,
+    original: Option<&[u8]>,
+) -> Result<CoreEvent, ApiError> {
     decode_body_as(group, v, original.map(|b| (BodyFormat::Json, b)))
 }
 
@@ -228,11 +232,9 @@ pub fn decode_body_as(
         (ApiGroup::EventsV1, BodyFormat::Json) => serde_json::from_slice::<EventsV1Event>(text)
             .map(events_v1_to_core)
             .map_err(cannot_handle),
-        (ApiGroup::EventsV1, BodyFormat::Yaml) => {
-            serde_yaml_ng::from_slice::<EventsV1Event>(text)
-                .map(events_v1_to_core)
-                .map_err(cannot_handle)
-        }
+        (ApiGroup::EventsV1, BodyFormat::Yaml) => serde_yaml_ng::from_slice::<EventsV1Event>(text)
+            .map(events_v1_to_core)
+            .map_err(cannot_handle),
     }?;
     Ok(drop_empty_maps(event))
 }

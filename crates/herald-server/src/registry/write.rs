@@ -10,8 +10,8 @@ use serde_json::Value;
 
 use super::codec::{self, decode, decode_body, encode, parse_rv};
 use super::errors::storage_error;
-use super::options::{DeleteParams, ListParams, options_invalid};
 use super::fieldmanager;
+use super::options::{DeleteParams, ListParams, options_invalid};
 use super::patch::{self, PatchKind};
 use super::{EventRegistry, MAX_RETRIES, WriteOptions, Written};
 use crate::storage::StorageError;

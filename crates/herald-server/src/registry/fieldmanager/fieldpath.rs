@@ -151,11 +151,7 @@ impl FieldSet {
             [last] => {
                 self.members.insert(last.clone());
             }
-            [first, rest @ ..] => self
-                .children
-                .entry(first.clone())
-                .or_default()
-                .insert(rest),
+            [first, rest @ ..] => self.children.entry(first.clone()).or_default().insert(rest),
         }
     }
 

@@ -295,7 +295,8 @@ static STRIPPED: LazyLock<FieldSet> = LazyLock::new(|| {
 
 /// The JSON of a new (zero) Event in each version: what a create is compared against.
 static ZERO: LazyLock<[Value; 2]> = LazyLock::new(|| {
-    [ApiGroup::Core, ApiGroup::EventsV1].map(|g| without_managed_fields(event_json(g, &CoreEvent::default())))
+    [ApiGroup::Core, ApiGroup::EventsV1]
+        .map(|g| without_managed_fields(event_json(g, &CoreEvent::default())))
 });
 
 fn zero(group: ApiGroup) -> &'static Value {
@@ -407,11 +408,7 @@ pub fn track_update(
     let node = schema::event(group);
     let rhs = event_json(group, new);
     let cmp = match live {
-        Some(l) => typed::compare(
-            node,
-            &without_managed_fields(event_json(group, l)),
-            &rhs,
-        ),
+        Some(l) => typed::compare(node, &without_managed_fields(event_json(group, l)), &rhs),
         None => typed::compare(node, zero(group), &rhs),
     }
     .without(&STRIPPED);
@@ -495,10 +492,7 @@ fn conflict_error(conflicts: &Conflicts) -> ApiError {
                 lines.push(format!("conflicts with {}:", id.describe()));
                 lines.extend(paths.iter().map(|p| format!("- {p}")));
             }
-            format!(
-                "Apply failed with {total} conflicts: {}",
-                lines.join("\n")
-            )
+            format!("Apply failed with {total} conflicts: {}", lines.join("\n"))
         }
     };
     let mut e = ApiError::new(409, Reason::Conflict, message);
@@ -577,7 +571,10 @@ pub fn apply(
     if let Some(entries) = managed.encode()
         && let Some(meta) = new
             .as_object_mut()
-            .map(|m| m.entry("metadata").or_insert_with(|| Value::Object(Default::default())))
+            .map(|m| {
+                m.entry("metadata")
+                    .or_insert_with(|| Value::Object(Default::default()))
+            })
             .and_then(Value::as_object_mut)
     {
         meta.insert(

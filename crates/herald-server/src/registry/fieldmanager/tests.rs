@@ -15,7 +15,8 @@ fn from_json(group: ApiGroup, v: Value) -> CoreEvent {
 }
 
 fn entries(e: &CoreEvent) -> Value {
-    let mut v = serde_json::to_value(e.metadata.managed_fields.clone().unwrap_or_default()).unwrap();
+    let mut v =
+        serde_json::to_value(e.metadata.managed_fields.clone().unwrap_or_default()).unwrap();
     for e in v.as_array_mut().unwrap() {
         e.as_object_mut().unwrap().remove("time");
     }
@@ -84,7 +85,10 @@ fn sent_managed_fields_replace_or_reset_the_stored_ones() {
         ..ManagedFieldsEntry::default()
     }]);
     track_update(ApiGroup::Core, Some(&live), &mut garbage, "x", t(1));
-    assert_eq!(garbage.metadata.managed_fields, live.metadata.managed_fields);
+    assert_eq!(
+        garbage.metadata.managed_fields,
+        live.metadata.managed_fields
+    );
 }
 
 fn applied(name: &str, message: &str) -> Value {
@@ -98,7 +102,15 @@ fn applied(name: &str, message: &str) -> Value {
 
 #[test]
 fn apply_conflicts_with_an_updater_unless_forced() {
-    let first = apply(ApiGroup::Core, None, &applied("x", "one"), "kubectl", false, t(0)).unwrap();
+    let first = apply(
+        ApiGroup::Core,
+        None,
+        &applied("x", "one"),
+        "kubectl",
+        false,
+        t(0),
+    )
+    .unwrap();
     let live = from_json(ApiGroup::Core, first);
     assert_eq!(
         entries(&live)[0]["fieldsV1"],
@@ -106,11 +118,24 @@ fn apply_conflicts_with_an_updater_unless_forced() {
     );
     let mut patched = live.clone();
     patched.message = Some("patched".into());
-    track_update(ApiGroup::Core, Some(&live), &mut patched, "kubectl-patch", t(1));
+    track_update(
+        ApiGroup::Core,
+        Some(&live),
+        &mut patched,
+        "kubectl-patch",
+        t(1),
+    );
 
     // Re-applying the same configuration changes .message, which kubectl-patch owns now.
-    let err = apply(ApiGroup::Core, Some(&patched), &applied("x", "one"), "kubectl", false, t(2))
-        .unwrap_err();
+    let err = apply(
+        ApiGroup::Core,
+        Some(&patched),
+        &applied("x", "one"),
+        "kubectl",
+        false,
+        t(2),
+    )
+    .unwrap_err();
     assert_eq!(err.code, 409);
     assert_eq!(err.reason, Reason::Conflict);
     assert_eq!(
@@ -127,8 +152,15 @@ fn apply_conflicts_with_an_updater_unless_forced() {
     );
 
     // Applying the live value is no conflict: both own it.
-    let shared = apply(ApiGroup::Core, Some(&patched), &applied("x", "patched"), "kubectl", false, t(2))
-        .unwrap();
+    let shared = apply(
+        ApiGroup::Core,
+        Some(&patched),
+        &applied("x", "patched"),
+        "kubectl",
+        false,
+        t(2),
+    )
+    .unwrap();
     let shared = from_json(ApiGroup::Core, shared);
     let mf = entries(&shared);
     assert_eq!(mf.as_array().unwrap().len(), 2);
@@ -136,8 +168,15 @@ fn apply_conflicts_with_an_updater_unless_forced() {
     assert!(mf[1]["fieldsV1"].get("f:message").is_some());
 
     // Forcing takes the field: kubectl-patch owns nothing any more and its entry goes.
-    let forced = apply(ApiGroup::Core, Some(&patched), &applied("x", "one"), "kubectl", true, t(3))
-        .unwrap();
+    let forced = apply(
+        ApiGroup::Core,
+        Some(&patched),
+        &applied("x", "one"),
+        "kubectl",
+        true,
+        t(3),
+    )
+    .unwrap();
     let forced = from_json(ApiGroup::Core, forced);
     assert_eq!(forced.message.as_deref(), Some("one"));
     let mf = entries(&forced);
@@ -156,7 +195,11 @@ fn apply_removes_what_the_applier_stopped_applying_unless_someone_else_owns_it()
     );
     // Another manager sets label b to the same value: it co-owns b.
     let mut co = live.clone();
-    co.metadata.labels.as_mut().unwrap().insert("c".into(), "3".into());
+    co.metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .insert("c".into(), "3".into());
     track_update(ApiGroup::Core, Some(&live), &mut co, "labeler", t(1));
     let mut config2 = applied("x", "one");
     config2["metadata"]["labels"] = json!({});
@@ -191,12 +234,26 @@ fn managers_of_the_other_version_see_their_own_paths() {
     assert_eq!(entries(&live)[0]["apiVersion"], "events.k8s.io/v1");
     let mut patched = live.clone();
     patched.message = Some("core says".into());
-    track_update(ApiGroup::Core, Some(&live), &mut patched, "kubectl-patch", t(1));
+    track_update(
+        ApiGroup::Core,
+        Some(&live),
+        &mut patched,
+        "kubectl-patch",
+        t(1),
+    );
     let mf = entries(&patched);
     assert_eq!(mf[0]["manager"], "rs");
     assert!(mf[0]["fieldsV1"].get("f:note").is_none(), "{mf}");
     assert_eq!(mf[1]["fieldsV1"], json!({"f:message": {}}));
-    let err = apply(ApiGroup::EventsV1, Some(&patched), &v1_config, "rs", false, t(2)).unwrap_err();
+    let err = apply(
+        ApiGroup::EventsV1,
+        Some(&patched),
+        &v1_config,
+        "rs",
+        false,
+        t(2),
+    )
+    .unwrap_err();
     assert_eq!(
         err.message,
         "Apply failed with 1 conflict: conflict with \"kubectl-patch\" using v1: .message"
@@ -209,7 +266,10 @@ fn apply_checks_version_and_managed_fields() {
     c["apiVersion"] = json!("events.k8s.io/v1");
     let e = apply(ApiGroup::Core, None, &c, "m", false, t(0)).unwrap_err();
     assert_eq!(e.code, 400);
-    assert!(e.message.contains("Specified patch version: events.k8s.io/v1, expected: v1"));
+    assert!(
+        e.message
+            .contains("Specified patch version: events.k8s.io/v1, expected: v1")
+    );
     let mut c = applied("x", "m");
     c["metadata"]["managedFields"] = json!([]);
     let e = apply(ApiGroup::Core, None, &c, "m", false, t(0)).unwrap_err();
@@ -220,13 +280,29 @@ fn apply_checks_version_and_managed_fields() {
 fn many_conflicts_are_listed_per_manager() {
     let live = from_json(
         ApiGroup::Core,
-        apply(ApiGroup::Core, None, &applied("x", "one"), "kubectl", false, t(0)).unwrap(),
+        apply(
+            ApiGroup::Core,
+            None,
+            &applied("x", "one"),
+            "kubectl",
+            false,
+            t(0),
+        )
+        .unwrap(),
     );
     let mut p = live.clone();
     p.message = Some("two".into());
     p.reason = Some("Other".into());
     track_update(ApiGroup::Core, Some(&live), &mut p, "b-mgr", t(1));
-    let e = apply(ApiGroup::Core, Some(&p), &applied("x", "one"), "kubectl", false, t(2)).unwrap_err();
+    let e = apply(
+        ApiGroup::Core,
+        Some(&p),
+        &applied("x", "one"),
+        "kubectl",
+        false,
+        t(2),
+    )
+    .unwrap_err();
     assert_eq!(
         e.message,
         "Apply failed with 2 conflicts: conflicts with \"b-mgr\" using v1:\n- .message\n- .reason"
@@ -256,11 +332,25 @@ fn update_entries_are_capped() {
     // The three oldest (m0..m3) are merged into one bucket entry holding all their fields.
     assert_eq!(
         names,
-        [ANCIENT_CHANGES, "m4", "m5", "m6", "m7", "m8", "m9", "m10", "m11", "m12"]
+        [
+            ANCIENT_CHANGES,
+            "m4",
+            "m5",
+            "m6",
+            "m7",
+            "m8",
+            "m9",
+            "m10",
+            "m11",
+            "m12"
+        ]
     );
     let bucket = &mf[0]["fieldsV1"];
     assert!(bucket.get("f:message").is_some(), "{bucket}");
-    assert!(bucket["f:metadata"]["f:labels"].get("f:m3").is_some(), "{bucket}");
+    assert!(
+        bucket["f:metadata"]["f:labels"].get("f:m3").is_some(),
+        "{bucket}"
+    );
 }
 
 #[test]
@@ -271,7 +361,11 @@ fn manager_names() {
         "kubectl"
     );
     assert_eq!(manager_name(Some(""), None), "unknown");
-    assert!(field_manager_causes(&"x".repeat(129))[0].message.starts_with("Too long"));
+    assert!(
+        field_manager_causes(&"x".repeat(129))[0]
+            .message
+            .starts_with("Too long")
+    );
     assert!(field_manager_causes("ok").is_empty());
     assert_eq!(field_manager_causes("a\u{7}b").len(), 1);
 }

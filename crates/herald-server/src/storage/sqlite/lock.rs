@@ -91,7 +91,9 @@ mod tests {
     fn a_second_lock_is_refused_with_the_holder_and_freed_on_drop() {
         let dir = tempfile::tempdir().unwrap();
         let first = DataDirLock::acquire(dir.path()).unwrap();
-        first.describe("herald pid 1, serving http://127.0.0.1:1").unwrap();
+        first
+            .describe("herald pid 1, serving http://127.0.0.1:1")
+            .unwrap();
         let err = DataDirLock::acquire(dir.path()).unwrap_err();
         assert_eq!(
             err,
