@@ -412,7 +412,7 @@ pub fn track_update(
         None => typed::compare(node, zero(group), &rhs),
     }
     .without(&STRIPPED);
-    update_managers(&mut managed, group, &cmp, None);
+    take_from_others(&mut managed, group, &cmp, None);
     let changed = cmp.changed();
     if !changed.is_empty() {
         let id = ManagerId::update(manager, group);
@@ -432,37 +432,42 @@ pub fn track_update(
 /// One manager's conflicting fields, in the manager's version.
 type Conflicts = Vec<(ManagerId, Vec<Path>)>;
 
-/// Takes the fields `cmp` (in `group`'s shape) changes or removes away from every manager
-/// except `skip`. With `skip` = an applier that does not force, fields it would take from
-/// others are returned as conflicts instead (and nothing is changed).
-fn update_managers(
+/// The fields other managers own that `cmp` (in `group`'s shape) adds or changes: an
+/// applier's conflicts, per manager in the manager's own version.
+fn conflicts(
+    managed: &Managed,
+    group: ApiGroup,
+    cmp: &Comparison,
+    applier: &ManagerId,
+) -> Conflicts {
+    let changed = cmp.changed();
+    let mut out = Conflicts::new();
+    for (id, e) in managed.0.iter().filter(|(id, _)| *id != applier) {
+        let c = e.set.intersection(&convert(&changed, group, e.version));
+        if !c.is_empty() {
+            out.push((id.clone(), c.paths()));
+        }
+    }
+    out
+}
+
+/// Takes the fields `cmp` (in `group`'s shape) adds, changes or removes away from every
+/// manager except `except`.
+fn take_from_others(
     managed: &mut Managed,
     group: ApiGroup,
     cmp: &Comparison,
-    skip: Option<(&ManagerId, bool)>,
-) -> Conflicts {
-    let mut conflicts = Conflicts::new();
-    let changed = cmp.changed();
-    for (id, e) in &managed.0 {
-        if skip.is_some_and(|(s, _)| s == id) {
-            continue;
-        }
-        let c = e.set.intersection(&convert(&changed, group, e.version));
-        if !c.is_empty() {
-            conflicts.push((id.clone(), c.paths()));
-        }
-    }
-    if matches!(skip, Some((_, false))) && !conflicts.is_empty() {
-        return conflicts;
+    except: Option<&ManagerId>,
+) {
+    let touched = cmp.changed().union(&cmp.removed);
+    if touched.is_empty() {
+        return;
     }
     for (id, e) in managed.0.iter_mut() {
-        if skip.is_some_and(|(s, _)| s == id) {
-            continue;
+        if except != Some(id) {
+            e.set = e.set.difference(&convert(&touched, group, e.version));
         }
-        let gone = convert(&changed.union(&cmp.removed), group, e.version);
-        e.set = e.set.difference(&gone);
     }
-    Conflicts::new()
 }
 
 /// The 409 of an apply that conflicts with other managers, worded as kube-apiserver does.
@@ -557,10 +562,13 @@ pub fn apply(
         typed::remove(node, &mut new, &gone);
     }
     let cmp = typed::compare(node, &lhs, &new).without(&STRIPPED);
-    let conflicts = update_managers(&mut managed, group, &cmp, Some((&me, force)));
-    if !conflicts.is_empty() {
-        return Err(conflict_error(&conflicts));
+    if !force {
+        let conflicts = conflicts(&managed, group, &cmp, &me);
+        if !conflicts.is_empty() {
+            return Err(conflict_error(&conflicts));
+        }
     }
+    take_from_others(&mut managed, group, &cmp, Some(&me));
     if new != lhs
         && let Some(e) = managed.0.get_mut(&me)
     {
