@@ -54,7 +54,16 @@ fn bench(c: &mut Criterion) {
         "reason": "BackOff", "message": "applied", "type": "Warning",
     });
     c.bench_function("fieldmanager/apply", |b| {
-        b.iter(|| apply(ApiGroup::Core, Some(&created), &config, "kubectl", true, now))
+        b.iter(|| {
+            apply(
+                ApiGroup::Core,
+                Some(&created),
+                &config,
+                "kubectl",
+                true,
+                now,
+            )
+        })
     });
     c.bench_function("fieldmanager/baseline_clone", |b| b.iter(|| fresh.clone()));
 }

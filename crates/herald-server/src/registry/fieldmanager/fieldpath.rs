@@ -7,6 +7,7 @@
 //! encoding is exactly that tree: a member with nothing below it is `{}`, a member with
 //! children carries a `"."` key, and a non-member is only there to hold its children.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
@@ -15,8 +16,8 @@ use serde_json::{Map, Value};
 /// One step of a field path.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum PathElement {
-    /// A struct field or a map key (`f:`).
-    Field(String),
+    /// A struct field (a name from the schema, borrowed) or a map key (`f:`).
+    Field(Cow<'static, str>),
     /// An item of a keyed (associative) list, by its key fields: the compact JSON object of
     /// the keys in name order (`k:`).
     Key(String),
@@ -29,7 +30,12 @@ pub enum PathElement {
 impl PathElement {
     /// A struct field or map key.
     pub fn field(name: &str) -> Self {
-        PathElement::Field(name.to_string())
+        PathElement::Field(Cow::Owned(name.to_string()))
+    }
+
+    /// A field whose name is static (a schema field), without allocating.
+    pub const fn named(name: &'static str) -> Self {
+        PathElement::Field(Cow::Borrowed(name))
     }
 
     /// The `FieldsV1` key of this element (`f:message`, `k:{"uid":"1"}`, `v:"a"`, `i:0`).
@@ -46,7 +52,7 @@ impl PathElement {
     pub fn from_key(key: &str) -> Option<Self> {
         let (kind, rest) = key.split_at_checked(2)?;
         match kind {
-            "f:" => Some(PathElement::Field(rest.to_string())),
+            "f:" => Some(PathElement::field(rest)),
             "k:" => {
                 let v: Value = serde_json::from_str(rest).ok()?;
                 v.is_object().then(|| PathElement::Key(compact(&v)))
@@ -254,18 +260,41 @@ impl FieldSet {
 
     /// The `FieldsV1` JSON of the set.
     pub fn to_fields_v1(&self) -> Value {
-        let mut keys: BTreeSet<&PathElement> = self.members.iter().collect();
-        keys.extend(self.children.keys());
+        Value::Object(self.fields_v1_map())
+    }
+
+    fn fields_v1_map(&self) -> Map<String, Value> {
         let mut out = Map::new();
-        for pe in keys {
-            let v = match self.children.get(pe) {
+        // Members and subtrees are both sorted: walk them side by side.
+        let mut members = self.members.iter().peekable();
+        let mut children = self.children.iter().peekable();
+        loop {
+            use std::cmp::Ordering::{Equal, Greater, Less};
+            let order = match (members.peek(), children.peek()) {
+                (None, None) => break,
+                (Some(_), None) => Less,
+                (None, Some(_)) => Greater,
+                (Some(m), Some((c, _))) => (*m).cmp(*c),
+            };
+            let (pe, member, child) = match order {
+                Less => match members.next() {
+                    Some(m) => (m, true, None),
+                    None => break,
+                },
+                Equal => match (members.next(), children.next()) {
+                    (Some(_), Some((pe, c))) => (pe, true, Some(c)),
+                    _ => break,
+                },
+                Greater => match children.next() {
+                    Some((pe, c)) => (pe, false, Some(c)),
+                    None => break,
+                },
+            };
+            let v = match child {
                 Some(c) => {
-                    let mut inner = Map::new();
-                    if self.members.contains(pe) {
+                    let mut inner = c.fields_v1_map();
+                    if member {
                         inner.insert(".".into(), Value::Object(Map::new()));
-                    }
-                    if let Value::Object(m) = c.to_fields_v1() {
-                        inner.extend(m);
                     }
                     Value::Object(inner)
                 }
@@ -273,7 +302,7 @@ impl FieldSet {
             };
             out.insert(pe.to_key(), v);
         }
-        Value::Object(out)
+        out
     }
 
     /// Parses `FieldsV1` JSON; `None` when it is not a well-formed field set.

@@ -26,6 +26,7 @@
 // registry.
 #![allow(clippy::result_large_err)]
 
+mod created;
 pub mod fieldpath;
 pub mod schema;
 pub mod typed;
@@ -273,7 +274,7 @@ impl Managed {
 /// Paths no manager ever owns (kube's strip-meta manager).
 static STRIPPED: LazyLock<FieldSet> = LazyLock::new(|| {
     let mut s = FieldSet::new();
-    let f = PathElement::field;
+    let f = PathElement::named;
     s.insert(&[f("apiVersion")]);
     s.insert(&[f("kind")]);
     s.insert(&[f("metadata")]);
@@ -319,7 +320,10 @@ fn convert(set: &FieldSet, from: ApiGroup, to: ApiGroup) -> FieldSet {
         return set.clone();
     }
     set.rename_top(|pe| match pe {
-        PathElement::Field(n) => PathElement::field(schema::rename_top(n, from, to)),
+        PathElement::Field(n) => match schema::rename_top(n, from, to) {
+            Some(renamed) => PathElement::named(renamed),
+            None => pe.clone(),
+        },
         other => other.clone(),
     })
 }
@@ -405,15 +409,23 @@ pub fn track_update(
         },
         None => stored(),
     };
-    let node = schema::event(group);
-    let rhs = event_json(group, new);
-    let cmp = match live {
-        Some(l) => typed::compare(node, &without_managed_fields(event_json(group, l)), &rhs),
-        None => typed::compare(node, zero(group), &rhs),
+    // What the write adds or changes, and what it removes.
+    let (changed, removed) = match live {
+        // Nothing is removed from the zero object; the typed reading skips the JSON.
+        None => (created::created_fields(group, new), FieldSet::new()),
+        Some(l) => {
+            let cmp = typed::compare(
+                schema::event(group),
+                &without_managed_fields(event_json(group, l)),
+                &event_json(group, new),
+            )
+            .without(&STRIPPED);
+            (cmp.changed(), cmp.removed)
+        }
+    };
+    if !managed.0.is_empty() {
+        take_from_others(&mut managed, group, &changed.union(&removed), None);
     }
-    .without(&STRIPPED);
-    take_from_others(&mut managed, group, &cmp, None);
-    let changed = cmp.changed();
     if !changed.is_empty() {
         let id = ManagerId::update(manager, group);
         let e = managed.0.entry(id).or_insert(Entry {
@@ -451,21 +463,20 @@ fn conflicts(
     out
 }
 
-/// Takes the fields `cmp` (in `group`'s shape) adds, changes or removes away from every
-/// manager except `except`.
+/// Takes `touched` (fields in `group`'s shape a write added, changed or removed) away from
+/// every manager except `except`.
 fn take_from_others(
     managed: &mut Managed,
     group: ApiGroup,
-    cmp: &Comparison,
+    touched: &FieldSet,
     except: Option<&ManagerId>,
 ) {
-    let touched = cmp.changed().union(&cmp.removed);
     if touched.is_empty() {
         return;
     }
     for (id, e) in managed.0.iter_mut() {
         if except != Some(id) {
-            e.set = e.set.difference(&convert(&touched, group, e.version));
+            e.set = e.set.difference(&convert(touched, group, e.version));
         }
     }
 }
@@ -568,7 +579,12 @@ pub fn apply(
             return Err(conflict_error(&conflicts));
         }
     }
-    take_from_others(&mut managed, group, &cmp, Some(&me));
+    take_from_others(
+        &mut managed,
+        group,
+        &cmp.changed().union(&cmp.removed),
+        Some(&me),
+    );
     if new != lhs
         && let Some(e) = managed.0.get_mut(&me)
     {

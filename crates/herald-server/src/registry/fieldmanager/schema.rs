@@ -7,7 +7,11 @@
 //! and `annotations` are granular maps, `finalizers` is a set, `ownerReferences` is keyed by
 //! `uid`, `managedFields` is atomic.
 
+use std::borrow::Cow;
+
 use herald_core::event::ApiGroup;
+
+use super::fieldpath::PathElement;
 
 /// How a node of an object takes part in field ownership.
 #[derive(Debug)]
@@ -41,6 +45,19 @@ impl Node {
                 .map_or(&ATOMIC, |(_, node)| *node),
             Node::Map(item) => item,
             _ => &ATOMIC,
+        }
+    }
+
+    /// The path element and node of key `key`: a struct field (its name borrowed from the
+    /// schema; unknown fields are atomic) or a map key.
+    pub fn child(&self, key: &str) -> (PathElement, &'static Node) {
+        match self {
+            Node::Struct(fields) => match fields.iter().find(|(n, _)| *n == key) {
+                Some((n, node)) => (PathElement::named(n), node),
+                None => (PathElement::field(key), &ATOMIC),
+            },
+            Node::Map(item) => (PathElement::Field(Cow::Owned(key.to_string())), item),
+            _ => (PathElement::field(key), &ATOMIC),
         }
     }
 
@@ -151,17 +168,15 @@ pub const RENAMED: [(&str, &str); 7] = [
     ("reportingComponent", "reportingController"),
 ];
 
-/// The name in `to` of top-level field `name` of `from`.
-pub fn rename_top(name: &str, from: ApiGroup, to: ApiGroup) -> &str {
+/// The name in `to` of top-level field `name` of `from`, when the versions name it
+/// differently.
+pub fn rename_top(name: &str, from: ApiGroup, to: ApiGroup) -> Option<&'static str> {
     if from == to {
-        return name;
+        return None;
     }
-    for (core, v1) in RENAMED {
-        match from {
-            ApiGroup::Core if name == core => return v1,
-            ApiGroup::EventsV1 if name == v1 => return core,
-            _ => {}
-        }
-    }
-    name
+    RENAMED.iter().find_map(|(core, v1)| match from {
+        ApiGroup::Core if name == *core => Some(*v1),
+        ApiGroup::EventsV1 if name == *v1 => Some(*core),
+        _ => None,
+    })
 }

@@ -369,3 +369,100 @@ fn manager_names() {
     assert!(field_manager_causes("ok").is_empty());
     assert_eq!(field_manager_causes("a\u{7}b").len(), 1);
 }
+
+mod created_equals_the_generic_comparison {
+    use super::super::created::created_fields;
+    use super::*;
+    use herald_core::event::convert::GO_ZERO_TIME;
+    use k8s_openapi::api::core::v1::{EventSeries, EventSource, ObjectReference};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, OwnerReference};
+    use proptest::prelude::*;
+
+    fn opt_str() -> impl Strategy<Value = Option<String>> {
+        prop_oneof![
+            Just(None),
+            Just(Some(String::new())),
+            "[a-c]{1,2}".prop_map(Some)
+        ]
+    }
+
+    fn time() -> impl Strategy<Value = Option<Timestamp>> {
+        prop_oneof![
+            Just(None),
+            Just(Some(GO_ZERO_TIME)),
+            (0i64..1000).prop_map(|s| Some(t(s)))
+        ]
+    }
+
+    fn reference() -> impl Strategy<Value = ObjectReference> {
+        (opt_str(), opt_str(), opt_str()).prop_map(|(kind, name, uid)| ObjectReference {
+            kind,
+            name,
+            uid,
+            ..ObjectReference::default()
+        })
+    }
+
+    fn map() -> impl Strategy<Value = Option<std::collections::BTreeMap<String, String>>> {
+        proptest::option::of(proptest::collection::btree_map("[a-c]", "[x-z]", 0..3))
+    }
+
+    prop_compose! {
+        fn event()(
+            action in opt_str(), reason in opt_str(), message in opt_str(), type_ in opt_str(),
+            rc in opt_str(), ri in opt_str(),
+            count in proptest::option::of(0i32..3),
+            first in time(), last in time(), event_time in time(),
+            involved in reference(), related in proptest::option::of(reference()),
+            source in proptest::option::of((opt_str(), opt_str())),
+            series in proptest::option::of((proptest::option::of(0i32..3), time())),
+            labels in map(), annotations in map(),
+            finalizers in proptest::option::of(proptest::collection::vec("[a-b]/f", 0..3)),
+            owners in proptest::option::of(proptest::collection::vec("[1-2]", 0..3)),
+            generate_name in opt_str(),
+        ) -> CoreEvent {
+            let mut e = CoreEvent {
+                action, reason, message, type_, count,
+                reporting_component: rc, reporting_instance: ri,
+                first_timestamp: first.map(Time), last_timestamp: last.map(Time),
+                event_time: event_time.map(MicroTime),
+                involved_object: involved, related,
+                source: source.map(|(component, host)| EventSource { component, host }),
+                series: series.map(|(count, t)| EventSeries {
+                    count, last_observed_time: t.map(MicroTime),
+                }),
+                ..CoreEvent::default()
+            };
+            e.metadata.name = Some("x".into());
+            e.metadata.namespace = Some("ns".into());
+            e.metadata.uid = Some("u".into());
+            e.metadata.labels = labels;
+            e.metadata.annotations = annotations;
+            e.metadata.finalizers = finalizers;
+            e.metadata.generate_name = generate_name;
+            e.metadata.owner_references = owners.map(|uids| {
+                uids.into_iter()
+                    .map(|uid| OwnerReference { uid, name: "o".into(), kind: "K".into(),
+                        api_version: "v1".into(), ..OwnerReference::default() })
+                    .collect()
+            });
+            e
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn for_both_versions(e in event()) {
+            for group in [ApiGroup::Core, ApiGroup::EventsV1] {
+                let generic = typed::compare(schema::event(group), zero(group), &event_json(group, &e))
+                    .without(&STRIPPED);
+                prop_assert!(generic.removed.is_empty(), "{group:?}: {:?}", generic.removed);
+                prop_assert_eq!(
+                    created_fields(group, &e).to_fields_v1(),
+                    generic.changed().to_fields_v1(),
+                    "{:?}", group
+                );
+            }
+        }
+    }
+}

@@ -110,8 +110,9 @@ fn to_set_at(node: &Node, value: &Value, path: &mut Vec<PathElement>, set: &mut 
             // Fields the schema does not know are no one's (strict field validation rejects
             // them; `Ignore` drops them from the object).
             for (k, v) in m.iter().filter(|(k, _)| node.declares(k)) {
-                path.push(PathElement::Field(k.clone()));
-                to_set_at(node.field(k), v, path, set);
+                let (pe, child) = node.child(k);
+                path.push(pe);
+                to_set_at(child, v, path, set);
                 if !node.is_struct() {
                     set.insert(path);
                 }
@@ -164,13 +165,15 @@ fn compare_at(
                 let empty = Map::new();
                 let (l, r) = (l.unwrap_or(&empty), r.unwrap_or(&empty));
                 for (k, lv) in l {
-                    path.push(PathElement::Field(k.clone()));
-                    compare_at(node.field(k), Some(lv), r.get(k), path, c);
+                    let (pe, child) = node.child(k);
+                    path.push(pe);
+                    compare_at(child, Some(lv), r.get(k), path, c);
                     path.pop();
                 }
                 for (k, rv) in r.iter().filter(|(k, _)| !l.contains_key(*k)) {
-                    path.push(PathElement::Field(k.clone()));
-                    compare_at(node.field(k), None, Some(rv), path, c);
+                    let (pe, child) = node.child(k);
+                    path.push(pe);
+                    compare_at(child, None, Some(rv), path, c);
                     path.pop();
                 }
                 false
@@ -269,14 +272,13 @@ pub fn remove(node: &Node, value: &mut Value, set: &FieldSet) {
             let Value::Object(m) = value else { return };
             let keys: Vec<String> = m.keys().cloned().collect();
             for k in keys {
-                let pe = PathElement::Field(k.clone());
+                let (pe, child_node) = node.child(&k);
                 let (member, below) = set.child(&pe);
                 if member {
                     m.remove(&k);
                     continue;
                 }
                 if let (Some(below), Some(child)) = (below, m.get_mut(&k)) {
-                    let child_node = node.field(&k);
                     remove(child_node, child, below);
                     let emptied = child.as_object().is_some_and(Map::is_empty)
                         || child.as_array().is_some_and(Vec::is_empty);
