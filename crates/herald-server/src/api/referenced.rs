@@ -4,11 +4,12 @@
 //! `kubectl events --for pod/web-1` turns `pod/web-1` into the `involvedObject` field
 //! selector through its discovery-backed RESTMapper: a kind the server does not advertise
 //! fails with `the server doesn't have a resource type "pod"`. Herald stores only events, so
-//! these resources are advertised with **no verbs** (what discovery says about a resource that
-//! cannot be read; `kubectl api-resources --verbs=list` leaves them out), carry no categories
-//! (so `kubectl get all` does not reach them), and every request on their paths is a 405
-//! `MethodNotAllowed` `Status` whose message says why, which is what kubectl prints for
-//! `kubectl get pods`.
+//! these resources are advertised with **no verbs**: kubectl's RESTMapper and short-name
+//! expander still resolve them, while `kubectl api-resources` (and tools that look for
+//! capabilities in discovery) skip verbless resources, as they skip kube-apiserver's own. They
+//! carry no categories (so `kubectl get all` does not reach them), and every request on their
+//! paths is a 405 `MethodNotAllowed` `Status` whose message says why, which is what kubectl
+//! prints for `kubectl get pods`. The groups (`apps/v1`, …) do show in `kubectl api-versions`.
 
 use axum::Router;
 use axum::routing::any;
