@@ -141,6 +141,7 @@ impl Server {
     pub async fn start(config: ServerConfig) -> Result<Server, ServerError> {
         let clock = config.clock.clone();
         let metrics = Arc::new(Metrics::default());
+        let mut sqlite = None;
         let raw: Arc<dyn Backend> = match &config.store {
             StoreKind::Memory => Arc::new(MemoryBackend::new(clock.clone(), config.history)),
             StoreKind::Sqlite { dir } => {
@@ -153,7 +154,9 @@ impl Server {
                 let b = tokio::task::spawn_blocking(move || SqliteBackend::open(dir, c, opts))
                     .await
                     .map_err(|e| ServerError::Task(e.to_string()))??;
-                Arc::new(b)
+                let b = Arc::new(b);
+                sqlite = Some(b.clone());
+                b
             }
         };
         let sweeper = spawn_sweeper(&raw, config.sweep_interval);
@@ -177,6 +180,14 @@ impl Server {
         );
         let listener = tokio::net::TcpListener::bind(config.listen).await?;
         let addr = listener.local_addr()?;
+        if let Some(s) = sqlite {
+            // Only a description for the error a second opener prints; the lock is held
+            // either way.
+            let text = format!("herald pid {}, serving http://{addr}", std::process::id());
+            if let Err(e) = s.data_lock().describe(&text) {
+                tracing::warn!(error = %e, "cannot describe the data directory lock holder");
+            }
+        }
         let token = shutdown.clone();
         let task = tokio::spawn(async move {
             api::serve(listener, app, async move { token.cancelled().await }).await

@@ -192,7 +192,7 @@ async fn unacceptable_discovery_is_a_406_status() {
 #[tokio::test]
 async fn unknown_paths_and_methods_are_status_errors() {
     let app = api::router(state());
-    let r = call(&app, "GET", "/api/v1/pods", None).await;
+    let r = call(&app, "GET", "/api/v1/widgets", None).await;
     assert_status(&r, 404, "NotFound");
     assert_eq!(
         r.json()["message"],
@@ -326,8 +326,99 @@ async fn events_routes_plug_in_with_router_with() {
     );
     let r = call(&app, "PATCH", "/api/v1/namespaces/x/events", None).await;
     assert_status(&r, 405, "MethodNotAllowed");
-    let r = call(&app, "GET", "/api/v1/namespaces/x/pods", None).await;
+    let r = call(&app, "GET", "/api/v1/namespaces/x/widgets", None).await;
     assert_status(&r, 404, "NotFound");
+}
+
+/// The kinds events are about are in discovery without verbs (so kubectl can resolve
+/// `--for pod/NAME`), and their own paths are a 405 that says why.
+#[tokio::test]
+async fn referenced_kinds_are_listed_without_verbs_and_refused() {
+    let app = api::router(state());
+    let core = call(&app, "GET", "/api/v1", None).await.json();
+    let pods = core["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "pods")
+        .expect("pods in /api/v1");
+    assert_eq!(pods["kind"], "Pod");
+    assert_eq!(pods["namespaced"], true);
+    assert_eq!(pods["verbs"], serde_json::json!([]));
+    assert_eq!(pods["shortNames"], serde_json::json!(["po"]));
+    assert_eq!(core["resources"][0]["name"], "events");
+
+    let agg = call(&app, "GET", "/apis", Some(AGG)).await.json();
+    let groups: Vec<&str> = agg["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(groups[0], "events.k8s.io");
+    assert!(
+        groups.contains(&"apps") && groups.contains(&"batch"),
+        "{groups:?}"
+    );
+    let apps = &agg["items"][groups.iter().position(|g| *g == "apps").unwrap()];
+    let deploy = apps["versions"][0]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["resource"] == "deployments")
+        .unwrap();
+    assert_eq!(
+        deploy["responseKind"],
+        serde_json::json!({"group": "apps", "version": "v1", "kind": "Deployment"})
+    );
+    assert_eq!(deploy["verbs"], serde_json::json!([]));
+    let agg_core = call(&app, "GET", "/api", Some(AGG)).await.json();
+    let nodes = agg_core["items"][0]["versions"][0]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["resource"] == "nodes")
+        .unwrap();
+    assert_eq!(nodes["scope"], "Cluster");
+
+    let legacy = call(&app, "GET", "/apis", Some("application/json"))
+        .await
+        .json();
+    assert!(
+        legacy["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g["preferredVersion"]["groupVersion"] == "apps/v1")
+    );
+    let v = call(&app, "GET", "/apis/apps/v1", None).await.json();
+    assert_eq!(v["kind"], "APIResourceList");
+    assert_eq!(v["groupVersion"], "apps/v1");
+    assert_eq!(
+        call(&app, "GET", "/apis/batch", None).await.json()["kind"],
+        "APIGroup"
+    );
+
+    for (method, path) in [
+        ("GET", "/api/v1/pods"),
+        ("GET", "/api/v1/namespaces/default/pods"),
+        ("GET", "/api/v1/namespaces/default/pods/web-1"),
+        ("GET", "/api/v1/namespaces/default/pods/web-1/log"),
+        ("DELETE", "/api/v1/nodes/n1"),
+        ("GET", "/api/v1/namespaces/default"),
+        ("POST", "/apis/apps/v1/namespaces/default/deployments"),
+    ] {
+        let r = call(&app, method, path, None).await;
+        assert_status(&r, 405, "MethodNotAllowed");
+        assert!(
+            r.json()["message"]
+                .as_str()
+                .unwrap()
+                .contains("herald-server stores only events"),
+            "{path}: {}",
+            r.text()
+        );
+    }
 }
 
 #[tokio::test]

@@ -66,6 +66,14 @@ async fn bad_input_table() {
         200
     );
 
+    // History before the current revision is compacted: lists at older revisions are gone.
+    let now_rv = http.get("/api/v1/events").await.json()["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse::<u64>()
+        .unwrap();
+    server.registry().backend().compact(now_rv).await.unwrap();
+
     let json = Some("application/json");
     let cp = core_path("default");
     let vp = v1_path("default");
@@ -422,12 +430,147 @@ async fn bad_input_table() {
         ),
         case(
             "GET",
-            "/api/v1/namespaces/default/pods",
+            "/api/v1/namespaces/default/widgets",
             None,
             "",
             404,
             "NotFound",
             "could not find the requested resource",
+        ),
+        case(
+            "GET",
+            "/api/v1/namespaces/default/pods",
+            None,
+            "",
+            405,
+            "MethodNotAllowed",
+            "herald-server stores only events",
+        ),
+        case(
+            "POST",
+            &cp,
+            Some("application/yaml"),
+            "metadata:\n  name: y.1\n   bad: indent\n",
+            400,
+            "BadRequest",
+            "line 3 column",
+        ),
+        case(
+            "POST",
+            &cp,
+            Some("application/yaml"),
+            "metadata:\n  name: y.1\ncount: many\n",
+            400,
+            "BadRequest",
+            "line 3 column",
+        ),
+        case(
+            "POST",
+            &cp,
+            Some("application/yaml"),
+            "- a\n- b\n",
+            400,
+            "BadRequest",
+            "expected a mapping",
+        ),
+        case(
+            "POST",
+            &cp,
+            Some("application/x-yaml"),
+            "metadata: {name: y.1}",
+            415,
+            "UnsupportedMediaType",
+            "application/x-yaml",
+        ),
+        case(
+            "PATCH",
+            format!("{cp}/good.1?fieldManager=m"),
+            Some("application/apply-patch+yaml"),
+            "apiVersion: v1\nkind: Event\nmetadata: {name: good.1\n",
+            400,
+            "BadRequest",
+            "error decoding YAML",
+        ),
+        case(
+            "PATCH",
+            format!("{cp}/good.1"),
+            Some("application/apply-patch+yaml"),
+            "apiVersion: v1\nkind: Event\n",
+            422,
+            "Invalid",
+            "fieldManager: Required value: is required for apply patch",
+        ),
+        case(
+            "PATCH",
+            format!("{cp}/good.1?fieldManager=m"),
+            Some("application/apply-patch+yaml"),
+            "kind: Event\nmetadata: {name: good.1}\n",
+            400,
+            "BadRequest",
+            "Incorrect version specified in apply patch",
+        ),
+        case(
+            "PATCH",
+            format!("{cp}/good.1?fieldManager=m"),
+            Some("application/apply-patch+yaml"),
+            "apiVersion: v1\nkind: Event\nmetadata:\n  name: good.1\n  managedFields: []\n",
+            400,
+            "BadRequest",
+            "metadata.managedFields must be nil",
+        ),
+        case(
+            "PATCH",
+            format!("{cp}/good.1?force=true"),
+            Some("application/merge-patch+json"),
+            "{}",
+            422,
+            "Invalid",
+            "force: Forbidden: may not be specified for non-apply patch",
+        ),
+        case(
+            "POST",
+            format!("{cp}?fieldManager={}", "m".repeat(129)),
+            json,
+            ok.clone(),
+            422,
+            "Invalid",
+            "fieldManager: Too long: may not be more than 128 bytes",
+        ),
+        case(
+            "GET",
+            "/api/v1/events?resourceVersion=1&resourceVersionMatch=Exact",
+            None,
+            "",
+            410,
+            "Expired",
+            "too old",
+        ),
+        case(
+            "GET",
+            "/api/v1/events?resourceVersion=1&limit=1",
+            None,
+            "",
+            410,
+            "Expired",
+            "too old",
+        ),
+        case(
+            "GET",
+            "/api/v1/events?resourceVersion=999999&resourceVersionMatch=NotOlderThan",
+            None,
+            "",
+            504,
+            "Timeout",
+            "Too large resource version: 999999",
+        ),
+        case(
+            "GET",
+            "/api/v1/events?resourceVersion=1&resourceVersionMatch=Sometimes",
+            None,
+            "",
+            422,
+            "Invalid",
+            "resourceVersionMatch",
         ),
         case("GET", "/api/v1/events", None, "", 200, "", ""),
     ];

@@ -608,6 +608,34 @@ async fn kube_rs_api_both_groups() {
         .await
         .unwrap();
     assert_eq!(merged.message.as_deref(), Some("m"));
+    // The merge patch took .message from the applier: applying the old message again is a
+    // conflict with that writer (named after kube-rs' User-Agent), unless forced.
+    let mf = merged.metadata.managed_fields.clone().unwrap_or_default();
+    let updater = mf
+        .iter()
+        .find(|e| e.operation.as_deref() == Some("Update"))
+        .and_then(|e| e.manager.clone())
+        .expect("the merge patch is recorded");
+    let err = core
+        .patch(
+            "kr.3",
+            &PatchParams::apply("rs-mgr"),
+            &Patch::Apply(core_event("kr.3", "default", "Applied")),
+        )
+        .await
+        .unwrap_err();
+    match err {
+        kube::Error::Api(s) => {
+            assert_eq!(s.code, 409);
+            assert_eq!(
+                s.message,
+                format!(
+                    "Apply failed with 1 conflict: conflict with \"{updater}\" using v1: .message"
+                )
+            );
+        }
+        other => panic!("expected a 409, got {other:?}"),
+    }
     let smp = core
         .patch(
             "kr.3",
@@ -632,6 +660,152 @@ async fn kube_rs_api_both_groups() {
             .unwrap()
             .items
             .is_empty()
+    );
+    server.shutdown().await.unwrap();
+}
+
+/// `application/yaml` bodies on create and update, YAML apply bodies, and the
+/// `managedFields` every write records (manager, operation, API version, fields, time).
+#[tokio::test]
+async fn yaml_bodies_and_managed_fields() {
+    let (server, clock) = memory().await;
+    let http = Http::new(&server);
+    let now = herald_core::clock::Clock::now(&*clock);
+    let now = jiff::Timestamp::from_second(now.as_second())
+        .unwrap()
+        .to_string();
+    let yaml = "apiVersion: v1
+kind: Event
+metadata:
+  name: y.1
+  labels: {app: web}
+involvedObject: {kind: Pod, name: web-1, namespace: default}
+reason: Started
+message: from yaml
+type: Normal
+count: 2
+";
+    let r = http
+        .send(
+            "POST",
+            &format!("{}?fieldManager=yaml-writer", core_path("default")),
+            Some("application/yaml"),
+            None,
+            yaml,
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let created = r.json();
+    assert_eq!(created["message"], "from yaml");
+    assert_eq!(created["count"], 2);
+    let mf = &created["metadata"]["managedFields"];
+    assert_eq!(
+        mf,
+        &json!([{
+            "apiVersion": "v1", "fieldsType": "FieldsV1", "manager": "yaml-writer",
+            "operation": "Update", "time": now,
+            "fieldsV1": {"f:count": {}, "f:involvedObject": {}, "f:message": {},
+                         "f:metadata": {"f:labels": {".": {}, "f:app": {}}},
+                         "f:reason": {}, "f:type": {}},
+        }]),
+        "{created}"
+    );
+
+    // events.k8s.io/v1 in YAML: the entry is in that version's shape.
+    let r = http
+        .send(
+            "POST",
+            &v1_path("default"),
+            Some("application/yaml"),
+            None,
+            "apiVersion: events.k8s.io/v1
+kind: Event
+metadata: {name: y.2}
+eventTime: \"2026-11-21T23:59:00.123456Z\"
+regarding: {kind: Pod, name: web-1, namespace: default}
+reason: Pulled
+note: pulled
+type: Normal
+action: Pull
+reportingController: example.com/ctl
+reportingInstance: ctl-1
+",
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let v = r.json();
+    let e = &v["metadata"]["managedFields"][0];
+    assert_eq!(e["apiVersion"], "events.k8s.io/v1");
+    assert_eq!(e["manager"], "unknown", "no fieldManager and no User-Agent");
+    assert!(e["fieldsV1"].get("f:note").is_some(), "{v}");
+
+    // PUT in YAML: the replacing manager takes what it changed.
+    let put = yaml.replace("from yaml", "replaced in yaml");
+    let r = http
+        .send(
+            "PUT",
+            &format!("{}/y.1?fieldManager=replacer", core_path("default")),
+            Some("application/yaml"),
+            None,
+            put,
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["message"], "replaced in yaml");
+    let mf = v["metadata"]["managedFields"].as_array().unwrap().clone();
+    assert_eq!(mf.len(), 2, "{v}");
+    // Same second on the fake clock: entries are then ordered by manager name.
+    assert_eq!(mf[0]["manager"], "replacer");
+    assert_eq!(mf[0]["fieldsV1"], json!({"f:message": {}}));
+    assert_eq!(mf[1]["manager"], "yaml-writer");
+    assert!(mf[1]["fieldsV1"].get("f:message").is_none(), "{v}");
+
+    // A YAML apply body (not JSON) creates, then applies again.
+    let apply = "apiVersion: v1
+kind: Event
+metadata:
+  name: y.3
+involvedObject:
+  kind: Pod
+  name: web-1
+  namespace: default
+reason: Applied
+message: applied in yaml
+type: Normal
+";
+    let path = format!("{}/y.3?fieldManager=applier", core_path("default"));
+    let r = http
+        .send(
+            "PATCH",
+            &path,
+            Some("application/apply-patch+yaml"),
+            None,
+            apply,
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["metadata"]["managedFields"][0]["operation"], "Apply");
+    assert_eq!(v["metadata"]["managedFields"][0]["manager"], "applier");
+    let r = http
+        .send(
+            "PATCH",
+            &path,
+            Some("application/apply-patch+yaml"),
+            None,
+            apply.replace("type: Normal\n", ""),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    assert!(
+        v.get("type").is_none(),
+        "a field the applier stopped applying is removed: {v}"
+    );
+    assert_eq!(
+        v["metadata"]["managedFields"][0]["fieldsV1"],
+        json!({"f:involvedObject": {}, "f:message": {}, "f:reason": {}})
     );
     server.shutdown().await.unwrap();
 }

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
-use herald_server::server::{Server, ServerConfig, StoreKind};
+use herald_server::server::{Server, ServerConfig, ServerError, StoreKind};
+use herald_server::storage::StorageError;
 
 mod bench;
 mod connect;
@@ -207,14 +208,23 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             event_ttl: (!args.event_ttl.is_zero()).then_some(args.event_ttl),
             ..ServerConfig::default()
         };
-        let server = Server::start(config).await.with_context(|| match &store {
-            StoreKind::Sqlite { dir } => format!(
-                "cannot serve on {} with the store in {}",
-                args.listen,
-                dir.display()
-            ),
-            StoreKind::Memory => format!("cannot serve on {}", args.listen),
-        })?;
+        let server = match Server::start(config).await {
+            Ok(s) => s,
+            // Another server holds the directory: say which, and what to do, on one line.
+            Err(ServerError::Storage(e @ StorageError::Locked { .. })) => {
+                anyhow::bail!("{e}; stop that server or choose another --data directory")
+            }
+            Err(e) => {
+                return Err(anyhow::Error::new(e).context(match &store {
+                    StoreKind::Sqlite { dir } => format!(
+                        "cannot serve on {} with the store in {}",
+                        args.listen,
+                        dir.display()
+                    ),
+                    StoreKind::Memory => format!("cannot serve on {}", args.listen),
+                }));
+            }
+        };
         let where_ = match &store {
             StoreKind::Sqlite { dir } => format!("sqlite in {}", dir.display()),
             StoreKind::Memory => "memory (lost at exit)".to_string(),

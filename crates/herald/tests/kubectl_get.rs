@@ -582,9 +582,77 @@ async fn kubectl_events_lists_filters_types_and_watches() {
     assert!(line.contains("Pulled"), "{line}");
 }
 
+/// `kubectl events --for pod/NAME` (and `deploy/NAME`): kubectl resolves the kind through
+/// discovery, where herald lists the kinds events are about without verbs, then asks for
+/// `involvedObject.kind,apiVersion,name`. The output holds that object's events only, also
+/// with `-w`; reading pods themselves is refused with a message that says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_events_for_a_pod_and_a_deployment() {
+    let (_server, k) = seeded().await;
+    let o = k.run(&["events", "--for", "pod/web-1"]).await;
+    let t = o.table();
+    assert_eq!(t.column("REASON"), ["Scheduled", "BackOff"], "{}", o.show());
+    assert_eq!(
+        t.column("OBJECT"),
+        ["Pod/web-1", "Pod/web-1"],
+        "{}",
+        o.show()
+    );
+    // Short names resolve too.
+    let o = k.run(&["events", "--for", "po/db-0"]).await;
+    assert_eq!(o.table().column("REASON"), ["FailedMount"], "{}", o.show());
+    let o = k
+        .run(&["events", "-n", "kube-system", "--for", "deploy/coredns"])
+        .await;
+    let t = o.table();
+    assert_eq!(t.column("OBJECT"), ["Deployment/coredns"], "{}", o.show());
+    // The apiVersion is part of the selector: a Pod named coredns has no events.
+    let o = k
+        .run(&["events", "-n", "kube-system", "--for", "pod/coredns"])
+        .await;
+    assert_eq!(o.ok(), "", "{}", o.show());
+    assert_eq!(
+        o.stderr.trim(),
+        "No events found in kube-system namespace.",
+        "{}",
+        o.show()
+    );
+
+    let mut w = k.stream(&["events", "--for", "pod/web-1", "-w"]);
+    w.wait_for("the replayed BackOff", |l| l.contains("BackOff"))
+        .await;
+    // The decoy (another pod) is written first: were it not filtered, it would come first.
+    let decoy = core_event("db-0.w", "db-0", "Normal", "Decoy", "about db-0");
+    let mine = core_event("web-1.w", "web-1", "Normal", "Pulled", "about web-1");
+    let f = k.write("both.yaml", &format!("{decoy}---\n{mine}"));
+    k.run(&["create", "-f", &f]).await.ok();
+    let line = w
+        .wait_for("the new web-1 event", |l| l.contains("about web-1"))
+        .await;
+    assert!(line.contains("Pod/web-1"), "{line}");
+    assert!(
+        !w.seen
+            .iter()
+            .any(|l| l.contains("Decoy") || l.contains("db-0")),
+        "{}",
+        w.seen.join("\n")
+    );
+
+    // Pods are only names to kubectl here: reading them is a clear one-line refusal.
+    let o = k.run(&["get", "pods"]).await;
+    let err = o.failed();
+    assert_eq!(err.trim().lines().count(), 1, "{}", o.show());
+    assert!(
+        err.starts_with("Error from server (MethodNotAllowed): ")
+            && err.contains("herald-server stores only events"),
+        "{}",
+        o.show()
+    );
+}
+
 /// `kubectl events --for KIND/NAME` resolves the kind through discovery and asks the server for
-/// `involvedObject.kind,apiVersion,name`. herald serves only events, so the object here is an
-/// Event (events about events, as `kubectl describe event` looks them up).
+/// `involvedObject.kind,apiVersion,name`; here the object is an Event (events about events, as
+/// `kubectl describe event` looks them up), next to a Pod of the same name.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_events_for_one_object() {
     let (_server, k) = seeded().await;
@@ -688,10 +756,20 @@ async fn api_resources_lists_events_in_both_groups() {
     assert!(out.contains("Server Version: v1.32."), "{}", o.show());
     assert!(!o.stderr.contains("version difference"), "{}", o.show());
 
+    // The groups of the kinds events are about are listed (their resources have no verbs, so
+    // `api-resources` above leaves them out).
     let o = k.run(&["api-versions"]).await;
     assert_eq!(
         o.ok().lines().collect::<Vec<_>>(),
-        ["events.k8s.io/v1", "v1"],
+        [
+            "apps/v1",
+            "autoscaling/v2",
+            "batch/v1",
+            "events.k8s.io/v1",
+            "networking.k8s.io/v1",
+            "policy/v1",
+            "v1"
+        ],
         "{}",
         o.show()
     );

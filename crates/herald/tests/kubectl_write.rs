@@ -6,7 +6,7 @@
 
 mod support;
 
-use support::{Herald, Kubectl, core_event, seeded};
+use support::{Herald, Kubectl, Output, core_event, seeded};
 
 fn jsonpath(v: &serde_json::Value, path: &[&str]) -> serde_json::Value {
     let mut cur = v;
@@ -205,6 +205,132 @@ type: Normal
     let t = o.table();
     assert_eq!(t.column("NAME"), ["ssa-event"], "{}", o.show());
     assert_eq!(t.cell("NAME", "ssa-event", "MESSAGE"), "second");
+}
+
+/// Server-side apply owns fields: after `kubectl patch` changes a field kubectl applied, the
+/// same apply is a conflict (kubectl's own error text, from the server's 409), nothing
+/// changes, and `--force-conflicts` takes the field back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_server_side_conflicts_with_a_patch_until_forced() {
+    let server = Herald::memory().await;
+    let k = Kubectl::new(&server).await;
+    let f = k.write(
+        "ssa.yaml",
+        "apiVersion: v1
+kind: Event
+metadata:
+  name: owned.1
+  namespace: default
+involvedObject:
+  kind: Pod
+  name: web
+  namespace: default
+reason: Applied
+message: from the manifest
+type: Normal
+",
+    );
+    k.run(&["apply", "--server-side", "-f", &f]).await.ok();
+    let managers = |o: &Output| -> Vec<(String, String)> {
+        o.json()["metadata"]["managedFields"]
+            .as_array()
+            .unwrap_or(&Vec::new())
+            .iter()
+            .map(|e| {
+                (
+                    e["manager"].as_str().unwrap_or("").to_string(),
+                    e["operation"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect()
+    };
+    let o = k
+        .run(&[
+            "get",
+            "event",
+            "owned.1",
+            "-o",
+            "json",
+            "--show-managed-fields",
+        ])
+        .await;
+    assert_eq!(
+        managers(&o),
+        [("kubectl".into(), "Apply".into())],
+        "{}",
+        o.show()
+    );
+    assert_eq!(
+        o.json()["metadata"]["managedFields"][0]["fieldsV1"],
+        serde_json::json!({"f:involvedObject": {}, "f:message": {}, "f:reason": {}, "f:type": {}}),
+        "{}",
+        o.show()
+    );
+
+    let o = k
+        .run(&[
+            "patch",
+            "event",
+            "owned.1",
+            "-p",
+            r#"{"message":"patched"}"#,
+        ])
+        .await;
+    assert_eq!(o.ok(), "event/owned.1 patched\n", "{}", o.show());
+
+    let o = k.run(&["apply", "--server-side", "-f", &f]).await;
+    let err = o.failed();
+    assert!(
+        err.contains(
+            "error: Apply failed with 1 conflict: conflict with \"kubectl-patch\" using v1: .message"
+        ),
+        "{}",
+        o.show()
+    );
+    assert!(err.contains("--force-conflicts"), "{}", o.show());
+    let o = k
+        .run(&[
+            "get",
+            "event",
+            "owned.1",
+            "-o",
+            "json",
+            "--show-managed-fields",
+        ])
+        .await;
+    assert_eq!(o.json()["message"], "patched", "a conflict changes nothing");
+    assert_eq!(
+        managers(&o),
+        [
+            ("kubectl".into(), "Apply".into()),
+            ("kubectl-patch".into(), "Update".into())
+        ],
+        "{}",
+        o.show()
+    );
+
+    let o = k
+        .run(&["apply", "--server-side", "--force-conflicts", "-f", &f])
+        .await;
+    assert_eq!(o.ok(), "event/owned.1 serverside-applied\n", "{}", o.show());
+    let o = k
+        .run(&[
+            "get",
+            "event",
+            "owned.1",
+            "-o",
+            "json",
+            "--show-managed-fields",
+        ])
+        .await;
+    assert_eq!(o.json()["message"], "from the manifest");
+    // kubectl-patch owned only .message; forced away, its entry is gone.
+    assert_eq!(
+        managers(&o),
+        [("kubectl".into(), "Apply".into())],
+        "{}",
+        o.show()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

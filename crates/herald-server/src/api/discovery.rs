@@ -2,7 +2,9 @@
 //!
 //! Herald serves exactly one resource, `events`, in two groups: the core group (`/api/v1`)
 //! and `events.k8s.io/v1`, both with shortName `ev` like a real cluster (so kubectl prints
-//! its "short name ev could also match lower priority resource" warning there too).
+//! its "short name ev could also match lower priority resource" warning there too). The
+//! kinds events are about (pods, deployments, …) are listed too, without verbs, so kubectl
+//! can resolve `--for pod/NAME` (see [`super::referenced`]).
 //!
 //! `/api` and `/apis` come in two formats. kubectl asks for aggregated discovery
 //! (`APIGroupDiscoveryList`) and only decodes it when the response Content-Type carries the
@@ -18,6 +20,7 @@ use serde_json::{Value, json};
 use super::ApiState;
 use super::error::StatusError;
 use super::negotiate::{DiscoveryFormat, accept_header, negotiate_discovery};
+use super::referenced::{self, ReferencedKind};
 
 /// The verbs both event resources support, in the order kube-apiserver lists them.
 pub const EVENT_VERBS: [&str; 8] = [
@@ -115,30 +118,67 @@ impl GroupVersion {
     }
 }
 
-/// The legacy `APIResourceList` for one of Herald's group versions.
+/// The legacy `APIResourceList` for one of Herald's event group versions: `events`, plus
+/// (in core/v1) the [referenced kinds](super::referenced) without verbs.
 pub fn api_resource_list(gv: GroupVersion) -> Value {
+    let mut resources = vec![json!({
+        "name": "events",
+        "singularName": "event",
+        "namespaced": true,
+        "kind": "Event",
+        "verbs": EVENT_VERBS,
+        "shortNames": ["ev"],
+        "storageVersionHash": EVENTS_STORAGE_VERSION_HASH,
+    })];
+    resources.extend(referenced::kinds_of(gv.group, gv.version).map(ReferencedKind::api_resource));
+    resource_list(gv.group, gv.version, resources)
+}
+
+fn resource_list(group: &str, version: &str, resources: Vec<Value>) -> Value {
+    let gv = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
     let mut v = json!({
         "kind": "APIResourceList",
-        "groupVersion": gv.group_version(),
-        "resources": [{
-            "name": "events",
-            "singularName": "event",
-            "namespaced": true,
-            "kind": "Event",
-            "verbs": EVENT_VERBS,
-            "shortNames": ["ev"],
-            "storageVersionHash": EVENTS_STORAGE_VERSION_HASH,
-        }],
+        "groupVersion": gv,
+        "resources": resources,
     });
     // Like kube-apiserver: the core list has no apiVersion, group lists say `v1`.
-    if !gv.group.is_empty() {
+    if !group.is_empty() {
         v["apiVersion"] = "v1".into();
     }
     v
 }
 
+/// The legacy `APIResourceList` of a group Herald lists only for its referenced kinds
+/// (`apps/v1`, `batch/v1`, …).
+pub fn referenced_resource_list(group: &str, version: &str) -> Value {
+    resource_list(
+        group,
+        version,
+        referenced::kinds_of(group, version)
+            .map(ReferencedKind::api_resource)
+            .collect(),
+    )
+}
+
 fn group_version_entry() -> Value {
     json!({"groupVersion": "events.k8s.io/v1", "version": "v1"})
+}
+
+fn group_entry(group: &str, version: &str) -> Value {
+    let gv = json!({"groupVersion": format!("{group}/{version}"), "version": version});
+    json!({"name": group, "versions": [gv.clone()], "preferredVersion": gv})
+}
+
+/// The legacy `APIGroup` document of a referenced kinds' group.
+pub fn referenced_api_group(group: &str, version: &str) -> Value {
+    let mut v = group_entry(group, version);
+    v["kind"] = "APIGroup".into();
+    v["apiVersion"] = "v1".into();
+    v
 }
 
 /// The legacy `APIGroup` document for `events.k8s.io`.
@@ -157,11 +197,9 @@ pub fn api_group_list() -> Value {
     json!({
         "kind": "APIGroupList",
         "apiVersion": "v1",
-        "groups": [{
-            "name": EVENTS_GROUP,
-            "versions": [group_version_entry()],
-            "preferredVersion": group_version_entry(),
-        }],
+        "groups": std::iter::once(group_entry(EVENTS_GROUP, "v1"))
+            .chain(referenced::groups().into_iter().map(|(g, v)| group_entry(g, v)))
+            .collect::<Vec<_>>(),
     })
 }
 
@@ -177,33 +215,51 @@ pub fn api_versions(server_address: &str) -> Value {
     })
 }
 
-/// The aggregated `APIGroupDiscoveryList` for `/api` (`gv` = core/v1) or `/apis`
-/// (`gv` = events.k8s.io/v1) in the given aggregated format.
-pub fn aggregated_discovery(gv: GroupVersion, format: DiscoveryFormat) -> Value {
-    let metadata = if gv.group.is_empty() {
+fn aggregated_group(group: &str, version: &str, resources: Vec<Value>) -> Value {
+    let metadata = if group.is_empty() {
         json!({"creationTimestamp": null})
     } else {
-        json!({"name": gv.group, "creationTimestamp": null})
+        json!({"name": group, "creationTimestamp": null})
     };
+    json!({
+        "metadata": metadata,
+        "versions": [{
+            "version": version,
+            "resources": resources,
+            "freshness": "Current",
+        }],
+    })
+}
+
+/// The aggregated `APIGroupDiscoveryList` for `/api` (`gv` = core/v1) or `/apis`
+/// (`gv` = events.k8s.io/v1, followed by the referenced kinds' groups) in the given
+/// aggregated format.
+pub fn aggregated_discovery(gv: GroupVersion, format: DiscoveryFormat) -> Value {
+    let mut resources = vec![json!({
+        "resource": "events",
+        "responseKind": {"group": gv.group, "version": gv.version, "kind": "Event"},
+        "scope": "Namespaced",
+        "singularResource": "event",
+        "verbs": EVENT_VERBS,
+        "shortNames": ["ev"],
+    })];
+    resources.extend(
+        referenced::kinds_of(gv.group, gv.version).map(ReferencedKind::aggregated_resource),
+    );
+    let mut items = vec![aggregated_group(gv.group, gv.version, resources)];
+    if !gv.group.is_empty() {
+        for (g, v) in referenced::groups() {
+            let resources = referenced::kinds_of(g, v)
+                .map(ReferencedKind::aggregated_resource)
+                .collect();
+            items.push(aggregated_group(g, v, resources));
+        }
+    }
     json!({
         "kind": "APIGroupDiscoveryList",
         "apiVersion": format.api_version().unwrap_or("apidiscovery.k8s.io/v2"),
         "metadata": {},
-        "items": [{
-            "metadata": metadata,
-            "versions": [{
-                "version": gv.version,
-                "resources": [{
-                    "resource": "events",
-                    "responseKind": {"group": gv.group, "version": gv.version, "kind": "Event"},
-                    "scope": "Namespaced",
-                    "singularResource": "event",
-                    "verbs": EVENT_VERBS,
-                    "shortNames": ["ev"],
-                }],
-                "freshness": "Current",
-            }],
-        }],
+        "items": items,
     })
 }
 
@@ -263,6 +319,19 @@ pub async fn core_v1() -> Response {
 /// `GET /apis/events.k8s.io`.
 pub async fn events_group() -> Response {
     json_response(&events_api_group(), "application/json")
+}
+
+/// `GET /apis/{group}` for a referenced kinds' group.
+pub fn referenced_group(group: &'static str, version: &'static str) -> Response {
+    json_response(&referenced_api_group(group, version), "application/json")
+}
+
+/// `GET /apis/{group}/{version}` for a referenced kinds' group.
+pub fn referenced_group_version(group: &'static str, version: &'static str) -> Response {
+    json_response(
+        &referenced_resource_list(group, version),
+        "application/json",
+    )
 }
 
 /// `GET /apis/events.k8s.io/v1`.

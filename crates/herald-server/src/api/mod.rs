@@ -31,6 +31,7 @@ pub mod field_validation;
 pub mod health;
 pub mod negotiate;
 pub mod openapi;
+pub mod referenced;
 pub mod table;
 
 use std::future::Future;
@@ -85,7 +86,7 @@ impl ApiState {
 /// merged with other routers (axum panics when two merged routers both have a fallback or
 /// both serve the same path and method).
 pub fn static_routes(state: ApiState) -> Router {
-    Router::new()
+    let mut r = Router::new()
         .route("/version", get(discovery::version))
         .route("/version/", get(discovery::version))
         .route("/api", get(discovery::api))
@@ -108,7 +109,17 @@ pub fn static_routes(state: ApiState) -> Router {
         .route("/openapi/v3", get(openapi::v3_index))
         .route("/openapi/v3/", get(openapi::v3_index))
         .route("/openapi/v3/{*path}", get(openapi::v3_document))
-        .with_state(state)
+        .with_state(state);
+    for (group, version) in referenced::groups() {
+        let g = move || async move { discovery::referenced_group(group, version) };
+        let gv = move || async move { discovery::referenced_group_version(group, version) };
+        r = r
+            .route(&format!("/apis/{group}"), get(g))
+            .route(&format!("/apis/{group}/"), get(g))
+            .route(&format!("/apis/{group}/{version}"), get(gv))
+            .route(&format!("/apis/{group}/{version}/"), get(gv));
+    }
+    r.merge(referenced::routes())
 }
 
 /// Adds the catch-all behaviour to a complete router: a 404 `Status` for unknown paths and a

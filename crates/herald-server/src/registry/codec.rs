@@ -120,14 +120,73 @@ pub fn parse_json_object(body: &[u8]) -> Result<Value, ApiError> {
     Ok(v)
 }
 
+/// The encoding of a request body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyFormat {
+    /// `application/json` (also an absent Content-Type).
+    Json,
+    /// `application/yaml`.
+    Yaml,
+}
+
+impl BodyFormat {
+    /// The format of a create/update body's Content-Type (parameters ignored); `None` for one
+    /// kube-apiserver would answer 415 to.
+    pub fn from_content_type(ct: &str) -> Option<Self> {
+        let base = ct
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        match base.as_str() {
+            "" | "application/json" | "*/*" => Some(BodyFormat::Json),
+            "application/yaml" => Some(BodyFormat::Yaml),
+            _ => None,
+        }
+    }
+}
+
+/// Parses a YAML request body (one document) as a JSON object. Syntax errors are 400s that
+/// say where (`... at line L column C`).
+pub fn parse_yaml_object(body: &[u8]) -> Result<Value, ApiError> {
+    let v: Value = serde_yaml_ng::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: {e}")))?;
+    if !v.is_object() {
+        return Err(ApiError::bad_request(
+            "error converting YAML to JSON: expected a mapping (an object) at the top level",
+        ));
+    }
+    Ok(v)
+}
+
+/// Parses a request body in `format` as an object (see [`parse_json_object`],
+/// [`parse_yaml_object`]).
+pub fn parse_object(format: BodyFormat, body: &[u8]) -> Result<Value, ApiError> {
+    match format {
+        BodyFormat::Json => parse_json_object(body),
+        BodyFormat::Yaml => parse_yaml_object(body),
+    }
+}
+
 /// Checks the `apiVersion` and `kind` of a body against the group it was sent to (absent
 /// ones are fine, as in kube-apiserver), then decodes it into the (normalized) storage
-/// shape. Type errors are 400s that say where: in `original` (the request bytes `v` was
+/// shape. Type errors are 400s that say where: in `original` (the JSON request bytes `v` was
 /// parsed from) when given, else in `v`'s compact rendering.
 pub fn decode_body(
     group: ApiGroup,
-    mut v: Value,
+    v: Value,
     original: Option<&[u8]>,
+) -> Result<CoreEvent, ApiError> {
+    decode_body_as(group, v, original.map(|b| (BodyFormat::Json, b)))
+}
+
+/// [`decode_body`] for a body in either format: type errors point into the original text
+/// (a YAML line and column for YAML bodies).
+pub fn decode_body_as(
+    group: ApiGroup,
+    mut v: Value,
+    original: Option<(BodyFormat, &[u8])>,
 ) -> Result<CoreEvent, ApiError> {
     let Some(obj) = v.as_object_mut() else {
         return Err(ApiError::bad_request(
@@ -156,18 +215,24 @@ pub fn decode_body(
     }
     // Decode from text so that type errors carry a line and column.
     let owned;
-    let text = match original {
-        Some(b) if typed_ok => b,
+    let (format, text) = match original {
+        Some(o) if typed_ok => o,
         _ => {
             owned = serde_json::to_vec(&v).map_err(cannot_handle)?;
-            &owned[..]
+            (BodyFormat::Json, &owned[..])
         }
     };
-    let event = match group {
-        ApiGroup::Core => serde_json::from_slice::<CoreEvent>(text)
+    let event = match (group, format) {
+        (ApiGroup::Core, BodyFormat::Json) => serde_json::from_slice::<CoreEvent>(text)
             .map(normalize_core)
             .map_err(cannot_handle),
-        ApiGroup::EventsV1 => serde_json::from_slice::<EventsV1Event>(text)
+        (ApiGroup::Core, BodyFormat::Yaml) => serde_yaml_ng::from_slice::<CoreEvent>(text)
+            .map(normalize_core)
+            .map_err(cannot_handle),
+        (ApiGroup::EventsV1, BodyFormat::Json) => serde_json::from_slice::<EventsV1Event>(text)
+            .map(events_v1_to_core)
+            .map_err(cannot_handle),
+        (ApiGroup::EventsV1, BodyFormat::Yaml) => serde_yaml_ng::from_slice::<EventsV1Event>(text)
             .map(events_v1_to_core)
             .map_err(cannot_handle),
     }?;

@@ -52,6 +52,7 @@
 pub mod codec;
 pub mod continue_token;
 pub mod errors;
+pub mod fieldmanager;
 pub mod options;
 pub mod patch;
 mod watch;
@@ -111,6 +112,8 @@ pub struct WriteOptions {
     pub dry_run: bool,
     /// `fieldManager` (required for apply patches).
     pub field_manager: Option<String>,
+    /// The request's User-Agent: names the manager of a write without `fieldManager`.
+    pub user_agent: Option<String>,
     /// For patches: checks the patched object (in the request group's JSON shape) for unknown
     /// fields per `fieldValidation`, returning warnings or the 400 of `Strict`.
     pub field_check: Option<FieldCheck>,
@@ -121,7 +124,16 @@ impl std::fmt::Debug for WriteOptions {
         f.debug_struct("WriteOptions")
             .field("dry_run", &self.dry_run)
             .field("field_manager", &self.field_manager)
+            .field("user_agent", &self.user_agent)
             .finish_non_exhaustive()
+    }
+}
+
+impl WriteOptions {
+    /// The field manager of a non-apply write: `fieldManager`, else the User-Agent's product,
+    /// else `unknown` (see [`fieldmanager::manager_name`]).
+    pub fn manager(&self) -> String {
+        fieldmanager::manager_name(self.field_manager.as_deref(), self.user_agent.as_deref())
     }
 }
 

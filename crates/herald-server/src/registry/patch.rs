@@ -5,8 +5,8 @@
 //!   plus ObjectMeta's merge-keyed lists (`ownerReferences` by `uid`, `finalizers` as a set)
 //!   and the directives `$patch` (`replace`/`delete`/`merge`), `$retainKeys`,
 //!   `$deleteFromPrimitiveList/<list>` and `$setElementOrder/<list>` (ordering only; ignored).
-//! - Server-side apply is applied as a merge of the applied configuration (without
-//!   managed-field ownership; see [`PatchKind::Apply`]).
+//! - Server-side apply bodies (YAML or JSON) are parsed here and applied by the
+//!   [field manager](super::fieldmanager), which owns the merge and the conflicts.
 
 use herald_core::status::{ApiError, Reason};
 use serde_json::{Map, Value};
@@ -20,9 +20,9 @@ pub enum PatchKind {
     Merge,
     /// `application/strategic-merge-patch+json`.
     StrategicMerge,
-    /// `application/apply-patch+yaml` (JSON bodies only). Creates a missing object; merges the
-    /// applied configuration into an existing one. Managed fields and conflict detection
-    /// between field managers are not implemented, so `force` has no effect.
+    /// `application/apply-patch+yaml` (a YAML or JSON body): server-side apply. Creates a
+    /// missing object; merges the applied configuration into an existing one, with field
+    /// ownership and conflicts (see [`super::fieldmanager`]).
     Apply {
         /// `force=true`.
         force: bool,
@@ -66,11 +66,13 @@ pub fn parse(kind: PatchKind, body: &[u8]) -> Result<PatchDoc, ApiError> {
             .map(PatchDoc::Json)
             .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}"))),
         PatchKind::Apply { .. } => {
-            let v: Value = serde_json::from_slice(body).map_err(|e| {
-                ApiError::bad_request(format!(
-                    "error decoding YAML: {e} (this server accepts apply configurations in JSON only)"
-                ))
-            })?;
+            // JSON (what kubectl and kube-rs send) is YAML too; it is read as JSON first so
+            // that its numbers and strings are taken exactly.
+            let v: Value = match serde_json::from_slice(body) {
+                Ok(v) => v,
+                Err(_) => serde_yaml_ng::from_slice(body)
+                    .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?,
+            };
             if !v.is_object() {
                 return Err(ApiError::bad_request(
                     "error decoding apply configuration: expected an object",

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::codec::{self, decode, decode_body, encode, parse_rv};
 use super::errors::storage_error;
+use super::fieldmanager;
 use super::options::{DeleteParams, ListParams, options_invalid};
 use super::patch::{self, PatchKind};
 use super::{EventRegistry, MAX_RETRIES, WriteOptions, Written};
@@ -46,6 +47,34 @@ pub(super) async fn create(
     event: CoreEvent,
     opts: &WriteOptions,
 ) -> Result<CoreEvent, ApiError> {
+    check_field_manager("CreateOptions", opts)?;
+    insert(reg, group, namespace, event, opts, Some(&opts.manager())).await
+}
+
+/// kube's `fieldManager` rules (length, printable), as a 422 on the options kind.
+fn check_field_manager(options: &'static str, opts: &WriteOptions) -> Result<(), ApiError> {
+    let causes = opts
+        .field_manager
+        .as_deref()
+        .map(fieldmanager::field_manager_causes)
+        .unwrap_or_default();
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(options_invalid(options, causes))
+    }
+}
+
+/// Stores a new event; with `manager`, the write is recorded in `managedFields` as that
+/// manager's `Update` (an apply that creates has recorded itself already).
+async fn insert(
+    reg: &EventRegistry,
+    group: ApiGroup,
+    namespace: &str,
+    event: CoreEvent,
+    opts: &WriteOptions,
+    manager: Option<&str>,
+) -> Result<CoreEvent, ApiError> {
     if rv_of(&event).is_some() {
         return Err(ApiError::internal(
             "resourceVersion should not be set on objects to be created",
@@ -56,13 +85,11 @@ pub(super) async fn create(
     for _ in 0..MAX_RETRIES {
         let mut e = event.clone();
         let uid = uuid::Uuid::new_v4().to_string();
-        prepare_for_create(
-            &mut e.metadata,
-            namespace,
-            &uid,
-            reg.clock.now(),
-            &mut rand::rng(),
-        )?;
+        let now = reg.clock.now();
+        prepare_for_create(&mut e.metadata, namespace, &uid, now, &mut rand::rng())?;
+        if let Some(m) = manager {
+            fieldmanager::track_update(group, None, &mut e, m, now);
+        }
         validate_create(&e, group)?;
         let name = e.metadata.name.clone().unwrap_or_default();
         let ns = e.metadata.namespace.clone().unwrap_or_default();
@@ -99,6 +126,7 @@ pub(super) async fn update(
     opts: &WriteOptions,
 ) -> Result<Written, ApiError> {
     check_segment("name", name)?;
+    check_field_manager("UpdateOptions", opts)?;
     check_url_name(&event.metadata, namespace, name)?;
     let client_rv = parse_rv(rv_of(&event))?;
     let r = group.resource();
@@ -130,6 +158,7 @@ pub(super) async fn update(
         let old = decode(&kv)?;
         let mut e = event.clone();
         prepare_for_update(&mut e.metadata, &old.metadata, namespace)?;
+        fieldmanager::track_update(group, Some(&old), &mut e, &opts.manager(), reg.clock.now());
         validate_update(&e, &old, group)?;
         match store_update(reg, r, name, &old, e, kv.mod_revision, &kv.value, opts).await? {
             Some(e) => {
@@ -210,6 +239,11 @@ pub(super) async fn patch(
             )],
         ));
     }
+    check_field_manager("PatchOptions", opts)?;
+    let (applier, force) = match kind {
+        PatchKind::Apply { force } => (opts.field_manager.as_deref().unwrap_or(""), force),
+        _ => ("", false),
+    };
     let doc = patch::parse(kind, body)?;
     let key = codec::key(namespace, name);
     let check = |v: &Value| -> Result<Vec<String>, ApiError> {
@@ -231,14 +265,15 @@ pub(super) async fn patch(
             if !matches!(kind, PatchKind::Apply { .. }) {
                 return Err(ApiError::not_found(r, name));
             }
-            let warnings = check(applied)?;
-            let mut e = decode_body(group, applied.clone(), None)?;
+            let new = fieldmanager::apply(group, None, applied, applier, force, reg.clock.now())?;
+            let warnings = check(&new)?;
+            let mut e = decode_body(group, new, None)?;
             if e.metadata.name.as_deref().is_none_or(str::is_empty) {
                 e.metadata.name = Some(name.to_string());
             }
             check_url_name(&e.metadata, namespace, name)?;
             e.metadata.resource_version = None;
-            match create(reg, group, namespace, e, opts).await {
+            match insert(reg, group, namespace, e, opts, None).await {
                 Ok(e) => {
                     return Ok(Written {
                         event: e,
@@ -251,8 +286,17 @@ pub(super) async fn patch(
             }
         };
         let old = decode(&kv)?;
-        let mut patched = event_json(group, &old);
-        patch::apply(kind, &doc, &mut patched)?;
+        let now = reg.clock.now();
+        let patched = match (&doc, kind) {
+            (patch::PatchDoc::Object(config), PatchKind::Apply { .. }) => {
+                fieldmanager::apply(group, Some(&old), config, applier, force, now)?
+            }
+            _ => {
+                let mut patched = event_json(group, &old);
+                patch::apply(kind, &doc, &mut patched)?;
+                patched
+            }
+        };
         let warnings = check(&patched)?;
         let precondition = patched
             .pointer("/metadata/resourceVersion")
@@ -267,6 +311,9 @@ pub(super) async fn patch(
         let mut e = decode_body(group, patched, None)?;
         check_url_name(&e.metadata, namespace, name)?;
         prepare_for_update(&mut e.metadata, &old.metadata, namespace)?;
+        if !matches!(kind, PatchKind::Apply { .. }) {
+            fieldmanager::track_update(group, Some(&old), &mut e, &opts.manager(), now);
+        }
         validate_update(&e, &old, group)?;
         match store_update(reg, r, name, &old, e, kv.mod_revision, &kv.value, opts).await? {
             Some(e) => {
@@ -276,7 +323,8 @@ pub(super) async fn patch(
                     warnings,
                 });
             }
-            None if precondition.is_some() => return Err(ApiError::conflict(r, name)),
+            // Another write won: patch the new state (a resourceVersion the patch itself
+            // carries is checked against it above).
             None => continue,
         }
     }

@@ -47,6 +47,15 @@ pub enum StorageError {
         /// The store's current revision.
         current: Revision,
     },
+    /// Another process holds the data directory's lock (see
+    /// [`DataDirLock`](crate::storage::DataDirLock)).
+    #[error("data directory {dir} is in use by {owner}")]
+    Locked {
+        /// The data directory.
+        dir: String,
+        /// The holder's description (e.g. `herald pid 42, serving http://127.0.0.1:6443`).
+        owner: String,
+    },
     /// The backend has been shut down (its writer thread is gone).
     #[error("the storage backend is closed")]
     Closed,

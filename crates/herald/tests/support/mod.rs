@@ -152,6 +152,11 @@ impl Herald {
         }
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("the server is running")
+    }
+
     /// Kills the server with SIGKILL (what `kill -9` does) and reaps it.
     pub async fn kill9(mut self) {
         self.child.start_kill().expect("SIGKILL the server");

@@ -4,8 +4,9 @@
 //! - GET/LIST/WATCH negotiate JSON, `Table` (with `includeObject`) or
 //!   `PartialObjectMetadata[List]`; watches stream one `{"type":…,"object":…}` JSON line per
 //!   event over chunked transfer encoding, flushed per event, Table-transformed when asked.
-//! - Writes take JSON bodies of at most [`MAX_BODY_BYTES`] (413 beyond), 415 for other
-//!   content types, `fieldValidation` (Strict/Warn/Ignore) and `dryRun=All`.
+//! - Writes take JSON or YAML bodies of at most [`MAX_BODY_BYTES`] (413 beyond), 415 for
+//!   other content types, `fieldValidation` (Strict/Warn/Ignore), `dryRun=All` and
+//!   `fieldManager` (recorded in `managedFields`; required for server-side apply).
 //! - Every failure is a `Status`; no input makes a handler panic.
 //!
 //! ```no_run
@@ -51,7 +52,8 @@ use super::discovery::GroupVersion;
 use super::error::StatusError;
 use super::field_validation::{FieldValidation, add_warnings, check_unknown_fields};
 use super::negotiate::{IncludeObject, Output, Target, accept_header, negotiate_output};
-use crate::registry::codec::{decode_body, parse_json_object};
+use crate::registry::codec::{BodyFormat, decode_body_as, parse_json_object, parse_object};
+use crate::registry::options::options_invalid;
 use crate::registry::write::check_segment;
 use crate::registry::{
     DeleteParams, EventRegistry, ListParams, PatchKind, WatchItem, WriteOptions,
@@ -255,16 +257,6 @@ fn content_type(headers: &HeaderMap) -> String {
         .to_string()
 }
 
-fn is_json(ct: &str) -> bool {
-    let base = ct
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    base.is_empty() || base == "application/json" || base == "*/*"
-}
-
 // ---- reads -------------------------------------------------------------------------------
 
 async fn list_all(State(st): State<GroupState>, req: Request) -> Res {
@@ -425,12 +417,16 @@ struct WriteCtx {
     opts: WriteOptions,
 }
 
-fn write_ctx(uri: &http::Uri) -> Result<WriteCtx, ApiError> {
+fn write_ctx(uri: &http::Uri, headers: &HeaderMap) -> Result<WriteCtx, ApiError> {
     let pairs = query_pairs(uri)?;
     let validation = FieldValidation::from_query(q(&pairs, "fieldValidation"))?;
     let opts = WriteOptions {
         dry_run: dry_run(&pairs)?,
         field_manager: q(&pairs, "fieldManager").map(str::to_string),
+        user_agent: headers
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string),
         field_check: None,
     };
     Ok(WriteCtx {
@@ -440,7 +436,7 @@ fn write_ctx(uri: &http::Uri) -> Result<WriteCtx, ApiError> {
     })
 }
 
-/// Parses a create/update body: JSON only, unknown fields per `fieldValidation`.
+/// Parses a create/update body: JSON or YAML, unknown fields per `fieldValidation`.
 fn event_body(
     group: ApiGroup,
     headers: &HeaderMap,
@@ -448,18 +444,18 @@ fn event_body(
     validation: FieldValidation,
 ) -> Result<(herald_core::event::CoreEvent, Vec<String>), ApiError> {
     let ct = content_type(headers);
-    if !is_json(&ct) {
+    let Some(format) = BodyFormat::from_content_type(&ct) else {
         return Err(ApiError::unsupported_media_type(&ct));
-    }
-    let v = parse_json_object(body)?;
+    };
+    let v = parse_object(format, body)?;
     let warnings = check_unknown_fields(gv(group), validation, &v)?;
-    let e = decode_body(group, v, Some(body))?;
+    let e = decode_body_as(group, v, Some((format, body)))?;
     Ok((e, warnings))
 }
 
 async fn create(State(st): State<GroupState>, Path(ns): Path<String>, req: Request) -> Res {
     segments(&ns, None)?;
-    let ctx = write_ctx(req.uri())?;
+    let ctx = write_ctx(req.uri(), req.headers())?;
     let (headers, body) = read_body(req, st.api.max_body).await?;
     let (event, warnings) = event_body(st.group, &headers, &body, ctx.validation)?;
     let created = st
@@ -481,7 +477,7 @@ async fn update(
     req: Request,
 ) -> Res {
     segments(&ns, Some(&name))?;
-    let ctx = write_ctx(req.uri())?;
+    let ctx = write_ctx(req.uri(), req.headers())?;
     let (headers, body) = read_body(req, st.api.max_body).await?;
     let (event, warnings) = event_body(st.group, &headers, &body, ctx.validation)?;
     let w = st
@@ -508,14 +504,27 @@ async fn patch(
     req: Request,
 ) -> Res {
     segments(&ns, Some(&name))?;
-    let mut ctx = write_ctx(req.uri())?;
+    let mut ctx = write_ctx(req.uri(), req.headers())?;
     let (headers, body) = read_body(req, st.api.max_body).await?;
     let ct = content_type(&headers);
     let Some(mut kind) = PatchKind::from_content_type(&ct) else {
         return Err(ApiError::unsupported_media_type(&ct).into());
     };
-    if let PatchKind::Apply { force } = &mut kind {
-        *force = matches!(q(&ctx.pairs, "force"), Some("true" | "1"));
+    match &mut kind {
+        PatchKind::Apply { force } => {
+            *force = matches!(q(&ctx.pairs, "force"), Some("true" | "1"));
+        }
+        _ if q(&ctx.pairs, "force").is_some() => {
+            return Err(options_invalid(
+                "PatchOptions",
+                vec![herald_core::event::causes::forbidden(
+                    "force",
+                    "may not be specified for non-apply patch",
+                )],
+            )
+            .into());
+        }
+        _ => {}
     }
     let group = st.group;
     let validation = ctx.validation;

@@ -1,8 +1,11 @@
 //! The SQLite backend: Herald's embedded default store.
 
+mod lock;
 mod read;
 mod schema;
 mod writer;
+
+pub use self::lock::{DataDirLock, LOCK_FILE};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -49,8 +52,12 @@ pub const DB_FILE: &str = "herald.db";
 ///   ([`HistoryOptions::watch_window`](crate::storage::HistoryOptions) events) is reloaded from
 ///   the log on open, so watches from revisions before a restart still replay.
 ///
-/// Dropping the backend finishes the queued writes, stops the writer thread (waiting for it)
-/// and ends every watch stream.
+/// - **One writer process**: opening takes the data directory's [`DataDirLock`]; a second
+///   open (from any process) fails with [`StorageError::Locked`] until the first is dropped
+///   or its process ends (however it ends).
+///
+/// Dropping the backend finishes the queued writes, stops the writer thread (waiting for it),
+/// ends every watch stream and releases the lock.
 pub struct SqliteBackend {
     tx: Option<mpsc::Sender<Request>>,
     writer: Option<JoinHandle<()>>,
@@ -61,6 +68,8 @@ pub struct SqliteBackend {
     clock: Arc<dyn Clock>,
     sweep_batch: usize,
     path: PathBuf,
+    // Declared last: released after `Drop` has stopped the writer.
+    lock: DataDirLock,
 }
 
 impl SqliteBackend {
@@ -74,6 +83,7 @@ impl SqliteBackend {
                 dir.display()
             ))
         })?;
+        let lock = DataDirLock::acquire(dir)?;
         let path = dir.join(DB_FILE);
         let conn = schema::open_writer(&path)?;
         let counters = Arc::new(Counters::default());
@@ -119,7 +129,13 @@ impl SqliteBackend {
             clock,
             sweep_batch: opts.sweep_batch.max(1),
             path,
+            lock,
         })
+    }
+
+    /// The data directory's lock (to describe the holder, e.g. with the address it serves).
+    pub fn data_lock(&self) -> &DataDirLock {
+        &self.lock
     }
 
     /// The database file.

@@ -1,0 +1,468 @@
+use super::*;
+use herald_core::event::convert::normalize_core;
+use serde_json::json;
+
+fn t(secs: i64) -> Timestamp {
+    Timestamp::from_second(1_700_000_000 + secs).unwrap()
+}
+
+fn core(v: Value) -> CoreEvent {
+    normalize_core(serde_json::from_value(v).unwrap())
+}
+
+fn from_json(group: ApiGroup, v: Value) -> CoreEvent {
+    crate::registry::codec::decode_body(group, v, None).unwrap()
+}
+
+fn entries(e: &CoreEvent) -> Value {
+    let mut v =
+        serde_json::to_value(e.metadata.managed_fields.clone().unwrap_or_default()).unwrap();
+    for e in v.as_array_mut().unwrap() {
+        e.as_object_mut().unwrap().remove("time");
+    }
+    v
+}
+
+fn kubelet_event() -> CoreEvent {
+    core(json!({
+        "metadata": {"name": "web-1.1", "namespace": "default", "uid": "u", "labels": {"a": "b"}},
+        "involvedObject": {"kind": "Pod", "name": "web-1", "namespace": "default"},
+        "reason": "BackOff", "message": "Back-off", "type": "Warning", "count": 1,
+        "source": {"component": "kubelet", "host": "node-1"},
+        "firstTimestamp": "2026-01-01T00:00:00Z", "lastTimestamp": "2026-01-01T00:00:00Z",
+    }))
+}
+
+#[test]
+fn create_records_the_writers_fields_like_kube() {
+    let mut e = kubelet_event();
+    track_update(ApiGroup::Core, None, &mut e, "kubelet", t(0));
+    assert_eq!(
+        entries(&e),
+        json!([{
+            "apiVersion": "v1", "fieldsType": "FieldsV1", "manager": "kubelet", "operation": "Update",
+            "fieldsV1": {
+                "f:count": {}, "f:firstTimestamp": {}, "f:involvedObject": {}, "f:lastTimestamp": {},
+                "f:message": {}, "f:metadata": {"f:labels": {".": {}, "f:a": {}}}, "f:reason": {},
+                "f:source": {"f:component": {}, "f:host": {}}, "f:type": {},
+            },
+        }])
+    );
+    let time = &e.metadata.managed_fields.as_ref().unwrap()[0].time;
+    assert_eq!(time.as_ref().map(|t| t.0), Some(t(0)));
+}
+
+#[test]
+fn an_update_takes_changed_fields_from_other_managers_and_keeps_its_time_when_idle() {
+    let mut live = kubelet_event();
+    track_update(ApiGroup::Core, None, &mut live, "kubelet", t(0));
+    let mut new = live.clone();
+    new.message = Some("patched".into());
+    track_update(ApiGroup::Core, Some(&live), &mut new, "kubectl-patch", t(5));
+    let mf = entries(&new);
+    assert_eq!(mf[1]["manager"], "kubectl-patch");
+    assert_eq!(mf[1]["fieldsV1"], json!({"f:message": {}}));
+    assert!(mf[0]["fieldsV1"].get("f:message").is_none());
+
+    // Writing the same object again takes nothing: no new entry, no time change.
+    let mut same = new.clone();
+    track_update(ApiGroup::Core, Some(&new), &mut same, "other", t(9));
+    assert_eq!(same.metadata.managed_fields, new.metadata.managed_fields);
+}
+
+#[test]
+fn sent_managed_fields_replace_or_reset_the_stored_ones() {
+    let mut live = kubelet_event();
+    track_update(ApiGroup::Core, None, &mut live, "kubelet", t(0));
+    let mut reset = live.clone();
+    reset.metadata.managed_fields = Some(vec![ManagedFieldsEntry::default()]);
+    track_update(ApiGroup::Core, Some(&live), &mut reset, "x", t(1));
+    assert_eq!(reset.metadata.managed_fields, None);
+
+    let mut garbage = live.clone();
+    garbage.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
+        operation: Some("Sideways".into()),
+        ..ManagedFieldsEntry::default()
+    }]);
+    track_update(ApiGroup::Core, Some(&live), &mut garbage, "x", t(1));
+    assert_eq!(
+        garbage.metadata.managed_fields,
+        live.metadata.managed_fields
+    );
+}
+
+fn applied(name: &str, message: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": name, "namespace": "default"},
+        "involvedObject": {"kind": "Pod", "name": "web-1", "namespace": "default"},
+        "reason": "Started", "message": message, "type": "Normal",
+    })
+}
+
+#[test]
+fn apply_conflicts_with_an_updater_unless_forced() {
+    let first = apply(
+        ApiGroup::Core,
+        None,
+        &applied("x", "one"),
+        "kubectl",
+        false,
+        t(0),
+    )
+    .unwrap();
+    let live = from_json(ApiGroup::Core, first);
+    assert_eq!(
+        entries(&live)[0]["fieldsV1"],
+        json!({"f:involvedObject": {}, "f:message": {}, "f:reason": {}, "f:type": {}})
+    );
+    let mut patched = live.clone();
+    patched.message = Some("patched".into());
+    track_update(
+        ApiGroup::Core,
+        Some(&live),
+        &mut patched,
+        "kubectl-patch",
+        t(1),
+    );
+
+    // Re-applying the same configuration changes .message, which kubectl-patch owns now.
+    let err = apply(
+        ApiGroup::Core,
+        Some(&patched),
+        &applied("x", "one"),
+        "kubectl",
+        false,
+        t(2),
+    )
+    .unwrap_err();
+    assert_eq!(err.code, 409);
+    assert_eq!(err.reason, Reason::Conflict);
+    assert_eq!(
+        err.message,
+        "Apply failed with 1 conflict: conflict with \"kubectl-patch\" using v1: .message"
+    );
+    assert_eq!(
+        err.causes,
+        vec![FieldCause {
+            reason: "FieldManagerConflict".into(),
+            message: "conflict with \"kubectl-patch\" using v1".into(),
+            field: ".message".into(),
+        }]
+    );
+
+    // Applying the live value is no conflict: both own it.
+    let shared = apply(
+        ApiGroup::Core,
+        Some(&patched),
+        &applied("x", "patched"),
+        "kubectl",
+        false,
+        t(2),
+    )
+    .unwrap();
+    let shared = from_json(ApiGroup::Core, shared);
+    let mf = entries(&shared);
+    assert_eq!(mf.as_array().unwrap().len(), 2);
+    assert!(mf[0]["fieldsV1"].get("f:message").is_some());
+    assert!(mf[1]["fieldsV1"].get("f:message").is_some());
+
+    // Forcing takes the field: kubectl-patch owns nothing any more and its entry goes.
+    let forced = apply(
+        ApiGroup::Core,
+        Some(&patched),
+        &applied("x", "one"),
+        "kubectl",
+        true,
+        t(3),
+    )
+    .unwrap();
+    let forced = from_json(ApiGroup::Core, forced);
+    assert_eq!(forced.message.as_deref(), Some("one"));
+    let mf = entries(&forced);
+    assert_eq!(mf.as_array().unwrap().len(), 1);
+    assert_eq!(mf[0]["manager"], "kubectl");
+    assert_eq!(mf[0]["operation"], "Apply");
+}
+
+#[test]
+fn apply_removes_what_the_applier_stopped_applying_unless_someone_else_owns_it() {
+    let mut config = applied("x", "one");
+    config["metadata"]["labels"] = json!({"a": "1", "b": "2"});
+    let live = from_json(
+        ApiGroup::Core,
+        apply(ApiGroup::Core, None, &config, "kubectl", false, t(0)).unwrap(),
+    );
+    // Another manager sets label b to the same value: it co-owns b.
+    let mut co = live.clone();
+    co.metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .insert("c".into(), "3".into());
+    track_update(ApiGroup::Core, Some(&live), &mut co, "labeler", t(1));
+    let mut config2 = applied("x", "one");
+    config2["metadata"]["labels"] = json!({});
+    config2.as_object_mut().unwrap().remove("type");
+    let after = from_json(
+        ApiGroup::Core,
+        apply(ApiGroup::Core, Some(&co), &config2, "kubectl", false, t(2)).unwrap(),
+    );
+    let labels = after.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(
+        labels.into_iter().collect::<Vec<_>>(),
+        vec![("c".to_string(), "3".to_string())],
+        "a and b were only the applier's; c is the labeler's"
+    );
+    assert_eq!(after.type_, None, "type was only the applier's");
+}
+
+#[test]
+fn managers_of_the_other_version_see_their_own_paths() {
+    let v1_config = json!({
+        "apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": {"name": "x", "namespace": "default"},
+        "regarding": {"kind": "Pod", "name": "web-1"},
+        "reason": "Started", "note": "one", "type": "Normal", "action": "Start",
+        "reportingController": "c", "reportingInstance": "i",
+        "eventTime": "2026-01-01T00:00:00.000000Z",
+    });
+    let live = from_json(
+        ApiGroup::EventsV1,
+        apply(ApiGroup::EventsV1, None, &v1_config, "rs", false, t(0)).unwrap(),
+    );
+    assert_eq!(entries(&live)[0]["apiVersion"], "events.k8s.io/v1");
+    let mut patched = live.clone();
+    patched.message = Some("core says".into());
+    track_update(
+        ApiGroup::Core,
+        Some(&live),
+        &mut patched,
+        "kubectl-patch",
+        t(1),
+    );
+    let mf = entries(&patched);
+    assert_eq!(mf[0]["manager"], "rs");
+    assert!(mf[0]["fieldsV1"].get("f:note").is_none(), "{mf}");
+    assert_eq!(mf[1]["fieldsV1"], json!({"f:message": {}}));
+    let err = apply(
+        ApiGroup::EventsV1,
+        Some(&patched),
+        &v1_config,
+        "rs",
+        false,
+        t(2),
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.message,
+        "Apply failed with 1 conflict: conflict with \"kubectl-patch\" using v1: .message"
+    );
+}
+
+#[test]
+fn apply_checks_version_and_managed_fields() {
+    let mut c = applied("x", "m");
+    c["apiVersion"] = json!("events.k8s.io/v1");
+    let e = apply(ApiGroup::Core, None, &c, "m", false, t(0)).unwrap_err();
+    assert_eq!(e.code, 400);
+    assert!(
+        e.message
+            .contains("Specified patch version: events.k8s.io/v1, expected: v1")
+    );
+    let mut c = applied("x", "m");
+    c["metadata"]["managedFields"] = json!([]);
+    let e = apply(ApiGroup::Core, None, &c, "m", false, t(0)).unwrap_err();
+    assert_eq!(e.message, "metadata.managedFields must be nil");
+}
+
+#[test]
+fn many_conflicts_are_listed_per_manager() {
+    let live = from_json(
+        ApiGroup::Core,
+        apply(
+            ApiGroup::Core,
+            None,
+            &applied("x", "one"),
+            "kubectl",
+            false,
+            t(0),
+        )
+        .unwrap(),
+    );
+    let mut p = live.clone();
+    p.message = Some("two".into());
+    p.reason = Some("Other".into());
+    track_update(ApiGroup::Core, Some(&live), &mut p, "b-mgr", t(1));
+    let e = apply(
+        ApiGroup::Core,
+        Some(&p),
+        &applied("x", "one"),
+        "kubectl",
+        false,
+        t(2),
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.message,
+        "Apply failed with 2 conflicts: conflicts with \"b-mgr\" using v1:\n- .message\n- .reason"
+    );
+    assert_eq!(e.causes.len(), 2);
+}
+
+#[test]
+fn update_entries_are_capped() {
+    let mut e = kubelet_event();
+    track_update(ApiGroup::Core, None, &mut e, "m0", t(0));
+    for i in 1..=12 {
+        let live = e.clone();
+        e.metadata
+            .labels
+            .get_or_insert_default()
+            .insert(format!("m{i}"), "x".into());
+        track_update(ApiGroup::Core, Some(&live), &mut e, &format!("m{i}"), t(i));
+    }
+    let mf = entries(&e);
+    let names: Vec<&str> = mf
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["manager"].as_str().unwrap())
+        .collect();
+    // The three oldest (m0..m3) are merged into one bucket entry holding all their fields.
+    assert_eq!(
+        names,
+        [
+            ANCIENT_CHANGES,
+            "m4",
+            "m5",
+            "m6",
+            "m7",
+            "m8",
+            "m9",
+            "m10",
+            "m11",
+            "m12"
+        ]
+    );
+    let bucket = &mf[0]["fieldsV1"];
+    assert!(bucket.get("f:message").is_some(), "{bucket}");
+    assert!(
+        bucket["f:metadata"]["f:labels"].get("f:m3").is_some(),
+        "{bucket}"
+    );
+}
+
+#[test]
+fn manager_names() {
+    assert_eq!(manager_name(Some("mine"), Some("kubectl/v1.32")), "mine");
+    assert_eq!(
+        manager_name(None, Some("kubectl/v1.32.4 (linux/amd64)")),
+        "kubectl"
+    );
+    assert_eq!(manager_name(Some(""), None), "unknown");
+    assert!(
+        field_manager_causes(&"x".repeat(129))[0]
+            .message
+            .starts_with("Too long")
+    );
+    assert!(field_manager_causes("ok").is_empty());
+    assert_eq!(field_manager_causes("a\u{7}b").len(), 1);
+}
+
+mod created_equals_the_generic_comparison {
+    use super::super::created::created_fields;
+    use super::*;
+    use herald_core::event::convert::GO_ZERO_TIME;
+    use k8s_openapi::api::core::v1::{EventSeries, EventSource, ObjectReference};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, OwnerReference};
+    use proptest::prelude::*;
+
+    fn opt_str() -> impl Strategy<Value = Option<String>> {
+        prop_oneof![
+            Just(None),
+            Just(Some(String::new())),
+            "[a-c]{1,2}".prop_map(Some)
+        ]
+    }
+
+    fn time() -> impl Strategy<Value = Option<Timestamp>> {
+        prop_oneof![
+            Just(None),
+            Just(Some(GO_ZERO_TIME)),
+            (0i64..1000).prop_map(|s| Some(t(s)))
+        ]
+    }
+
+    fn reference() -> impl Strategy<Value = ObjectReference> {
+        (opt_str(), opt_str(), opt_str()).prop_map(|(kind, name, uid)| ObjectReference {
+            kind,
+            name,
+            uid,
+            ..ObjectReference::default()
+        })
+    }
+
+    fn map() -> impl Strategy<Value = Option<std::collections::BTreeMap<String, String>>> {
+        proptest::option::of(proptest::collection::btree_map("[a-c]", "[x-z]", 0..3))
+    }
+
+    prop_compose! {
+        fn event()(
+            action in opt_str(), reason in opt_str(), message in opt_str(), type_ in opt_str(),
+            rc in opt_str(), ri in opt_str(),
+            count in proptest::option::of(0i32..3),
+            first in time(), last in time(), event_time in time(),
+            involved in reference(), related in proptest::option::of(reference()),
+            source in proptest::option::of((opt_str(), opt_str())),
+            series in proptest::option::of((proptest::option::of(0i32..3), time())),
+            labels in map(), annotations in map(),
+            finalizers in proptest::option::of(proptest::collection::vec("[a-b]/f", 0..3)),
+            owners in proptest::option::of(proptest::collection::vec("[1-2]", 0..3)),
+            generate_name in opt_str(),
+        ) -> CoreEvent {
+            let mut e = CoreEvent {
+                action, reason, message, type_, count,
+                reporting_component: rc, reporting_instance: ri,
+                first_timestamp: first.map(Time), last_timestamp: last.map(Time),
+                event_time: event_time.map(MicroTime),
+                involved_object: involved, related,
+                source: source.map(|(component, host)| EventSource { component, host }),
+                series: series.map(|(count, t)| EventSeries {
+                    count, last_observed_time: t.map(MicroTime),
+                }),
+                ..CoreEvent::default()
+            };
+            e.metadata.name = Some("x".into());
+            e.metadata.namespace = Some("ns".into());
+            e.metadata.uid = Some("u".into());
+            e.metadata.labels = labels;
+            e.metadata.annotations = annotations;
+            e.metadata.finalizers = finalizers;
+            e.metadata.generate_name = generate_name;
+            e.metadata.owner_references = owners.map(|uids| {
+                uids.into_iter()
+                    .map(|uid| OwnerReference { uid, name: "o".into(), kind: "K".into(),
+                        api_version: "v1".into(), ..OwnerReference::default() })
+                    .collect()
+            });
+            e
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn for_both_versions(e in event()) {
+            for group in [ApiGroup::Core, ApiGroup::EventsV1] {
+                let generic = typed::compare(schema::event(group), zero(group), &event_json(group, &e))
+                    .without(&STRIPPED);
+                prop_assert!(generic.removed.is_empty(), "{group:?}: {:?}", generic.removed);
+                prop_assert_eq!(
+                    created_fields(group, &e).to_fields_v1(),
+                    generic.changed().to_fields_v1(),
+                    "{:?}", group
+                );
+            }
+        }
+    }
+}
