@@ -51,7 +51,7 @@ pub mod continue_token;
 pub mod errors;
 pub mod options;
 pub mod patch;
-mod watch;
+pub mod watch;
 pub mod write;
 
 use std::sync::Arc;
@@ -183,6 +183,24 @@ pub enum WatchItem {
 /// A watch: items in revision order; ends at the timeout, after an `Error`, or when the
 /// backend shuts down.
 pub type EventWatch = BoxStream<'static, WatchItem>;
+
+/// One item of a [`RawEventWatch`]: what [`WatchItem`] says, before decoding.
+#[derive(Debug, Clone)]
+pub enum RawWatchItem {
+    /// A stored change as a watcher without selectors sees it (see
+    /// [`watch::change_parts`]): the same `Arc` goes to every such watcher, so an encoding of
+    /// it made once ([`CachedEvent::encoding`](crate::storage::CachedEvent::encoding)) serves
+    /// them all.
+    Change(Arc<crate::storage::CachedEvent>),
+    /// `ADDED` for the stored key-value (the initial events of a watch without selectors).
+    Initial(crate::storage::KeyValue),
+    /// Any other item, decoded.
+    Item(WatchItem),
+}
+
+/// [`EventWatch`] in batches of undecoded items ([`EventRegistry::watch_raw`]): each item of
+/// the stream holds what was ready together, in order, never empty.
+pub type RawEventWatch = BoxStream<'static, Vec<RawWatchItem>>;
 
 /// The events registry (see the module docs). Cheap to clone.
 #[derive(Clone)]
@@ -394,6 +412,18 @@ impl EventRegistry {
         name: Option<&str>,
         p: &ListParams,
     ) -> Result<EventWatch, ApiError> {
+        watch::start_decoded(self, group, namespace, name, p).await
+    }
+
+    /// [`EventRegistry::watch`] in batches and without decoding what a watcher without
+    /// selectors receives: the form the HTTP layer encodes once for all watchers.
+    pub async fn watch_raw(
+        &self,
+        group: ApiGroup,
+        namespace: Option<&str>,
+        name: Option<&str>,
+        p: &ListParams,
+    ) -> Result<RawEventWatch, ApiError> {
         watch::start(self, group, namespace, name, p).await
     }
 

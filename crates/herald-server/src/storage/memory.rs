@@ -12,8 +12,8 @@ use jiff::Timestamp;
 
 use super::types::prefix_end;
 use super::{
-    Backend, Deleted, HistoryOptions, KeyValue, ListOptions, ListResult, Result, Revision,
-    StorageError, WatchEvent, WatchHub, WatchStream,
+    Backend, CachedWatchStream, Deleted, HistoryOptions, KeyValue, ListOptions, ListResult, Result,
+    Revision, StorageError, WatchEvent, WatchHub, WatchStream,
 };
 
 /// A [`Backend`] that keeps everything in memory (lost on drop).
@@ -293,6 +293,14 @@ impl Backend for MemoryBackend {
         after_revision: Revision,
     ) -> BoxFuture<'a, Result<WatchStream>> {
         std::future::ready(self.hub.subscribe(prefix, after_revision)).boxed()
+    }
+
+    fn watch_batches<'a>(
+        &'a self,
+        prefix: &'a str,
+        after_revision: Revision,
+    ) -> BoxFuture<'a, Result<CachedWatchStream>> {
+        std::future::ready(self.hub.subscribe_batches(prefix, after_revision)).boxed()
     }
 
     fn current_revision(&self) -> BoxFuture<'_, Result<Revision>> {

@@ -9,8 +9,10 @@ use crate::api::negotiate::{IncludeObject, Output};
 use crate::api::table::{
     TableMeta, TableOptions, event_table, partial_object_metadata, partial_object_metadata_list,
 };
-use crate::registry::codec::{decode, splice_resource_version_into};
+use crate::registry::codec::{decode, decode_at, splice_resource_version_into};
+use crate::registry::watch::ChangeKind;
 use crate::registry::{EventList, INITIAL_EVENTS_END_ANNOTATION, RawEventList, WatchItem};
+use crate::storage::Revision;
 
 /// One event in the requested representation.
 pub fn object(
@@ -157,6 +159,52 @@ pub fn watch_line(
     let mut line = serde_json::to_vec(&json!({"type": ty, "object": obj})).unwrap_or_default();
     line.push(b'\n');
     line
+}
+
+/// The [`CachedEvent`](crate::storage::CachedEvent) encoding slot that holds the JSON watch
+/// line of a change in `group`'s shape ([`stored_watch_line`]).
+pub fn line_slot(group: ApiGroup) -> usize {
+    match group {
+        ApiGroup::Core => 0,
+        ApiGroup::EventsV1 => 1,
+    }
+}
+
+/// The JSON watch line (`{"type":…,"object":…}\n`) of the event stored as `stored`, shown at
+/// `revision`: the same bytes [`watch_line`] makes for the decoded event. On core/v1 the stored
+/// bytes are spliced in without decoding; on `events.k8s.io/v1` they are decoded and
+/// converted. `None` (logged) when the bytes do not decode.
+pub fn stored_watch_line(
+    group: ApiGroup,
+    kind: ChangeKind,
+    stored: &[u8],
+    revision: Revision,
+) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(stored.len() + 96);
+    out.extend_from_slice(b"{\"type\":\"");
+    out.extend_from_slice(kind.as_str().as_bytes());
+    out.extend_from_slice(b"\",\"object\":");
+    if group == ApiGroup::Core && stored.first() == Some(&b'{') && stored.get(1) != Some(&b'}') {
+        out.extend_from_slice(b"{\"kind\":\"Event\",\"apiVersion\":\"v1\",");
+        if splice_resource_version_into(&mut out, &stored[1..], revision) {
+            out.extend_from_slice(b"}\n");
+            return Some(out);
+        }
+        out.truncate(out.len() - br#"{"kind":"Event","apiVersion":"v1","#.len());
+    }
+    match decode_at(stored, revision) {
+        Ok(e) => {
+            if serde_json::to_writer(&mut out, &event_json(group, &e)).is_err() {
+                return None;
+            }
+            out.extend_from_slice(b"}\n");
+            Some(out)
+        }
+        Err(err) => {
+            tracing::warn!(error = %err, revision, "skipping undecodable stored event in watch");
+            None
+        }
+    }
 }
 
 /// The JSON bytes of an `EventList` from stored key-values. On core/v1 each item is the

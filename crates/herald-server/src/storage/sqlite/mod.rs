@@ -18,8 +18,8 @@ use tokio::sync::{mpsc, oneshot};
 use self::read::ReadPool;
 use self::writer::{Counters, Op, Reply, Request, Writer};
 use super::{
-    Backend, Deleted, KeyValue, ListOptions, ListResult, Result, Revision, SqliteOptions,
-    StorageError, WatchHub, WatchStream,
+    Backend, CachedWatchStream, Deleted, KeyValue, ListOptions, ListResult, Result, Revision,
+    SqliteOptions, StorageError, WatchHub, WatchStream,
 };
 
 /// The file name of the database inside the data directory.
@@ -37,8 +37,12 @@ pub const DB_FILE: &str = "herald.db";
 ///   writers it just acknowledged, so concurrent writers share fsyncs instead of alternating.
 /// - **Checkpoints** (WAL → database file) run on their own thread and connection, off the
 ///   commit path.
-/// - **Reads** (`get`, `list`) use [`SqliteOptions::read_connections`] read-only connections on
-///   tokio's blocking pool, so lists never block writes.
+/// - **Watch cache**: the [`WatchHub`] holds the recent events *and* every live key (loaded on
+///   open, updated by each commit before it is acknowledged), so gets, lists at the newest
+///   revision and watches are answered from memory.
+/// - **Reads** the cache cannot answer (lists at older revisions: later pages of a paginated
+///   list, exact `resourceVersion`s) use [`SqliteOptions::read_connections`] read-only
+///   connections on tokio's blocking pool, so they never block writes.
 /// - **Revisions** live in the database with the data, so they continue after a restart.
 /// - **TTL**: an indexed `expires_at` column (milliseconds on the injected clock);
 ///   [`Backend::expire_due`] deletes what is due in batches of [`SqliteOptions::sweep_batch`],
@@ -85,7 +89,7 @@ impl SqliteBackend {
             .store(schema::meta(&conn, "compacted")?, Ordering::Release);
         let window = opts.history.watch_window.max(1);
         let (floor, history) = schema::recent_events(&conn, window)?;
-        let hub = WatchHub::with_history(window, floor, history);
+        let hub = WatchHub::with_state(window, floor, history, schema::current_state(&conn)?);
         let readers = Arc::new(ReadPool::new(path.clone(), opts.read_connections)?);
         let (tx, rx) = mpsc::channel(opts.queue_capacity.max(1));
         let checkpoint_conn = schema::open_checkpointer(&path)?;
@@ -208,11 +212,17 @@ impl Backend for SqliteBackend {
     }
 
     fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<KeyValue>>> {
+        if let Some(kv) = self.hub.get(key) {
+            return std::future::ready(Ok(kv)).boxed();
+        }
         let key = key.to_owned();
         self.readers.with(move |c| read::get(c, &key)).boxed()
     }
 
     fn list<'a>(&'a self, prefix: &'a str, opts: ListOptions) -> BoxFuture<'a, Result<ListResult>> {
+        if let Some(page) = self.hub.list(prefix, &opts) {
+            return std::future::ready(Ok(page)).boxed();
+        }
         let prefix = prefix.to_owned();
         self.readers
             .with(move |c| read::list(c, &prefix, &opts))
@@ -225,6 +235,14 @@ impl Backend for SqliteBackend {
         after_revision: Revision,
     ) -> BoxFuture<'a, Result<WatchStream>> {
         std::future::ready(self.hub.subscribe(prefix, after_revision)).boxed()
+    }
+
+    fn watch_batches<'a>(
+        &'a self,
+        prefix: &'a str,
+        after_revision: Revision,
+    ) -> BoxFuture<'a, Result<CachedWatchStream>> {
+        std::future::ready(self.hub.subscribe_batches(prefix, after_revision)).boxed()
     }
 
     fn current_revision(&self) -> BoxFuture<'_, Result<Revision>> {

@@ -100,6 +100,20 @@ pub(super) fn meta(conn: &Connection, name: &str) -> Result<Revision> {
     Ok(v.unwrap_or(0))
 }
 
+/// Every live key (the watch cache's starting state).
+pub(super) fn current_state(conn: &Connection) -> Result<Vec<KeyValue>> {
+    let mut stmt = conn.prepare("SELECT key, value, create_rev, mod_rev FROM kv")?;
+    let rows = stmt.query_map([], |r| {
+        Ok(KeyValue {
+            key: r.get(0)?,
+            value: Bytes::copy_from_slice(r.get_ref(1)?.as_blob()?),
+            create_revision: r.get(2)?,
+            mod_revision: r.get(3)?,
+        })
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
 /// The last `window` writes as watch events (oldest first) and the revision after which they
 /// are complete, to preload the watch ring after a restart.
 pub(super) fn recent_events(

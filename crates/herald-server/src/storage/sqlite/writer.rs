@@ -181,13 +181,15 @@ impl Writer {
         let applied = self.apply_all(batch, &mut txn);
         match applied {
             Ok(results) => {
+                // The watch cache first: a revision read from the counters is then always
+                // already in it.
+                self.hub.publish(txn.events);
                 self.counters
                     .revision
                     .store(txn.revision, Ordering::Release);
                 self.counters
                     .compacted
                     .store(txn.compacted, Ordering::Release);
-                self.hub.publish(txn.events);
                 if let Some(rev) = txn.hub_compact {
                     self.hub.compact(rev);
                 }
