@@ -8,6 +8,8 @@ use bytes::Bytes;
 use herald_core::event::convert::{events_v1_to_core, normalize_core};
 use herald_core::event::{ApiGroup, CoreEvent, EventsV1Event};
 use herald_core::status::ApiError;
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::storage::{KeyValue, Revision};
@@ -31,17 +33,70 @@ pub fn prefix(namespace: Option<&str>) -> String {
 /// The stored bytes of `event`: its core/v1 wire JSON (as `/api/v1` returns it, zero
 /// times as `null`) without `kind`, `apiVersion` and `resourceVersion`, so a list can send
 /// stored bytes with only the resourceVersion spliced in ([`splice_resource_version`]).
+///
+/// Written straight from the typed event, keys in the order
+/// [`core_v1_json`](herald_core::event::wire::core_v1_json) sorts them, so the bytes equal
+/// that function's output minus `kind` and `apiVersion`.
 pub fn encode(event: &CoreEvent) -> Result<Bytes, ApiError> {
-    let mut e = event.clone();
+    let mut e = normalize_core(event.clone());
     e.metadata.resource_version = None;
-    let mut v = herald_core::event::wire::core_v1_json(&e);
-    if let Some(m) = v.as_object_mut() {
-        m.remove("kind");
-        m.remove("apiVersion");
+    let mut out = Vec::with_capacity(512);
+    serde_json::to_writer(&mut out, &StoredShape(&e))
+        .map_err(|err| ApiError::internal(format!("encoding event: {err}")))?;
+    Ok(Bytes::from(out))
+}
+
+/// Serializes a normalized event as [`encode`] stores it.
+struct StoredShape<'a>(&'a CoreEvent);
+
+impl Serialize for StoredShape<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        fn some<M: SerializeMap, T: Serialize>(
+            m: &mut M,
+            key: &str,
+            v: &Option<T>,
+        ) -> Result<(), M::Error> {
+            match v {
+                Some(v) => m.serialize_entry(key, v),
+                None => Ok(()),
+            }
+        }
+        let e = self.0;
+        let mut m = s.serialize_map(None)?;
+        some(&mut m, "action", &e.action)?;
+        some(&mut m, "count", &e.count)?;
+        // Zero times are written as `null`, as kube-apiserver does.
+        m.serialize_entry("eventTime", &e.event_time)?;
+        m.serialize_entry("firstTimestamp", &e.first_timestamp)?;
+        m.serialize_entry("involvedObject", &e.involved_object)?;
+        m.serialize_entry("lastTimestamp", &e.last_timestamp)?;
+        some(&mut m, "message", &e.message)?;
+        m.serialize_entry("metadata", &e.metadata)?;
+        some(&mut m, "reason", &e.reason)?;
+        some(&mut m, "related", &e.related)?;
+        some(&mut m, "reportingComponent", &e.reporting_component)?;
+        some(&mut m, "reportingInstance", &e.reporting_instance)?;
+        if let Some(series) = &e.series {
+            m.serialize_entry("series", &SeriesShape(series))?;
+        }
+        some(&mut m, "source", &e.source)?;
+        some(&mut m, "type", &e.type_)?;
+        m.end()
     }
-    serde_json::to_vec(&v)
-        .map(Bytes::from)
-        .map_err(|err| ApiError::internal(format!("encoding event: {err}")))
+}
+
+/// A core/v1 series with an unset `lastObservedTime` written as `null`.
+struct SeriesShape<'a>(&'a k8s_openapi::api::core::v1::EventSeries);
+
+impl Serialize for SeriesShape<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        if let Some(c) = &self.0.count {
+            m.serialize_entry("count", c)?;
+        }
+        m.serialize_entry("lastObservedTime", &self.0.last_observed_time)?;
+        m.end()
+    }
 }
 
 /// Stored bytes (see [`encode`]) with `"resourceVersion":"<revision>"` inserted at the start
@@ -154,7 +209,15 @@ pub fn decode_body(
             )));
         }
     }
-    // Decode from text so that type errors carry a line and column.
+    // Typed decoding straight from the parsed value; only a body that fails it is decoded
+    // again from text, whose parser says where the error is.
+    let typed = match group {
+        ApiGroup::Core => CoreEvent::deserialize(&v).ok().map(normalize_core),
+        ApiGroup::EventsV1 => EventsV1Event::deserialize(&v).ok().map(events_v1_to_core),
+    };
+    if let Some(event) = typed {
+        return Ok(drop_empty_maps(event));
+    }
     let owned;
     let text = match original {
         Some(b) if typed_ok => b,
@@ -216,6 +279,52 @@ mod tests {
         let empty_meta = splice_resource_version(br#"{"metadata":{}}"#, 7).unwrap();
         assert_eq!(empty_meta, br#"{"metadata":{"resourceVersion":"7"}}"#);
         assert!(splice_resource_version(b"{}", 7).is_none());
+    }
+
+    /// The bytes `encode` wrote before it serialized directly: `core_v1_json` without `kind`
+    /// and `apiVersion` (sorted keys).
+    fn encode_via_value(e: &CoreEvent) -> Vec<u8> {
+        let mut e = e.clone();
+        e.metadata.resource_version = None;
+        let mut v = core_v1_json(&e);
+        let m = v.as_object_mut().unwrap();
+        m.remove("kind");
+        m.remove("apiVersion");
+        serde_json::to_vec(&v).unwrap()
+    }
+
+    #[test]
+    fn encode_writes_the_sorted_wire_json() {
+        let full: CoreEvent = serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": "web.1", "namespace": "ns", "uid": "u", "resourceVersion": "9",
+                "creationTimestamp": "2024-01-01T00:00:00Z",
+                "labels": {"b": "2", "a": "1"}, "annotations": {"x": "y"},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "q"}],
+                "managedFields": [{"manager": "m", "operation": "Update", "fieldsType": "FieldsV1",
+                                   "fieldsV1": {"f:message": {}, "f:count": {}}}],
+                "finalizers": []
+            },
+            "involvedObject": {"kind": "Pod", "name": "web", "namespace": "ns", "uid": "", "fieldPath": "spec"},
+            "related": {"kind": "Node", "name": "n1"},
+            "reason": "BackOff", "message": "m \"q\" é", "type": "Warning", "action": "",
+            "count": 3, "source": {"component": "kubelet", "host": "n1"},
+            "firstTimestamp": "2024-01-01T00:00:00Z", "lastTimestamp": "2024-01-01T00:00:05Z",
+            "eventTime": "2024-01-01T00:00:05.123456Z",
+            "series": {"count": 2},
+            "reportingComponent": "kubelet"
+        }))
+        .unwrap();
+        let empty = CoreEvent::default();
+        let mut no_series_time = full.clone();
+        no_series_time.series = Some(Default::default());
+        for e in [&full, &empty, &no_series_time] {
+            let direct = encode(e).unwrap();
+            assert_eq!(
+                std::str::from_utf8(&direct).unwrap(),
+                std::str::from_utf8(&encode_via_value(e)).unwrap()
+            );
+        }
     }
 
     #[test]

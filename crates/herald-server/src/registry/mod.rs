@@ -136,6 +136,15 @@ pub struct Written {
     pub warnings: Vec<String>,
 }
 
+/// The result of a create ([`EventRegistry::create_stored`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Created {
+    /// The stored event, resourceVersion set (for dry runs, the would-be object).
+    pub event: CoreEvent,
+    /// The bytes stored for it (see [`codec::encode`]) and its revision; `None` for dry runs.
+    pub stored: Option<(bytes::Bytes, crate::storage::Revision)>,
+}
+
 /// One page of a list.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EventList {
@@ -436,6 +445,18 @@ impl EventRegistry {
         opts: &WriteOptions,
     ) -> Result<CoreEvent, ApiError> {
         write::create(self, group, namespace, event, opts).await
+    }
+
+    /// [`EventRegistry::create`] that also returns the stored bytes, from which the HTTP layer
+    /// renders the response without encoding the event again.
+    pub async fn create_stored(
+        &self,
+        group: ApiGroup,
+        namespace: &str,
+        event: CoreEvent,
+        opts: &WriteOptions,
+    ) -> Result<Created, ApiError> {
+        write::create_stored(self, group, namespace, event, opts).await
     }
 
     /// PUT: replaces (or creates) `name` with `event`; a resourceVersion in `event` is a

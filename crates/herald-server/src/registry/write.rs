@@ -12,7 +12,7 @@ use super::codec::{self, decode, decode_body, encode, parse_rv};
 use super::errors::storage_error;
 use super::options::{DeleteParams, ListParams, options_invalid};
 use super::patch::{self, PatchKind};
-use super::{EventRegistry, MAX_RETRIES, WriteOptions, Written};
+use super::{Created, EventRegistry, MAX_RETRIES, WriteOptions, Written};
 use crate::storage::StorageError;
 
 fn rv_of(e: &CoreEvent) -> Option<&str> {
@@ -46,6 +46,18 @@ pub(super) async fn create(
     event: CoreEvent,
     opts: &WriteOptions,
 ) -> Result<CoreEvent, ApiError> {
+    create_stored(reg, group, namespace, event, opts)
+        .await
+        .map(|c| c.event)
+}
+
+pub(super) async fn create_stored(
+    reg: &EventRegistry,
+    group: ApiGroup,
+    namespace: &str,
+    event: CoreEvent,
+    opts: &WriteOptions,
+) -> Result<Created, ApiError> {
     if rv_of(&event).is_some() {
         return Err(ApiError::internal(
             "resourceVersion should not be set on objects to be created",
@@ -67,17 +79,23 @@ pub(super) async fn create(
         let name = e.metadata.name.clone().unwrap_or_default();
         let ns = e.metadata.namespace.clone().unwrap_or_default();
         if opts.dry_run {
-            return Ok(e);
+            return Ok(Created {
+                event: e,
+                stored: None,
+            });
         }
         let bytes = encode(&e)?;
         match reg
             .backend
-            .create(&codec::key(&ns, &name), bytes, reg.opts.event_ttl)
+            .create(&codec::key(&ns, &name), bytes.clone(), reg.opts.event_ttl)
             .await
         {
             Ok(kv) => {
                 e.metadata.resource_version = Some(kv.mod_revision.to_string());
-                return Ok(e);
+                return Ok(Created {
+                    event: e,
+                    stored: Some((bytes, kv.mod_revision)),
+                });
             }
             Err(StorageError::AlreadyExists { .. }) if generated => continue,
             Err(err) => return Err(storage_error(err, r, &name)),

@@ -466,12 +466,23 @@ async fn create(State(st): State<GroupState>, Path(ns): Path<String>, req: Reque
     let created = st
         .api
         .registry
-        .create(st.group, &ns, event, &ctx.opts)
+        .create_stored(st.group, &ns, event, &ctx.opts)
         .await?;
-    let mut resp = json_response(
-        StatusCode::CREATED,
-        &herald_core::event::wire::event_json(st.group, &created),
-    );
+    // On core/v1 the response is the stored bytes with the resourceVersion put in: no second
+    // encoding.
+    let mut body = Vec::new();
+    let rendered = st.group == ApiGroup::Core
+        && created.stored.as_ref().is_some_and(|(stored, rev)| {
+            render::stored_object_into(&mut body, st.group, stored, *rev).is_ok()
+        });
+    let mut resp = if rendered {
+        json_bytes_response(StatusCode::CREATED, body)
+    } else {
+        json_response(
+            StatusCode::CREATED,
+            &herald_core::event::wire::event_json(st.group, &created.event),
+        )
+    };
     add_warnings(&mut resp, &warnings);
     Ok(resp)
 }

@@ -184,27 +184,42 @@ pub fn stored_watch_line(
     out.extend_from_slice(b"{\"type\":\"");
     out.extend_from_slice(kind.as_str().as_bytes());
     out.extend_from_slice(b"\",\"object\":");
+    if let Err(err) = stored_object_into(&mut out, group, stored, revision) {
+        tracing::warn!(error = %err, revision, "skipping undecodable stored event in watch");
+        return None;
+    }
+    out.extend_from_slice(b"}\n");
+    Some(out)
+}
+
+/// Appends the JSON of the event stored as `stored` (see
+/// [`encode`](crate::registry::codec::encode)) in `group`'s shape, `kind` and `apiVersion`
+/// first, with `resourceVersion` = `revision`: the same object [`event_json`] renders for the
+/// decoded event. On core/v1 the stored bytes are spliced in without decoding. An error (and
+/// `out` untouched) when the bytes do not decode.
+pub fn stored_object_into(
+    out: &mut Vec<u8>,
+    group: ApiGroup,
+    stored: &[u8],
+    revision: Revision,
+) -> Result<(), herald_core::status::ApiError> {
+    const CORE_HEAD: &[u8] = br#"{"kind":"Event","apiVersion":"v1","#;
+    let len = out.len();
     if group == ApiGroup::Core && stored.first() == Some(&b'{') && stored.get(1) != Some(&b'}') {
-        out.extend_from_slice(b"{\"kind\":\"Event\",\"apiVersion\":\"v1\",");
-        if splice_resource_version_into(&mut out, &stored[1..], revision) {
-            out.extend_from_slice(b"}\n");
-            return Some(out);
+        out.extend_from_slice(CORE_HEAD);
+        if splice_resource_version_into(out, &stored[1..], revision) {
+            return Ok(());
         }
-        out.truncate(out.len() - br#"{"kind":"Event","apiVersion":"v1","#.len());
+        out.truncate(len);
     }
-    match decode_at(stored, revision) {
-        Ok(e) => {
-            if serde_json::to_writer(&mut out, &event_json(group, &e)).is_err() {
-                return None;
-            }
-            out.extend_from_slice(b"}\n");
-            Some(out)
-        }
-        Err(err) => {
-            tracing::warn!(error = %err, revision, "skipping undecodable stored event in watch");
-            None
-        }
+    let e = decode_at(stored, revision)?;
+    if let Err(err) = serde_json::to_writer(&mut *out, &event_json(group, &e)) {
+        out.truncate(len);
+        return Err(herald_core::status::ApiError::internal(format!(
+            "encoding event: {err}"
+        )));
     }
+    Ok(())
 }
 
 /// The JSON bytes of an `EventList` from stored key-values. On core/v1 each item is the
