@@ -10,9 +10,10 @@
 //!   (watchers have no queues of their own; each holds a cursor and, when woken, copies the next
 //!   batch of matching events out of the ring as `Arc`s, no value copies);
 //! - **the current state of every key**, when the backend loads it on open
-//!   ([`WatchHub::with_state`]): lists at the newest revision and gets are then answered from
-//!   memory ([`WatchHub::list`], [`WatchHub::get`]); lists at older revisions still go to the
-//!   backend;
+//!   ([`WatchHub::with_state`]): gets and lists are then answered from memory
+//!   ([`WatchHub::get`], [`WatchHub::list`]), at the newest revision from the state, at an older
+//!   revision still inside the ring by undoing the ring's later events; lists at revisions
+//!   older than the ring go to the backend;
 //! - **shared encodings** of each event ([`CachedEvent::encoding`]): a watch line is encoded
 //!   once and the same bytes go to every watcher (kube-apiserver's `cachingObject`).
 //!
@@ -29,7 +30,7 @@
 //! a larger batch, instead of once per commit. A watcher that is idle or behind is not paced.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::ops::Bound;
+use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
@@ -270,13 +271,23 @@ impl WatchHub {
         Some(state.get(key).map(|c| c.to_kv(key)))
     }
 
-    /// A list answered from the current state: `None` when this hub keeps no state or `opts`
-    /// asks for another revision than the newest (ask the backend). Same result as the
-    /// backend's list at the head revision.
+    /// Whether `key` is live: `None` when this hub keeps no state.
+    pub fn contains(&self, key: &str) -> Option<bool> {
+        let ring = self.read();
+        Some(ring.state.as_ref()?.contains_key(key))
+    }
+
+    /// A list answered from memory: at the newest revision from the current state, at an
+    /// older revision still in the ring from the current state and the ring's events after
+    /// it (each key written since keeps its state before its first later write). `None` when
+    /// this hub keeps no state or the revision is outside `[floor, head]` (ask the backend).
+    /// Same result as the backend's list at that revision; the caller checks the backend's
+    /// own compaction first.
     pub fn list(&self, prefix: &str, opts: &ListOptions) -> Option<ListResult> {
         let ring = self.read();
         let state = ring.state.as_ref()?;
-        if opts.at_revision.is_some_and(|r| r != ring.head) {
+        let at = opts.at_revision.unwrap_or(ring.head);
+        if at > ring.head || at < ring.floor {
             return None;
         }
         let lower = match opts.start_after.as_deref() {
@@ -285,17 +296,33 @@ impl WatchHub {
         };
         let end = prefix_end(prefix);
         let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+        let bounds = (lower, upper);
         let limit = opts.limit.filter(|&l| l > 0).unwrap_or(usize::MAX);
-        let mut range = state.range::<str, _>((lower, upper));
-        let items: Vec<KeyValue> = range
-            .by_ref()
-            .take(limit)
-            .map(|(k, c)| c.to_kv(k))
-            .collect();
-        let more = items.len() == limit && range.next().is_some();
+        let current = state.range::<str, _>(bounds);
+        let (items, more) = if at == ring.head {
+            take(current.map(|(k, c)| c.to_kv(k)), limit)
+        } else {
+            // The state at `at` of the keys written after it.
+            let start = ring.events.partition_point(|e| e.revision() <= at);
+            let mut before: BTreeMap<&str, Option<&KeyValue>> = BTreeMap::new();
+            for ev in ring.events.range(start..) {
+                let key = ev.event().key();
+                if RangeBounds::<str>::contains(&bounds, key) {
+                    before.entry(key).or_insert_with(|| match &**ev.event() {
+                        WatchEvent::Put { prev, .. } => prev.as_ref(),
+                        WatchEvent::Delete { prev, .. } => Some(prev),
+                    });
+                }
+            }
+            let unchanged = current
+                .filter(|(k, _)| !before.contains_key(k.as_str()))
+                .map(|(k, c)| c.to_kv(k));
+            let changed = before.values().filter_map(|kv| kv.cloned());
+            take(merge_by_key(unchanged, changed), limit)
+        };
         Some(ListResult {
             items,
-            revision: ring.head,
+            revision: at,
             more,
         })
     }
@@ -353,6 +380,28 @@ impl WatchHub {
     fn write(&self) -> RwLockWriteGuard<'_, Ring> {
         self.ring.write().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// The first `limit` items, and whether more follow.
+fn take(mut items: impl Iterator<Item = KeyValue>, limit: usize) -> (Vec<KeyValue>, bool) {
+    let page: Vec<KeyValue> = items.by_ref().take(limit).collect();
+    let more = page.len() == limit && items.next().is_some();
+    (page, more)
+}
+
+/// Merges two key-ordered iterators with disjoint keys into one key-ordered iterator.
+fn merge_by_key(
+    a: impl Iterator<Item = KeyValue>,
+    b: impl Iterator<Item = KeyValue>,
+) -> impl Iterator<Item = KeyValue> {
+    let mut a = a.peekable();
+    let mut b = b.peekable();
+    std::iter::from_fn(move || match (a.peek(), b.peek()) {
+        (Some(x), Some(y)) if x.key < y.key => a.next(),
+        (Some(_), Some(_)) => b.next(),
+        (Some(_), None) => a.next(),
+        (None, _) => b.next(),
+    })
 }
 
 impl Current {

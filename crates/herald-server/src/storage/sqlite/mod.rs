@@ -37,21 +37,26 @@ pub const DB_FILE: &str = "herald.db";
 ///   writers it just acknowledged, so concurrent writers share fsyncs instead of alternating.
 /// - **Checkpoints** (WAL → database file) run on their own thread and connection, off the
 ///   commit path.
+/// - **Version log**: every write appends a row (see the `schema` module), so a group commit of
+///   many creates writes a few pages, not one B-tree leaf per key.
 /// - **Watch cache**: the [`WatchHub`] holds the recent events *and* every live key (loaded on
-///   open, updated by each commit before it is acknowledged), so gets, lists at the newest
-///   revision and watches are answered from memory.
-/// - **Reads** the cache cannot answer (lists at older revisions: later pages of a paginated
-///   list, exact `resourceVersion`s) use [`SqliteOptions::read_connections`] read-only
-///   connections on tokio's blocking pool, so they never block writes.
+///   open, updated by each commit before it is acknowledged): gets, lists at any revision
+///   inside its ring, and watches are answered from memory, and the writer finds the current
+///   version of a key there.
+/// - **Reads** the cache cannot answer (lists at revisions older than its ring) scan the log
+///   on [`SqliteOptions::read_connections`] read-only connections on tokio's blocking pool, so
+///   they never block writes.
 /// - **Revisions** live in the database with the data, so they continue after a restart.
 /// - **TTL**: an indexed `expires_at` column (milliseconds on the injected clock);
 ///   [`Backend::expire_due`] deletes what is due in batches of [`SqliteOptions::sweep_batch`],
 ///   each deletion with its own revision and `Delete` event. Run it with
 ///   [`spawn_sweeper`](crate::storage::spawn_sweeper).
-/// - **History**: a log of the last [`HistoryOptions::keep_revisions`](crate::storage::HistoryOptions)
-///   revisions serves lists at older revisions; the watch ring
-///   ([`HistoryOptions::watch_window`](crate::storage::HistoryOptions) events) is reloaded from
-///   the log on open, so watches from revisions before a restart still replay.
+/// - **History**: replaced versions stay in the log for
+///   [`HistoryOptions::keep_revisions`](crate::storage::HistoryOptions) revisions, for lists at
+///   older revisions; the watch ring
+///   ([`HistoryOptions::watch_window`](crate::storage::HistoryOptions) events) and the current
+///   state are reloaded from the log on open, so watches from revisions before a restart still
+///   replay.
 ///
 /// Dropping the backend finishes the queued writes, stops the writer thread (waiting for it)
 /// and ends every watch stream.
@@ -212,14 +217,20 @@ impl Backend for SqliteBackend {
     }
 
     fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<KeyValue>>> {
-        if let Some(kv) = self.hub.get(key) {
-            return std::future::ready(Ok(kv)).boxed();
-        }
-        let key = key.to_owned();
-        self.readers.with(move |c| read::get(c, &key)).boxed()
+        // The watch cache holds every live key (loaded on open, updated before each ack).
+        let kv = self.hub.get(key).flatten();
+        std::future::ready(Ok(kv)).boxed()
     }
 
     fn list<'a>(&'a self, prefix: &'a str, opts: ListOptions) -> BoxFuture<'a, Result<ListResult>> {
+        let compacted = self.counters.compacted.load(Ordering::Acquire);
+        if let Some(at) = opts.at_revision.filter(|at| *at < compacted) {
+            return std::future::ready(Err(StorageError::Expired {
+                requested: at,
+                oldest: compacted,
+            }))
+            .boxed();
+        }
         if let Some(page) = self.hub.list(prefix, &opts) {
             return std::future::ready(Ok(page)).boxed();
         }
