@@ -379,27 +379,35 @@ impl EventRegistry {
             at = Some(page.revision);
             let n = page.items.len();
             let everything = filter.is_everything();
-            for (i, kv) in page.items.iter().enumerate() {
-                if !everything {
-                    match decode(kv) {
-                        Ok(ev) if filter.matches(&ev) => {}
-                        Ok(_) => continue,
-                        Err(e) => {
-                            tracing::warn!(key = %kv.key, error = %e, "skipping undecodable stored event");
-                            continue;
+            let more = page.more;
+            let last_key = page.items.last().map(|kv| kv.key.clone());
+            if everything && items.is_empty() && limit.is_none_or(|l| n < l) {
+                // The whole page is the answer so far: taken as it is, no copy.
+                items = page.items;
+            } else {
+                for (i, kv) in page.items.into_iter().enumerate() {
+                    if !everything {
+                        match decode(&kv) {
+                            Ok(ev) if filter.matches(&ev) => {}
+                            Ok(_) => continue,
+                            Err(e) => {
+                                tracing::warn!(key = %kv.key, error = %e, "skipping undecodable stored event");
+                                continue;
+                            }
                         }
                     }
-                }
-                items.push(kv.clone());
-                if limit == Some(items.len()) {
-                    if i + 1 < n || page.more {
-                        next = Some(kv.key.clone());
+                    let key = (limit == Some(items.len() + 1)).then(|| kv.key.clone());
+                    items.push(kv);
+                    if let Some(key) = key {
+                        if i + 1 < n || more {
+                            next = Some(key);
+                        }
+                        break 'pages;
                     }
-                    break 'pages;
                 }
             }
-            match (page.more, page.items.last()) {
-                (true, Some(last)) => cursor = Some(last.key.clone()),
+            match (more, last_key) {
+                (true, Some(last)) => cursor = Some(last),
                 _ => break,
             }
         }

@@ -312,7 +312,19 @@ async fn read(st: GroupState, ns: Option<String>, name: Option<String>, req: Req
             let out = negotiate_output(accept.as_deref(), Target::List)?;
             if out == Output::Object {
                 let l = st.api.registry.list_raw(group, ns.as_deref(), &p).await?;
-                let mut resp = (StatusCode::OK, render::raw_event_list(group, &l)).into_response();
+                let mut chunks = render::raw_event_list(group, l);
+                let first = chunks.next().unwrap_or_default();
+                let body = match chunks.next() {
+                    // Small lists go out whole, with a Content-Length.
+                    None => Body::from(first),
+                    Some(second) => Body::from_stream(futures::stream::iter(
+                        [first, second]
+                            .into_iter()
+                            .chain(chunks)
+                            .map(|c| Ok::<_, Infallible>(Bytes::from(c))),
+                    )),
+                };
+                let mut resp = (StatusCode::OK, body).into_response();
                 resp.headers_mut().insert(
                     header::CONTENT_TYPE,
                     HeaderValue::from_static("application/json"),

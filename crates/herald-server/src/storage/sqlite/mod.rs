@@ -32,9 +32,10 @@ pub const DB_FILE: &str = "herald.db";
 /// - **Group commit**: one writer thread owns the write connection and commits whatever writes
 ///   are queued (up to [`SqliteOptions::max_batch`]) in one transaction with one fsync. The
 ///   queue holds [`SqliteOptions::queue_capacity`] requests; when it is full, writers wait for
-///   room (back-pressure), nothing is dropped. After a commit the writer briefly waits (at most
-///   [`SqliteOptions::max_linger`], and only a quarter of the last commit's time) for the
-///   writers it just acknowledged, so concurrent writers share fsyncs instead of alternating.
+///   room (back-pressure), nothing is dropped. Optionally, after a commit the writer briefly
+///   waits (at most [`SqliteOptions::max_linger`], off by default, and only a quarter of the
+///   last commit's time) for the writers it just acknowledged, so concurrent writers share
+///   fsyncs instead of alternating.
 /// - **Checkpoints** (WAL → database file) run on their own thread and connection, off the
 ///   commit path.
 /// - **Version log**: every write appends a row (see the `schema` module), so a group commit of
