@@ -35,8 +35,9 @@ use crate::api::events::metrics::{Metrics, count_requests, metrics_handler};
 use crate::api::{self, ApiState};
 use crate::registry::{EventRegistry, RegistryOptions};
 use crate::storage::{
-    Backend, Deleted, HistoryOptions, KeyValue, ListOptions, ListResult, MemoryBackend, Revision,
-    SqliteBackend, SqliteOptions, StorageError, WatchStream, spawn_sweeper,
+    Backend, CachedWatchStream, Deleted, HistoryOptions, KeyValue, ListOptions, ListResult,
+    MemoryBackend, Revision, SqliteBackend, SqliteOptions, StorageError, WatchStream,
+    spawn_sweeper,
 };
 
 /// Which backend stores the events.
@@ -318,6 +319,13 @@ impl Backend for MeteredBackend {
         after: Revision,
     ) -> BoxFuture<'a, crate::storage::Result<WatchStream>> {
         self.inner.watch(prefix, after)
+    }
+    fn watch_batches<'a>(
+        &'a self,
+        prefix: &'a str,
+        after: Revision,
+    ) -> BoxFuture<'a, crate::storage::Result<CachedWatchStream>> {
+        self.inner.watch_batches(prefix, after)
     }
     fn current_revision(&self) -> BoxFuture<'_, crate::storage::Result<Revision>> {
         self.inner.current_revision()

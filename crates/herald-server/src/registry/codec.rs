@@ -8,6 +8,8 @@ use bytes::Bytes;
 use herald_core::event::convert::{events_v1_to_core, normalize_core};
 use herald_core::event::{ApiGroup, CoreEvent, EventsV1Event};
 use herald_core::status::ApiError;
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::storage::{KeyValue, Revision};
@@ -31,26 +33,77 @@ pub fn prefix(namespace: Option<&str>) -> String {
 /// The stored bytes of `event`: its core/v1 wire JSON (as `/api/v1` returns it, zero
 /// times as `null`) without `kind`, `apiVersion` and `resourceVersion`, so a list can send
 /// stored bytes with only the resourceVersion spliced in ([`splice_resource_version`]).
+///
+/// Written straight from the typed event with `metadata` first and the other fields in the
+/// order kube-apiserver writes them, so the splice point is found without a search; the
+/// object equals [`core_v1_json`](herald_core::event::wire::core_v1_json)'s minus `kind` and
+/// `apiVersion`.
 pub fn encode(event: &CoreEvent) -> Result<Bytes, ApiError> {
-    let mut e = event.clone();
+    let mut e = normalize_core(event.clone());
     e.metadata.resource_version = None;
-    let mut v = herald_core::event::wire::core_v1_json(&e);
-    if let Some(m) = v.as_object_mut() {
-        m.remove("kind");
-        m.remove("apiVersion");
+    let mut out = Vec::with_capacity(512);
+    serde_json::to_writer(&mut out, &StoredShape(&e))
+        .map_err(|err| ApiError::internal(format!("encoding event: {err}")))?;
+    Ok(Bytes::from(out))
+}
+
+/// Serializes a normalized event as [`encode`] stores it.
+struct StoredShape<'a>(&'a CoreEvent);
+
+impl Serialize for StoredShape<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        fn some<M: SerializeMap, T: Serialize>(
+            m: &mut M,
+            key: &str,
+            v: &Option<T>,
+        ) -> Result<(), M::Error> {
+            match v {
+                Some(v) => m.serialize_entry(key, v),
+                None => Ok(()),
+            }
+        }
+        let e = self.0;
+        let mut m = s.serialize_map(None)?;
+        // `metadata` must stay first: `splice_resource_version` relies on it.
+        m.serialize_entry("metadata", &e.metadata)?;
+        m.serialize_entry("involvedObject", &e.involved_object)?;
+        some(&mut m, "reason", &e.reason)?;
+        some(&mut m, "message", &e.message)?;
+        some(&mut m, "source", &e.source)?;
+        // Zero times are written as `null`, as kube-apiserver does.
+        m.serialize_entry("firstTimestamp", &e.first_timestamp)?;
+        m.serialize_entry("lastTimestamp", &e.last_timestamp)?;
+        some(&mut m, "count", &e.count)?;
+        some(&mut m, "type", &e.type_)?;
+        m.serialize_entry("eventTime", &e.event_time)?;
+        if let Some(series) = &e.series {
+            m.serialize_entry("series", &SeriesShape(series))?;
+        }
+        some(&mut m, "action", &e.action)?;
+        some(&mut m, "related", &e.related)?;
+        some(&mut m, "reportingComponent", &e.reporting_component)?;
+        some(&mut m, "reportingInstance", &e.reporting_instance)?;
+        m.end()
     }
-    serde_json::to_vec(&v)
-        .map(Bytes::from)
-        .map_err(|err| ApiError::internal(format!("encoding event: {err}")))
+}
+
+/// A core/v1 series with an unset `lastObservedTime` written as `null`.
+struct SeriesShape<'a>(&'a k8s_openapi::api::core::v1::EventSeries);
+
+impl Serialize for SeriesShape<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        if let Some(c) = &self.0.count {
+            m.serialize_entry("count", c)?;
+        }
+        m.serialize_entry("lastObservedTime", &self.0.last_observed_time)?;
+        m.end()
+    }
 }
 
 /// Stored bytes (see [`encode`]) with `"resourceVersion":"<revision>"` inserted at the start
 /// of the top-level `metadata` object: the core/v1 list item, without a decode/encode round
 /// trip. `None` if the bytes have no `metadata` object (the caller falls back to decoding).
-///
-/// The first `"metadata":{` in the text is the top-level key: keys sorting before it
-/// (`action` … `message`) hold strings, where quotes are escaped, or `involvedObject`, which
-/// has no `metadata` key.
 pub fn splice_resource_version(stored: &[u8], revision: Revision) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(stored.len() + 32);
     splice_resource_version_into(&mut out, stored, revision).then_some(out)
@@ -58,15 +111,28 @@ pub fn splice_resource_version(stored: &[u8], revision: Revision) -> Option<Vec<
 
 /// [`splice_resource_version`] appending to `out`; `false` (and `out` untouched) when the
 /// bytes have no `metadata` object.
+///
+/// [`encode`] writes `metadata` first. Bytes stored by earlier versions have sorted keys;
+/// for them the first `"metadata":{` in the text is the top-level key: keys sorting before it
+/// (`action` … `message`) hold strings, where quotes are escaped, or `involvedObject`, which
+/// has no `metadata` key.
 pub fn splice_resource_version_into(out: &mut Vec<u8>, stored: &[u8], revision: Revision) -> bool {
     const KEY: &[u8] = b"\"metadata\":{";
-    let Some(at) = stored.windows(KEY.len()).position(|w| w == KEY) else {
-        return false;
+    // `{"metadata":{…`, or the same without its brace (a caller writing its own head).
+    let at = if stored.get(1..=KEY.len()) == Some(KEY) {
+        1 + KEY.len()
+    } else if stored.starts_with(KEY) {
+        KEY.len()
+    } else {
+        match memchr::memmem::find(stored, KEY) {
+            Some(at) => at + KEY.len(),
+            None => return false,
+        }
     };
-    let at = at + KEY.len();
     out.extend_from_slice(&stored[..at]);
     out.extend_from_slice(b"\"resourceVersion\":\"");
-    out.extend_from_slice(revision.to_string().as_bytes());
+    // Written without an intermediate String: this runs once per item of a list.
+    let _ = std::io::Write::write_fmt(out, format_args!("{revision}"));
     out.push(b'"');
     if stored.get(at) != Some(&b'}') {
         out.push(b',');
@@ -213,7 +279,15 @@ pub fn decode_body_as(
             )));
         }
     }
-    // Decode from text so that type errors carry a line and column.
+    // Typed decoding straight from the parsed value; only a body that fails it is decoded
+    // again from text, whose parser says where the error is.
+    let typed = match group {
+        ApiGroup::Core => CoreEvent::deserialize(&v).ok().map(normalize_core),
+        ApiGroup::EventsV1 => EventsV1Event::deserialize(&v).ok().map(events_v1_to_core),
+    };
+    if let Some(event) = typed {
+        return Ok(drop_empty_maps(event));
+    }
     let owned;
     let (format, text) = match original {
         Some(o) if typed_ok => o,
@@ -281,6 +355,69 @@ mod tests {
         let empty_meta = splice_resource_version(br#"{"metadata":{}}"#, 7).unwrap();
         assert_eq!(empty_meta, br#"{"metadata":{"resourceVersion":"7"}}"#);
         assert!(splice_resource_version(b"{}", 7).is_none());
+    }
+
+    /// What `encode` must write, as a JSON value: `core_v1_json` without `kind` and
+    /// `apiVersion`.
+    fn wire_without_type(e: &CoreEvent) -> Value {
+        let mut e = e.clone();
+        e.metadata.resource_version = None;
+        let mut v = core_v1_json(&e);
+        let m = v.as_object_mut().unwrap();
+        m.remove("kind");
+        m.remove("apiVersion");
+        v
+    }
+
+    #[test]
+    fn encode_writes_the_wire_json_metadata_first() {
+        let full: CoreEvent = serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": "web.1", "namespace": "ns", "uid": "u", "resourceVersion": "9",
+                "creationTimestamp": "2024-01-01T00:00:00Z",
+                "labels": {"b": "2", "a": "1"}, "annotations": {"x": "y"},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "q"}],
+                "managedFields": [{"manager": "m", "operation": "Update", "fieldsType": "FieldsV1",
+                                   "fieldsV1": {"metadata": {}, "f:count": {}}}],
+                "finalizers": []
+            },
+            "involvedObject": {"kind": "Pod", "name": "web", "namespace": "ns", "uid": "", "fieldPath": "spec"},
+            "related": {"kind": "Node", "name": "n1"},
+            "reason": "BackOff", "message": "m \"metadata\":{ é", "type": "Warning", "action": "",
+            "count": 3, "source": {"component": "kubelet", "host": "n1"},
+            "firstTimestamp": "2024-01-01T00:00:00Z", "lastTimestamp": "2024-01-01T00:00:05Z",
+            "eventTime": "2024-01-01T00:00:05.123456Z",
+            "series": {"count": 2},
+            "reportingComponent": "kubelet"
+        }))
+        .unwrap();
+        let empty = CoreEvent::default();
+        let mut no_series_time = full.clone();
+        no_series_time.series = Some(Default::default());
+        for e in [&full, &empty, &no_series_time] {
+            let stored = encode(e).unwrap();
+            assert!(stored.starts_with(br#"{"metadata":{"#));
+            let v: Value = serde_json::from_slice(&stored).unwrap();
+            assert_eq!(v, wire_without_type(e));
+            // Spliced, it is the list item with the resourceVersion.
+            let item: Value =
+                serde_json::from_slice(&splice_resource_version(&stored, 12).unwrap()).unwrap();
+            let mut want = wire_without_type(e);
+            want["metadata"]["resourceVersion"] = Value::from("12");
+            assert_eq!(item, want);
+        }
+    }
+
+    #[test]
+    fn splice_finds_metadata_in_sorted_bytes_of_earlier_versions() {
+        let sorted = br#"{"count":1,"involvedObject":{"kind":"Pod"},"message":"a \"metadata\":{","metadata":{"name":"x"},"type":"Normal"}"#;
+        let item: Value =
+            serde_json::from_slice(&splice_resource_version(sorted, 3).unwrap()).unwrap();
+        assert_eq!(
+            item["metadata"],
+            serde_json::json!({"name": "x", "resourceVersion": "3"})
+        );
+        assert_eq!(item["message"], r#"a "metadata":{"#);
     }
 
     #[test]

@@ -55,7 +55,7 @@ pub mod errors;
 pub mod fieldmanager;
 pub mod options;
 pub mod patch;
-mod watch;
+pub mod watch;
 pub mod write;
 
 use std::sync::Arc;
@@ -151,6 +151,15 @@ pub struct Written {
     pub warnings: Vec<String>,
 }
 
+/// The result of a create ([`EventRegistry::create_stored`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Created {
+    /// The stored event, resourceVersion set (for dry runs, the would-be object).
+    pub event: CoreEvent,
+    /// The bytes stored for it (see [`codec::encode`]) and its revision; `None` for dry runs.
+    pub stored: Option<(bytes::Bytes, crate::storage::Revision)>,
+}
+
 /// One page of a list.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EventList {
@@ -198,6 +207,24 @@ pub enum WatchItem {
 /// A watch: items in revision order; ends at the timeout, after an `Error`, or when the
 /// backend shuts down.
 pub type EventWatch = BoxStream<'static, WatchItem>;
+
+/// One item of a [`RawEventWatch`]: what [`WatchItem`] says, before decoding.
+#[derive(Debug, Clone)]
+pub enum RawWatchItem {
+    /// A stored change as a watcher without selectors sees it (see
+    /// [`watch::change_parts`]): the same `Arc` goes to every such watcher, so an encoding of
+    /// it made once ([`CachedEvent::encoding`](crate::storage::CachedEvent::encoding)) serves
+    /// them all.
+    Change(Arc<crate::storage::CachedEvent>),
+    /// `ADDED` for the stored key-value (the initial events of a watch without selectors).
+    Initial(crate::storage::KeyValue),
+    /// Any other item, decoded.
+    Item(WatchItem),
+}
+
+/// [`EventWatch`] in batches of undecoded items ([`EventRegistry::watch_raw`]): each item of
+/// the stream holds what was ready together, in order, never empty.
+pub type RawEventWatch = BoxStream<'static, Vec<RawWatchItem>>;
 
 /// The events registry (see the module docs). Cheap to clone.
 #[derive(Clone)]
@@ -367,27 +394,35 @@ impl EventRegistry {
             at = Some(page.revision);
             let n = page.items.len();
             let everything = filter.is_everything();
-            for (i, kv) in page.items.iter().enumerate() {
-                if !everything {
-                    match decode(kv) {
-                        Ok(ev) if filter.matches(&ev) => {}
-                        Ok(_) => continue,
-                        Err(e) => {
-                            tracing::warn!(key = %kv.key, error = %e, "skipping undecodable stored event");
-                            continue;
+            let more = page.more;
+            let last_key = page.items.last().map(|kv| kv.key.clone());
+            if everything && items.is_empty() && limit.is_none_or(|l| n < l) {
+                // The whole page is the answer so far: taken as it is, no copy.
+                items = page.items;
+            } else {
+                for (i, kv) in page.items.into_iter().enumerate() {
+                    if !everything {
+                        match decode(&kv) {
+                            Ok(ev) if filter.matches(&ev) => {}
+                            Ok(_) => continue,
+                            Err(e) => {
+                                tracing::warn!(key = %kv.key, error = %e, "skipping undecodable stored event");
+                                continue;
+                            }
                         }
                     }
-                }
-                items.push(kv.clone());
-                if limit == Some(items.len()) {
-                    if i + 1 < n || page.more {
-                        next = Some(kv.key.clone());
+                    let key = (limit == Some(items.len() + 1)).then(|| kv.key.clone());
+                    items.push(kv);
+                    if let Some(key) = key {
+                        if i + 1 < n || more {
+                            next = Some(key);
+                        }
+                        break 'pages;
                     }
-                    break 'pages;
                 }
             }
-            match (page.more, page.items.last()) {
-                (true, Some(last)) => cursor = Some(last.key.clone()),
+            match (more, last_key) {
+                (true, Some(last)) => cursor = Some(last),
                 _ => break,
             }
         }
@@ -409,6 +444,18 @@ impl EventRegistry {
         name: Option<&str>,
         p: &ListParams,
     ) -> Result<EventWatch, ApiError> {
+        watch::start_decoded(self, group, namespace, name, p).await
+    }
+
+    /// [`EventRegistry::watch`] in batches and without decoding what a watcher without
+    /// selectors receives: the form the HTTP layer encodes once for all watchers.
+    pub async fn watch_raw(
+        &self,
+        group: ApiGroup,
+        namespace: Option<&str>,
+        name: Option<&str>,
+        p: &ListParams,
+    ) -> Result<RawEventWatch, ApiError> {
         watch::start(self, group, namespace, name, p).await
     }
 
@@ -421,6 +468,18 @@ impl EventRegistry {
         opts: &WriteOptions,
     ) -> Result<CoreEvent, ApiError> {
         write::create(self, group, namespace, event, opts).await
+    }
+
+    /// [`EventRegistry::create`] that also returns the stored bytes, from which the HTTP layer
+    /// renders the response without encoding the event again.
+    pub async fn create_stored(
+        &self,
+        group: ApiGroup,
+        namespace: &str,
+        event: CoreEvent,
+        opts: &WriteOptions,
+    ) -> Result<Created, ApiError> {
+        write::create_stored(self, group, namespace, event, opts).await
     }
 
     /// PUT: replaces (or creates) `name` with `event`; a resourceVersion in `event` is a

@@ -1,8 +1,14 @@
 //! The watch state machine: initial events, live changes through the selectors, bookmarks,
 //! the timeout, the 410 at the end of history and the 504 for a revision never reached.
+//!
+//! It works on batches: each wake-up of the storage watch yields all the changes that are
+//! ready, and they go out together. Without selectors a change is passed on as the shared
+//! [`CachedEvent`] (no decoding per watcher: the HTTP layer encodes each change once for all
+//! watchers); with selectors each change is decoded and judged for this watcher.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -13,8 +19,10 @@ use tokio::time::{Interval, MissedTickBehavior, Sleep};
 
 use super::codec::{self, decode, decode_at, parse_rv};
 use super::errors::{storage_error, too_large_rv};
-use super::{EventRegistry, EventWatch, Filter, ListParams, WatchItem};
-use crate::storage::{ListOptions, Revision, StorageError, WatchEvent, WatchStream};
+use super::{EventRegistry, Filter, ListParams, RawEventWatch, RawWatchItem, WatchItem};
+use crate::storage::{
+    CachedEvent, CachedWatchStream, ListOptions, Revision, StorageError, WatchEvent,
+};
 
 /// The longest a watch may last (one year); longer timeouts are clamped (tokio timers and
 /// instants overflow far beyond it).
@@ -24,10 +32,93 @@ const MAX_WATCH: Duration = Duration::from_secs(365 * 24 * 3600);
 /// with "Too large resource version" (kube-apiserver's watch cache waits the same 3 s).
 pub(super) const FUTURE_RV_WAIT: Duration = Duration::from_secs(3);
 
+/// The most initial events handed out in one batch.
+const INITIAL_BATCH: usize = 512;
+
 /// The 410 a watch from a revision outside the retained history gets (the watch cache's
 /// wording, which kubectl prints as `too old resource version: …`).
 fn too_old(requested: Revision, oldest: Revision) -> ApiError {
     ApiError::expired(format!("too old resource version: {requested} ({oldest})"))
+}
+
+/// What a stored change is to a watcher that sees everything: `ADDED` for a create,
+/// `MODIFIED` for an update, `DELETED` with the last state at the deletion's revision.
+/// Returns the kind, the stored value and the resourceVersion to show.
+pub fn change_parts(ev: &WatchEvent) -> (ChangeKind, &[u8], Revision) {
+    match ev {
+        WatchEvent::Put { kv, prev: None } => (ChangeKind::Added, &kv.value, kv.mod_revision),
+        WatchEvent::Put { kv, prev: Some(_) } => (ChangeKind::Modified, &kv.value, kv.mod_revision),
+        WatchEvent::Delete { prev, revision } => (ChangeKind::Deleted, &prev.value, *revision),
+    }
+}
+
+/// The type of an object watch event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ChangeKind {
+    /// `ADDED`.
+    Added,
+    /// `MODIFIED`.
+    Modified,
+    /// `DELETED`.
+    Deleted,
+}
+
+impl ChangeKind {
+    /// The `type` of the watch line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeKind::Added => "ADDED",
+            ChangeKind::Modified => "MODIFIED",
+            ChangeKind::Deleted => "DELETED",
+        }
+    }
+
+    fn item(self, e: CoreEvent) -> WatchItem {
+        match self {
+            ChangeKind::Added => WatchItem::Added(e),
+            ChangeKind::Modified => WatchItem::Modified(e),
+            ChangeKind::Deleted => WatchItem::Deleted(e),
+        }
+    }
+}
+
+impl RawWatchItem {
+    /// The decoded [`WatchItem`]; `None` (logged) when stored bytes do not decode.
+    pub fn into_item(self) -> Option<WatchItem> {
+        let decoded = |key: &str, value: &[u8], rev: Revision| match decode_at(value, rev) {
+            Ok(e) => Some(e),
+            Err(err) => {
+                tracing::warn!(key = %key, error = %err, "skipping undecodable event in watch");
+                None
+            }
+        };
+        match self {
+            RawWatchItem::Change(ev) => {
+                let (kind, value, rev) = change_parts(ev.event());
+                decoded(ev.event().key(), value, rev).map(|e| kind.item(e))
+            }
+            RawWatchItem::Initial(kv) => {
+                decoded(&kv.key, &kv.value, kv.mod_revision).map(WatchItem::Added)
+            }
+            RawWatchItem::Item(item) => Some(item),
+        }
+    }
+}
+
+/// [`start`] as single decoded items.
+pub(super) async fn start_decoded(
+    reg: &EventRegistry,
+    group: ApiGroup,
+    namespace: Option<&str>,
+    name: Option<&str>,
+    p: &ListParams,
+) -> Result<super::EventWatch, ApiError> {
+    let raw = start(reg, group, namespace, name, p).await?;
+    Ok(raw
+        .flat_map(|batch| {
+            futures::stream::iter(batch.into_iter().filter_map(RawWatchItem::into_item))
+        })
+        .boxed())
 }
 
 pub(super) async fn start(
@@ -36,7 +127,7 @@ pub(super) async fn start(
     namespace: Option<&str>,
     name: Option<&str>,
     p: &ListParams,
-) -> Result<EventWatch, ApiError> {
+) -> Result<RawEventWatch, ApiError> {
     let mut p = p.clone();
     p.watch = true;
     p.validate()?;
@@ -59,18 +150,21 @@ pub(super) async fn start(
         if let Some(min) = rv.filter(|m| *m > page.revision) {
             return Err(too_large_rv(min, page.revision));
         }
-        for kv in &page.items {
-            if let Ok(ev) = decode(kv)
+        let everything = filter.is_everything();
+        for kv in page.items {
+            if everything {
+                initial.push_back(RawWatchItem::Initial(kv));
+            } else if let Ok(ev) = decode(&kv)
                 && filter.matches(&ev)
             {
-                initial.push_back(WatchItem::Added(ev));
+                initial.push_back(RawWatchItem::Item(WatchItem::Added(ev)));
             }
         }
         if p.send_initial_events == Some(true) && p.allow_watch_bookmarks {
-            initial.push_back(WatchItem::Bookmark {
+            initial.push_back(RawWatchItem::Item(WatchItem::Bookmark {
                 resource_version: page.revision.to_string(),
                 initial_events_end: true,
-            });
+            }));
         }
         page.revision
     } else {
@@ -88,11 +182,13 @@ pub(super) async fn start(
             None => current,
         }
     };
-    let inner = match reg.backend.watch(&prefix, start).await {
+    let inner = match reg.backend.watch_batches(&prefix, start).await {
         Ok(s) => s,
         Err(StorageError::Expired { requested, oldest }) => {
             return Ok(futures::stream::once(async move {
-                WatchItem::Error(too_old(requested, oldest))
+                vec![RawWatchItem::Item(WatchItem::Error(too_old(
+                    requested, oldest,
+                )))]
             })
             .boxed());
         }
@@ -133,8 +229,8 @@ pub(super) async fn start(
 }
 
 struct State {
-    initial: VecDeque<WatchItem>,
-    inner: WatchStream,
+    initial: VecDeque<RawWatchItem>,
+    inner: CachedWatchStream,
     filter: Filter,
     /// A requested start revision the store had not reached when the watch began.
     ahead: Option<Ahead>,
@@ -171,11 +267,17 @@ async fn tick(i: &mut Option<Interval>) {
     }
 }
 
+fn one(item: WatchItem) -> Vec<RawWatchItem> {
+    vec![RawWatchItem::Item(item)]
+}
+
 impl State {
-    async fn next(mut self) -> Option<(WatchItem, Self)> {
+    async fn next(mut self) -> Option<(Vec<RawWatchItem>, Self)> {
         loop {
-            if let Some(item) = self.initial.pop_front() {
-                return Some((item, self));
+            if !self.initial.is_empty() {
+                let n = self.initial.len().min(INITIAL_BATCH);
+                let batch: Vec<RawWatchItem> = self.initial.drain(..n).collect();
+                return Some((batch, self));
             }
             if self.done {
                 return None;
@@ -189,32 +291,38 @@ impl State {
                         .take()
                         .map_or((self.last_rv, self.last_rv), |a| (a.requested, a.current));
                     self.done = true;
-                    return Some((WatchItem::Error(too_large_rv(requested, current)), self));
+                    return Some((one(WatchItem::Error(too_large_rv(requested, current))), self));
                 }
-                ev = self.inner.next() => match ev {
+                batch = self.inner.next() => match batch {
                     None => return None,
                     Some(Err(StorageError::Expired { requested, oldest })) => {
                         self.done = true;
-                        return Some((WatchItem::Error(too_old(requested, oldest)), self));
+                        return Some((one(WatchItem::Error(too_old(requested, oldest))), self));
                     }
                     Some(Err(e)) => {
                         self.done = true;
-                        return Some((WatchItem::Error(ApiError::internal(e.to_string())), self));
+                        return Some((one(WatchItem::Error(ApiError::internal(e.to_string()))), self));
                     }
-                    Some(Ok(ev)) => {
-                        if let Some(a) = &mut self.ahead {
-                            if ev.revision() <= a.requested {
-                                a.current = ev.revision();
-                                if ev.revision() == a.requested {
-                                    self.ahead = None;
+                    Some(Ok(events)) => {
+                        let mut out = Vec::with_capacity(events.len());
+                        for ev in events {
+                            if let Some(a) = &mut self.ahead {
+                                if ev.revision() <= a.requested {
+                                    a.current = ev.revision();
+                                    if ev.revision() == a.requested {
+                                        self.ahead = None;
+                                    }
+                                    continue;
                                 }
-                                continue;
+                                self.ahead = None;
                             }
-                            self.ahead = None;
+                            self.last_rv = ev.revision();
+                            if let Some(item) = self.transform(ev) {
+                                out.push(item);
+                            }
                         }
-                        self.last_rv = ev.revision();
-                        if let Some(item) = self.transform(&ev) {
-                            return Some((item, self));
+                        if !out.is_empty() {
+                            return Some((out, self));
                         }
                     }
                 },
@@ -223,14 +331,18 @@ impl State {
                         resource_version: self.last_rv.to_string(),
                         initial_events_end: false,
                     };
-                    return Some((item, self));
+                    return Some((one(item), self));
                 }
             }
         }
     }
 
     /// kube-apiserver's etcd watcher rules for one change under selectors.
-    fn transform(&self, ev: &WatchEvent) -> Option<WatchItem> {
+    fn transform(&self, cached: Arc<CachedEvent>) -> Option<RawWatchItem> {
+        if self.filter.is_everything() {
+            return Some(RawWatchItem::Change(cached));
+        }
+        let ev = cached.event();
         let decoded = |value: &[u8], rev: Revision| -> Option<CoreEvent> {
             match decode_at(value, rev) {
                 Ok(e) => Some(e),
@@ -240,28 +352,29 @@ impl State {
                 }
             }
         };
-        match ev {
+        let item = match &**ev {
             WatchEvent::Put { kv, prev } => {
                 let cur = decoded(&kv.value, kv.mod_revision)?;
                 let cur_ok = self.filter.matches(&cur);
                 let Some(prev) = prev else {
-                    return cur_ok.then_some(WatchItem::Added(cur));
+                    return cur_ok.then_some(RawWatchItem::Item(WatchItem::Added(cur)));
                 };
-                if self.filter.is_everything() {
-                    return Some(WatchItem::Modified(cur));
-                }
                 let old = decoded(&prev.value, kv.mod_revision)?;
                 match (cur_ok, self.filter.matches(&old)) {
-                    (true, true) => Some(WatchItem::Modified(cur)),
-                    (true, false) => Some(WatchItem::Added(cur)),
-                    (false, true) => Some(WatchItem::Deleted(old)),
-                    (false, false) => None,
+                    (true, true) => WatchItem::Modified(cur),
+                    (true, false) => WatchItem::Added(cur),
+                    (false, true) => WatchItem::Deleted(old),
+                    (false, false) => return None,
                 }
             }
             WatchEvent::Delete { prev, revision } => {
                 let old = decoded(&prev.value, *revision)?;
-                self.filter.matches(&old).then_some(WatchItem::Deleted(old))
+                if !self.filter.matches(&old) {
+                    return None;
+                }
+                WatchItem::Deleted(old)
             }
-        }
+        };
+        Some(RawWatchItem::Item(item))
     }
 }

@@ -13,7 +13,7 @@ use super::errors::storage_error;
 use super::fieldmanager;
 use super::options::{DeleteParams, ListParams, options_invalid};
 use super::patch::{self, PatchKind};
-use super::{EventRegistry, MAX_RETRIES, WriteOptions, Written};
+use super::{Created, EventRegistry, MAX_RETRIES, WriteOptions, Written};
 use crate::storage::StorageError;
 
 fn rv_of(e: &CoreEvent) -> Option<&str> {
@@ -47,6 +47,20 @@ pub(super) async fn create(
     event: CoreEvent,
     opts: &WriteOptions,
 ) -> Result<CoreEvent, ApiError> {
+    create_stored(reg, group, namespace, event, opts)
+        .await
+        .map(|c| c.event)
+}
+
+/// [`create`], also handing back the stored bytes and revision so the response can be
+/// written from them without encoding the event again.
+pub(super) async fn create_stored(
+    reg: &EventRegistry,
+    group: ApiGroup,
+    namespace: &str,
+    event: CoreEvent,
+    opts: &WriteOptions,
+) -> Result<Created, ApiError> {
     check_field_manager("CreateOptions", opts)?;
     insert(reg, group, namespace, event, opts, Some(&opts.manager())).await
 }
@@ -74,7 +88,7 @@ async fn insert(
     event: CoreEvent,
     opts: &WriteOptions,
     manager: Option<&str>,
-) -> Result<CoreEvent, ApiError> {
+) -> Result<Created, ApiError> {
     if rv_of(&event).is_some() {
         return Err(ApiError::internal(
             "resourceVersion should not be set on objects to be created",
@@ -94,17 +108,23 @@ async fn insert(
         let name = e.metadata.name.clone().unwrap_or_default();
         let ns = e.metadata.namespace.clone().unwrap_or_default();
         if opts.dry_run {
-            return Ok(e);
+            return Ok(Created {
+                event: e,
+                stored: None,
+            });
         }
         let bytes = encode(&e)?;
         match reg
             .backend
-            .create(&codec::key(&ns, &name), bytes, reg.opts.event_ttl)
+            .create(&codec::key(&ns, &name), bytes.clone(), reg.opts.event_ttl)
             .await
         {
             Ok(kv) => {
                 e.metadata.resource_version = Some(kv.mod_revision.to_string());
-                return Ok(e);
+                return Ok(Created {
+                    event: e,
+                    stored: Some((bytes, kv.mod_revision)),
+                });
             }
             Err(StorageError::AlreadyExists { .. }) if generated => continue,
             Err(err) => return Err(storage_error(err, r, &name)),
@@ -274,9 +294,9 @@ pub(super) async fn patch(
             check_url_name(&e.metadata, namespace, name)?;
             e.metadata.resource_version = None;
             match insert(reg, group, namespace, e, opts, None).await {
-                Ok(e) => {
+                Ok(c) => {
                     return Ok(Written {
-                        event: e,
+                        event: c.event,
                         created: true,
                         warnings,
                     });

@@ -5,7 +5,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 
-use super::{Deleted, KeyValue, ListOptions, ListResult, Result, Revision, WatchStream};
+use futures::StreamExt;
+
+use super::{
+    CachedEvent, CachedWatchStream, Deleted, KeyValue, ListOptions, ListResult, Result, Revision,
+    WatchStream,
+};
 
 /// A revisioned key-value store (the model of etcd v3 and kine).
 ///
@@ -67,6 +72,50 @@ pub trait Backend: Send + Sync + 'static {
         prefix: &'a str,
         after_revision: Revision,
     ) -> BoxFuture<'a, Result<WatchStream>>;
+
+    /// [`Backend::watch`] as batches of shared events, the form that lets many watchers share
+    /// the work of encoding each event (see [`CachedEvent::encoding`]).
+    ///
+    /// Backends with a [`WatchHub`](super::WatchHub) answer from it, so every watcher gets the
+    /// same `Arc<CachedEvent>` for an event. The default adapts [`Backend::watch`]: each
+    /// watcher gets its own `CachedEvent`s, in batches of what is ready.
+    fn watch_batches<'a>(
+        &'a self,
+        prefix: &'a str,
+        after_revision: Revision,
+    ) -> BoxFuture<'a, Result<CachedWatchStream>> {
+        Box::pin(async move {
+            let inner = self.watch(prefix, after_revision).await?;
+            let batches = inner
+                .ready_chunks(super::hub::BATCH)
+                .flat_map(|chunk| {
+                    // An error ends the stream: the events before it are one batch, the error
+                    // the next item.
+                    let mut out = Vec::with_capacity(2);
+                    let mut batch = Vec::with_capacity(chunk.len());
+                    for item in chunk {
+                        match item {
+                            Ok(ev) => batch.push(std::sync::Arc::new(CachedEvent::new(
+                                std::sync::Arc::unwrap_or_clone(ev),
+                            ))),
+                            Err(e) => {
+                                if !batch.is_empty() {
+                                    out.push(Ok(std::mem::take(&mut batch)));
+                                }
+                                out.push(Err(e));
+                                break;
+                            }
+                        }
+                    }
+                    if !batch.is_empty() {
+                        out.push(Ok(batch));
+                    }
+                    futures::stream::iter(out)
+                })
+                .boxed();
+            Ok(batches)
+        })
+    }
 
     /// The revision of the last acknowledged write ([`INITIAL_REVISION`](super::INITIAL_REVISION)
     /// for a new store).

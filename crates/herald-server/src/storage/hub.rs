@@ -1,60 +1,182 @@
-//! The watch hub: in-memory fan-out of committed writes to every watcher.
+//! The watch cache: committed writes held in memory, serving watches and (where it is
+//! consistent) lists and gets, so that they do not read the database.
 //!
-//! Every backend publishes each committed write here, in revision order. The hub keeps the most
-//! recent events in a bounded ring buffer that serves both purposes of a watch:
+//! Every backend publishes each committed write here, in revision order, *before* it
+//! acknowledges the write; so anything a client has been told is written is already here.
+//! The hub keeps:
 //!
-//! - **replay**: a watch from revision `R` starts reading the ring just after `R`;
-//! - **live delivery**: watchers do not have their own queues; each holds a cursor (the last
-//!   revision it has seen) and, when woken, copies the next batch of matching events out of the
-//!   ring (`Arc`s, no value copies).
+//! - **a bounded ring of the most recent events**, which serves both purposes of a watch:
+//!   replay (a watch from revision `R` starts reading the ring just after `R`) and live delivery
+//!   (watchers have no queues of their own; each holds a cursor and, when woken, copies the next
+//!   batch of matching events out of the ring as `Arc`s, no value copies);
+//! - **the current state of every key**, when the backend loads it on open
+//!   ([`WatchHub::with_state`]): gets and lists are then answered from memory
+//!   ([`WatchHub::get`], [`WatchHub::list`]), at the newest revision from the state, at an older
+//!   revision still inside the ring by undoing the ring's later events; lists at revisions
+//!   older than the ring go to the backend;
+//! - **shared encodings** of each event ([`CachedEvent::encoding`]): a watch line is encoded
+//!   once and the same bytes go to every watcher (kube-apiserver's `cachingObject`).
 //!
-//! **Bound.** The ring holds at most `capacity` events; publishing into a full ring evicts the
+//! **Bounds.** The ring holds at most `capacity` events; publishing into a full ring evicts the
 //! oldest. A watcher whose cursor falls behind the evicted part (a slow consumer, or a watch from
 //! a revision older than the window) receives one [`StorageError::Expired`] and its stream ends;
-//! memory never grows with slow watchers. Kubernetes clients answer that 410 by re-listing.
+//! memory never grows with slow watchers. Kubernetes clients answer that 410 by re-listing. The
+//! current state is as large as the live data (the registry's TTL bounds it), as in
+//! kube-apiserver's watch cache.
+//!
+//! **Wake-ups.** A watcher that has just taken a batch waits a little before it takes the next
+//! one ([`PACE_PER_WATCHER`] times the number of open watchers, at most [`MAX_PACE`]), so that
+//! under a write storm each watcher wakes a bounded number of times per second, each time for
+//! a larger batch, instead of once per commit. A watcher that is idle or behind is not paced.
 
-use std::collections::VecDeque;
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::collections::{BTreeMap, VecDeque};
+use std::ops::{Bound, RangeBounds};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Duration;
 
+use bytes::Bytes;
 use futures::StreamExt;
+use futures::stream::BoxStream;
 use tokio::sync::watch;
 
-use super::{Revision, StorageError, WatchEvent, WatchStream};
+use super::types::prefix_end;
+use super::{KeyValue, ListOptions, ListResult, Revision, StorageError, WatchEvent, WatchStream};
 
-/// How many events a watcher copies out of the ring per wake-up (bounds its private buffer).
-const BATCH: usize = 1024;
+/// The most events a watcher copies out of the ring per wake-up (bounds its batch).
+pub const BATCH: usize = 1024;
 
-/// The shared ring of recent events and the wake-up signal for watchers.
+/// How long each open watcher adds to the pause between two batches of one watcher.
+pub const PACE_PER_WATCHER: Duration = Duration::from_micros(20);
+
+/// The longest pause between two batches of one watcher (reached at 1,250 watchers): the
+/// delivery latency it adds under sustained writes.
+pub const MAX_PACE: Duration = Duration::from_millis(25);
+
+/// How many encodings of one event a [`CachedEvent`] can hold.
+pub const ENCODINGS: usize = 4;
+
+/// A committed change as the watch cache holds it: the event and the encodings of it that
+/// consumers have made so far. Each encoding slot is filled once, by the first consumer that
+/// needs it, and shared by all the others.
+#[derive(Debug)]
+pub struct CachedEvent {
+    event: Arc<WatchEvent>,
+    encodings: [OnceLock<Bytes>; ENCODINGS],
+}
+
+impl CachedEvent {
+    /// Wraps `event` with empty encoding slots.
+    pub fn new(event: WatchEvent) -> Self {
+        CachedEvent {
+            event: Arc::new(event),
+            encodings: Default::default(),
+        }
+    }
+
+    /// The event.
+    pub fn event(&self) -> &Arc<WatchEvent> {
+        &self.event
+    }
+
+    /// The event's revision.
+    pub fn revision(&self) -> Revision {
+        self.event.revision()
+    }
+
+    /// The encoding in `slot` (`0..ENCODINGS`; what each slot holds is the consumer's
+    /// convention), made by `encode` the first time it is asked for. A `slot` out of range is
+    /// encoded on every call and not kept.
+    pub fn encoding(&self, slot: usize, encode: impl FnOnce(&WatchEvent) -> Bytes) -> Bytes {
+        match self.encodings.get(slot) {
+            Some(cell) => cell.get_or_init(|| encode(&self.event)).clone(),
+            None => encode(&self.event),
+        }
+    }
+}
+
+/// A watch as batches of shared events: each item holds the next matching events (at least
+/// one, at most [`BATCH`]) in revision order. It ends like a [`WatchStream`]: with one
+/// `Err(StorageError::Expired)` when the watcher fell out of the window, without an error when
+/// the backend shuts down.
+pub type CachedWatchStream = BoxStream<'static, Result<Vec<Arc<CachedEvent>>, StorageError>>;
+
+/// The shared ring of recent events, the current state, and the wake-up signal for watchers.
 #[derive(Debug)]
 pub struct WatchHub {
     ring: RwLock<Ring>,
     /// Carries the head revision; every publish bumps it and wakes all watchers.
     signal: watch::Sender<Revision>,
     capacity: usize,
+    watchers: Arc<AtomicUsize>,
+}
+
+/// The current value of one key.
+#[derive(Debug)]
+struct Current {
+    value: Bytes,
+    create_revision: Revision,
+    mod_revision: Revision,
 }
 
 #[derive(Debug)]
 struct Ring {
-    events: VecDeque<Arc<WatchEvent>>,
+    events: VecDeque<Arc<CachedEvent>>,
     /// Every event with a revision greater than `floor` is in `events`.
     floor: Revision,
     /// The revision of the newest published write.
     head: Revision,
     closed: bool,
+    /// Every live key as of `head`, when the backend keeps the state here.
+    state: Option<BTreeMap<String, Current>>,
 }
 
 impl WatchHub {
     /// An empty hub for a store currently at `revision`; it holds at most `capacity` events
-    /// (at least 1).
+    /// (at least 1) and no state.
     pub fn new(capacity: usize, revision: Revision) -> Arc<Self> {
-        Self::with_history(capacity, revision, Vec::new())
+        Self::build(capacity, revision, Vec::new(), None)
     }
 
     /// A hub preloaded with `history` (events in increasing revision order, complete after
     /// `floor`: every write with a revision above `floor` is in it). Used by persistent backends
     /// on start so watches from revisions before a restart still replay. Only the newest
-    /// `capacity` events are kept.
+    /// `capacity` events are kept. It holds no state.
     pub fn with_history(capacity: usize, floor: Revision, history: Vec<WatchEvent>) -> Arc<Self> {
+        Self::build(capacity, floor, history, None)
+    }
+
+    /// [`WatchHub::with_history`] that also keeps the current state, starting from `current`:
+    /// every live key at the revision of the last event of `history` (or `floor`). From then on
+    /// [`WatchHub::list`] and [`WatchHub::get`] answer from memory.
+    pub fn with_state(
+        capacity: usize,
+        floor: Revision,
+        history: Vec<WatchEvent>,
+        current: impl IntoIterator<Item = KeyValue>,
+    ) -> Arc<Self> {
+        let state = current
+            .into_iter()
+            .map(|kv| {
+                (
+                    kv.key,
+                    Current {
+                        value: kv.value,
+                        create_revision: kv.create_revision,
+                        mod_revision: kv.mod_revision,
+                    },
+                )
+            })
+            .collect();
+        Self::build(capacity, floor, history, Some(state))
+    }
+
+    fn build(
+        capacity: usize,
+        floor: Revision,
+        history: Vec<WatchEvent>,
+        state: Option<BTreeMap<String, Current>>,
+    ) -> Arc<Self> {
         let capacity = capacity.max(1);
         let head = history.last().map_or(floor, WatchEvent::revision);
         let (signal, _) = watch::channel(head);
@@ -64,14 +186,16 @@ impl WatchHub {
                 floor,
                 head,
                 closed: false,
+                state,
             }),
             signal,
             capacity,
+            watchers: Arc::new(AtomicUsize::new(0)),
         };
         {
             let mut ring = hub.write();
             for ev in history {
-                ring.push(Arc::new(ev), capacity);
+                ring.push(Arc::new(CachedEvent::new(ev)), capacity);
             }
         }
         Arc::new(hub)
@@ -92,15 +216,24 @@ impl WatchHub {
         self.read().floor
     }
 
-    /// Appends committed events (increasing revisions, each above the current head) and wakes
-    /// the watchers. Events at or below the head are ignored (they were already published).
+    /// Watch streams currently open on this hub.
+    pub fn watchers(&self) -> usize {
+        self.watchers.load(Ordering::Relaxed)
+    }
+
+    /// Appends committed events (increasing revisions, each above the current head), applies
+    /// them to the state, and wakes the watchers. Events at or below the head are ignored (they
+    /// were already published).
     pub fn publish(&self, events: impl IntoIterator<Item = WatchEvent>) {
         let head = {
             let mut ring = self.write();
             for ev in events {
                 if ev.revision() > ring.head {
                     ring.head = ev.revision();
-                    ring.push(Arc::new(ev), self.capacity);
+                    if let Some(state) = &mut ring.state {
+                        apply(state, &ev);
+                    }
+                    ring.push(Arc::new(CachedEvent::new(ev)), self.capacity);
                 }
             }
             ring.head
@@ -109,7 +242,7 @@ impl WatchHub {
     }
 
     /// Forgets every event at or before `revision`; watches from such revisions become
-    /// `Expired` (what etcd does after a compaction).
+    /// `Expired` (what etcd does after a compaction). The current state is kept.
     pub fn compact(&self, revision: Revision) {
         let mut ring = self.write();
         let revision = revision.min(ring.head);
@@ -130,6 +263,70 @@ impl WatchHub {
         self.signal.send_modify(|_| {});
     }
 
+    /// The current value of `key`: `None` when this hub keeps no state (ask the backend),
+    /// else `Some` of what a linearizable get answers.
+    pub fn get(&self, key: &str) -> Option<Option<KeyValue>> {
+        let ring = self.read();
+        let state = ring.state.as_ref()?;
+        Some(state.get(key).map(|c| c.to_kv(key)))
+    }
+
+    /// Whether `key` is live: `None` when this hub keeps no state.
+    pub fn contains(&self, key: &str) -> Option<bool> {
+        let ring = self.read();
+        Some(ring.state.as_ref()?.contains_key(key))
+    }
+
+    /// A list answered from memory: at the newest revision from the current state, at an
+    /// older revision still in the ring from the current state and the ring's events after
+    /// it (each key written since keeps its state before its first later write). `None` when
+    /// this hub keeps no state or the revision is outside `[floor, head]` (ask the backend).
+    /// Same result as the backend's list at that revision; the caller checks the backend's
+    /// own compaction first.
+    pub fn list(&self, prefix: &str, opts: &ListOptions) -> Option<ListResult> {
+        let ring = self.read();
+        let state = ring.state.as_ref()?;
+        let at = opts.at_revision.unwrap_or(ring.head);
+        if at > ring.head || at < ring.floor {
+            return None;
+        }
+        let lower = match opts.start_after.as_deref() {
+            Some(s) if s >= prefix => Bound::Excluded(s),
+            _ => Bound::Included(prefix),
+        };
+        let end = prefix_end(prefix);
+        let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+        let bounds = (lower, upper);
+        let limit = opts.limit.filter(|&l| l > 0).unwrap_or(usize::MAX);
+        let current = state.range::<str, _>(bounds);
+        let (items, more) = if at == ring.head {
+            take(current.map(|(k, c)| c.to_kv(k)), limit)
+        } else {
+            // The state at `at` of the keys written after it.
+            let start = ring.events.partition_point(|e| e.revision() <= at);
+            let mut before: BTreeMap<&str, Option<&KeyValue>> = BTreeMap::new();
+            for ev in ring.events.range(start..) {
+                let key = ev.event().key();
+                if RangeBounds::<str>::contains(&bounds, key) {
+                    before.entry(key).or_insert_with(|| match &**ev.event() {
+                        WatchEvent::Put { prev, .. } => prev.as_ref(),
+                        WatchEvent::Delete { prev, .. } => Some(prev),
+                    });
+                }
+            }
+            let unchanged = current
+                .filter(|(k, _)| !before.contains_key(k.as_str()))
+                .map(|(k, c)| c.to_kv(k));
+            let changed = before.values().filter_map(|kv| kv.cloned());
+            take(merge_by_key(unchanged, changed), limit)
+        };
+        Some(ListResult {
+            items,
+            revision: at,
+            more,
+        })
+    }
+
     /// A stream of the events under `prefix` with revisions above `after`. `Expired` at once
     /// if the ring no longer holds all of them.
     pub fn subscribe(
@@ -137,6 +334,24 @@ impl WatchHub {
         prefix: &str,
         after: Revision,
     ) -> Result<WatchStream, StorageError> {
+        let batches = self.subscribe_batches(prefix, after)?;
+        Ok(batches
+            .flat_map(|batch| {
+                let items: Vec<Result<Arc<WatchEvent>, StorageError>> = match batch {
+                    Ok(events) => events.iter().map(|e| Ok(Arc::clone(e.event()))).collect(),
+                    Err(e) => vec![Err(e)],
+                };
+                futures::stream::iter(items)
+            })
+            .boxed())
+    }
+
+    /// [`WatchHub::subscribe`] as batches of shared events (see [`CachedWatchStream`]).
+    pub fn subscribe_batches(
+        self: &Arc<Self>,
+        prefix: &str,
+        after: Revision,
+    ) -> Result<CachedWatchStream, StorageError> {
         let floor = self.floor();
         if after < floor {
             return Err(StorageError::Expired {
@@ -149,8 +364,9 @@ impl WatchHub {
             rx: self.signal.subscribe(),
             prefix: prefix.to_owned(),
             cursor: after,
-            buf: VecDeque::new(),
+            not_before: None,
             done: false,
+            _count: WatcherCount::new(&self.watchers),
         };
         Ok(futures::stream::unfold(state, Watcher::next).boxed())
     }
@@ -166,8 +382,63 @@ impl WatchHub {
     }
 }
 
+/// The first `limit` items, and whether more follow.
+fn take(mut items: impl Iterator<Item = KeyValue>, limit: usize) -> (Vec<KeyValue>, bool) {
+    let page: Vec<KeyValue> = items.by_ref().take(limit).collect();
+    let more = page.len() == limit && items.next().is_some();
+    (page, more)
+}
+
+/// Merges two key-ordered iterators with disjoint keys into one key-ordered iterator.
+fn merge_by_key(
+    a: impl Iterator<Item = KeyValue>,
+    b: impl Iterator<Item = KeyValue>,
+) -> impl Iterator<Item = KeyValue> {
+    let mut a = a.peekable();
+    let mut b = b.peekable();
+    std::iter::from_fn(move || match (a.peek(), b.peek()) {
+        (Some(x), Some(y)) if x.key < y.key => a.next(),
+        (Some(_), Some(_)) => b.next(),
+        (Some(_), None) => a.next(),
+        (None, _) => b.next(),
+    })
+}
+
+impl Current {
+    fn to_kv(&self, key: &str) -> KeyValue {
+        KeyValue {
+            key: key.to_owned(),
+            value: self.value.clone(),
+            create_revision: self.create_revision,
+            mod_revision: self.mod_revision,
+        }
+    }
+}
+
+/// Applies one committed event to the state.
+fn apply(state: &mut BTreeMap<String, Current>, ev: &WatchEvent) {
+    match ev {
+        WatchEvent::Put { kv, .. } => {
+            let cur = Current {
+                value: kv.value.clone(),
+                create_revision: kv.create_revision,
+                mod_revision: kv.mod_revision,
+            };
+            match state.get_mut(kv.key.as_str()) {
+                Some(slot) => *slot = cur,
+                None => {
+                    state.insert(kv.key.clone(), cur);
+                }
+            }
+        }
+        WatchEvent::Delete { prev, .. } => {
+            state.remove(prev.key.as_str());
+        }
+    }
+}
+
 impl Ring {
-    fn push(&mut self, ev: Arc<WatchEvent>, capacity: usize) {
+    fn push(&mut self, ev: Arc<CachedEvent>, capacity: usize) {
         if self.events.len() >= capacity
             && let Some(old) = self.events.pop_front()
         {
@@ -177,23 +448,51 @@ impl Ring {
     }
 }
 
+/// Counts an open watcher for as long as it lives.
+struct WatcherCount(Arc<AtomicUsize>);
+
+impl WatcherCount {
+    fn new(count: &Arc<AtomicUsize>) -> Self {
+        count.fetch_add(1, Ordering::Relaxed);
+        WatcherCount(Arc::clone(count))
+    }
+}
+
+impl Drop for WatcherCount {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 struct Watcher {
     hub: Arc<WatchHub>,
     rx: watch::Receiver<Revision>,
     prefix: String,
     cursor: Revision,
-    buf: VecDeque<Arc<WatchEvent>>,
+    /// After a batch that emptied the ring, the next one is not taken before this.
+    not_before: Option<tokio::time::Instant>,
     done: bool,
+    _count: WatcherCount,
+}
+
+/// What one look at the ring found.
+struct Fill {
+    batch: Vec<Arc<CachedEvent>>,
+    /// The batch stopped at [`BATCH`] with more events waiting.
+    more: bool,
+    closed: bool,
 }
 
 impl Watcher {
-    async fn next(mut self) -> Option<(Result<Arc<WatchEvent>, StorageError>, Self)> {
+    async fn next(mut self) -> Option<(Result<Vec<Arc<CachedEvent>>, StorageError>, Self)> {
         loop {
-            if let Some(ev) = self.buf.pop_front() {
-                return Some((Ok(ev), self));
-            }
             if self.done {
                 return None;
+            }
+            if let Some(t) = self.not_before.take()
+                && tokio::time::Instant::now() < t
+            {
+                tokio::time::sleep_until(t).await;
             }
             // Mark the signal seen *before* reading the ring so a publish that lands after the
             // read still wakes us.
@@ -203,20 +502,29 @@ impl Watcher {
                     self.done = true;
                     return Some((Err(e), self));
                 }
-                Ok(true) => {
-                    self.done = true;
-                    continue;
+                Ok(fill) => {
+                    self.done = fill.closed;
+                    if !fill.batch.is_empty() {
+                        if !fill.more {
+                            self.not_before = Some(tokio::time::Instant::now() + self.pace());
+                        }
+                        return Some((Ok(fill.batch), self));
+                    }
                 }
-                Ok(false) => {}
             }
-            if self.buf.is_empty() && self.rx.changed().await.is_err() {
+            if !self.done && self.rx.changed().await.is_err() {
                 self.done = true;
             }
         }
     }
 
-    /// Copies the next matching events into `buf`; `Ok(true)` when the hub is closed.
-    fn fill(&mut self) -> Result<bool, StorageError> {
+    fn pace(&self) -> Duration {
+        let n = u32::try_from(self.hub.watchers()).unwrap_or(u32::MAX);
+        PACE_PER_WATCHER.saturating_mul(n).min(MAX_PACE)
+    }
+
+    /// Copies the next matching events (at most [`BATCH`]).
+    fn fill(&mut self) -> Result<Fill, StorageError> {
         let ring = self.hub.read();
         if self.cursor < ring.floor {
             return Err(StorageError::Expired {
@@ -225,15 +533,22 @@ impl Watcher {
             });
         }
         let start = ring.events.partition_point(|e| e.revision() <= self.cursor);
+        let mut batch = Vec::new();
+        let mut more = false;
         for ev in ring.events.range(start..) {
+            if batch.len() >= BATCH {
+                more = true;
+                break;
+            }
             self.cursor = ev.revision();
-            if ev.key().starts_with(&self.prefix) {
-                self.buf.push_back(Arc::clone(ev));
-                if self.buf.len() >= BATCH {
-                    break;
-                }
+            if ev.event().key().starts_with(&self.prefix) {
+                batch.push(Arc::clone(ev));
             }
         }
-        Ok(ring.closed)
+        Ok(Fill {
+            batch,
+            more,
+            closed: ring.closed,
+        })
     }
 }

@@ -12,7 +12,8 @@ use jiff::Timestamp;
 
 use super::types::prefix_end;
 use super::{
-    Backend, Deleted, HistoryOptions, INITIAL_REVISION, KeyValue, ListOptions, ListResult, Result,
+    Backend, CachedWatchStream, Deleted, HistoryOptions, INITIAL_REVISION, KeyValue, ListOptions,
+    ListResult, Result,
     Revision, StorageError, WatchEvent, WatchHub, WatchStream,
 };
 
@@ -297,6 +298,14 @@ impl Backend for MemoryBackend {
         after_revision: Revision,
     ) -> BoxFuture<'a, Result<WatchStream>> {
         std::future::ready(self.hub.subscribe(prefix, after_revision)).boxed()
+    }
+
+    fn watch_batches<'a>(
+        &'a self,
+        prefix: &'a str,
+        after_revision: Revision,
+    ) -> BoxFuture<'a, Result<CachedWatchStream>> {
+        std::future::ready(self.hub.subscribe_batches(prefix, after_revision)).boxed()
     }
 
     fn current_revision(&self) -> BoxFuture<'_, Result<Revision>> {

@@ -74,7 +74,7 @@ mod types;
 
 pub use backend::Backend;
 pub use error::{Result, StorageError};
-pub use hub::WatchHub;
+pub use hub::{CachedEvent, CachedWatchStream, WatchHub};
 pub use memory::MemoryBackend;
 pub use options::{HistoryOptions, SqliteOptions};
 pub use sqlite::{DataDirLock, LOCK_FILE, SqliteBackend};

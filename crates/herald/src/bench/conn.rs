@@ -15,6 +15,9 @@ use tokio::net::TcpStream;
 /// How long one request may take before it counts as a `timeout` error.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The read buffer of a connection (bytes): one loopback read's worth.
+const READ_BUFFER: usize = 64 * 1024;
+
 /// Why a request produced no HTTP status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Failure {
@@ -41,7 +44,12 @@ impl Failure {
 pub async fn connect(addr: SocketAddr) -> std::io::Result<SendRequest<Full<Bytes>>> {
     let stream = TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;
-    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+    // A fixed-size read buffer: hyper's adaptive one grows to hundreds of KiB and, once the
+    // body chunks it handed out still share it, allocates a fresh one per read, so reading a
+    // 60 MB list spent most of its time in the kernel zeroing new pages.
+    let (sender, conn) = hyper::client::conn::http1::Builder::new()
+        .read_buf_exact_size(Some(READ_BUFFER))
+        .handshake(TokioIo::new(stream))
         .await
         .map_err(std::io::Error::other)?;
     tokio::spawn(async move {

@@ -7,6 +7,7 @@
 //! With `--plot`, throughput and latency over time are charted to an SVG or PNG file.
 
 mod conn;
+mod list;
 mod plot;
 mod summary;
 mod target;
@@ -30,7 +31,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use self::conn::{Conn, Failure};
-use self::summary::{ListSummary, Percentiles, Summary, WatchSummary};
+use self::summary::{Percentiles, Summary, WatchSummary};
 use self::timeline::Timeline;
 use self::watch::{WatchCounters, Watcher};
 pub use self::workload::Workload;
@@ -332,7 +333,7 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
 
     let list = if args.list && !interrupt.is_cancelled() {
         progress.set_message("listing");
-        Some(timed_list(addr, &args.namespace).await?)
+        Some(list::timed_list(addr, &args.namespace).await?)
     } else {
         None
     };
@@ -410,40 +411,6 @@ async fn current_rv(addr: SocketAddr, ns: &str) -> anyhow::Result<String> {
     }
     let l: List = serde_json::from_slice(&body).context("reading the events list")?;
     Ok(l.metadata.resource_version)
-}
-
-/// Lists every event of the namespace in one request and times it to the last byte.
-async fn timed_list(addr: SocketAddr, ns: &str) -> anyhow::Result<ListSummary> {
-    #[derive(serde::Deserialize)]
-    struct List {
-        #[serde(default)]
-        items: Vec<serde::de::IgnoredAny>,
-    }
-    let path = format!("/api/v1/namespaces/{ns}/events");
-    let mut c = Conn::new(addr);
-    // Open the connection first so the timing is the list alone.
-    let _ = c.request(http::Method::GET, "/version", Bytes::new()).await;
-    let t = Instant::now();
-    let (status, body) = c
-        .request(http::Method::GET, &path, Bytes::new())
-        .await
-        .map_err(|f| anyhow::anyhow!("listing events failed ({})", f.label()))?;
-    let millis = t.elapsed().as_secs_f64() * 1000.0;
-    let items = if status.is_success() {
-        serde_json::from_slice::<List>(&body)
-            .context("reading the events list")?
-            .items
-            .len() as u64
-    } else {
-        0
-    };
-    Ok(ListSummary {
-        path,
-        status: status.as_u16(),
-        items,
-        bytes: body.len() as u64,
-        millis,
-    })
 }
 
 /// One creating client.

@@ -3,7 +3,9 @@
 //!
 //! - GET/LIST/WATCH negotiate JSON, `Table` (with `includeObject`) or
 //!   `PartialObjectMetadata[List]`; watches stream one `{"type":…,"object":…}` JSON line per
-//!   event over chunked transfer encoding, flushed per event, Table-transformed when asked.
+//!   event over chunked transfer encoding, Table-transformed when asked. The lines of the
+//!   events that are ready together go out as one chunk; a plain JSON line of a change is
+//!   encoded once and the bytes shared by every watcher without selectors.
 //! - Writes take JSON or YAML bodies of at most [`MAX_BODY_BYTES`] (413 beyond), 415 for
 //!   other content types, `fieldValidation` (Strict/Warn/Ignore), `dryRun=All` and
 //!   `fieldManager` (recorded in `managedFields`; required for server-side apply).
@@ -26,7 +28,6 @@
 //! # }
 //! ```
 
-pub mod line_cache;
 pub mod metrics;
 pub mod render;
 
@@ -46,7 +47,6 @@ use http::{HeaderMap, HeaderValue, StatusCode, header};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use self::line_cache::{LineCache, LineKind};
 use self::metrics::{Metrics, WatchGuard};
 use super::discovery::GroupVersion;
 use super::error::StatusError;
@@ -54,14 +54,12 @@ use super::field_validation::{FieldValidation, add_warnings, check_unknown_field
 use super::negotiate::{IncludeObject, Output, Target, accept_header, negotiate_output};
 use crate::registry::codec::{BodyFormat, decode_body_as, parse_json_object, parse_object};
 use crate::registry::options::options_invalid;
+use crate::registry::watch::{ChangeKind, change_parts};
 use crate::registry::write::check_segment;
 use crate::registry::{
-    DeleteParams, EventRegistry, ListParams, PatchKind, WatchItem, WriteOptions,
+    DeleteParams, EventRegistry, ListParams, PatchKind, RawEventWatch, RawWatchItem, WatchItem,
+    WriteOptions,
 };
-
-/// The most ready watch lines coalesced into one HTTP chunk (bounds the chunk's size to that
-/// many lines; more waiting lines go in the next chunk).
-pub const WATCH_BATCH_LINES: usize = 64;
 
 /// The largest request body accepted (kube-apiserver's 3 MiB); larger bodies get 413.
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
@@ -74,7 +72,6 @@ pub struct EventsApi {
     shutdown: CancellationToken,
     metrics: Option<Arc<Metrics>>,
     max_body: usize,
-    lines: Arc<LineCache>,
 }
 
 impl std::fmt::Debug for EventsApi {
@@ -102,7 +99,6 @@ impl EventsApi {
             shutdown: CancellationToken::new(),
             metrics: None,
             max_body: MAX_BODY_BYTES,
-            lines: Arc::new(LineCache::default()),
         }
     }
 
@@ -289,7 +285,7 @@ async fn read(st: GroupState, ns: Option<String>, name: Option<String>, req: Req
         let w = st
             .api
             .registry
-            .watch(group, ns.as_deref(), name.as_deref(), &p)
+            .watch_raw(group, ns.as_deref(), name.as_deref(), &p)
             .await?;
         return Ok(watch_response(&st.api, group, w, out, include));
     }
@@ -308,7 +304,19 @@ async fn read(st: GroupState, ns: Option<String>, name: Option<String>, req: Req
             let out = negotiate_output(accept.as_deref(), Target::List)?;
             if out == Output::Object {
                 let l = st.api.registry.list_raw(group, ns.as_deref(), &p).await?;
-                let mut resp = (StatusCode::OK, render::raw_event_list(group, &l)).into_response();
+                let mut chunks = render::raw_event_list(group, l);
+                let first = chunks.next().unwrap_or_default();
+                let body = match chunks.next() {
+                    // Small lists go out whole, with a Content-Length.
+                    None => Body::from(first),
+                    Some(second) => Body::from_stream(futures::stream::iter(
+                        [first, second]
+                            .into_iter()
+                            .chain(chunks)
+                            .map(|c| Ok::<_, Infallible>(Bytes::from(c))),
+                    )),
+                };
+                let mut resp = (StatusCode::OK, body).into_response();
                 resp.headers_mut().insert(
                     header::CONTENT_TYPE,
                     HeaderValue::from_static("application/json"),
@@ -327,75 +335,80 @@ async fn read(st: GroupState, ns: Option<String>, name: Option<String>, req: Req
 fn watch_response(
     api: &EventsApi,
     group: ApiGroup,
-    w: crate::registry::EventWatch,
+    w: RawEventWatch,
     out: Output,
     include: IncludeObject,
 ) -> Response {
     let clock = api.clock.clone();
     let guard = api.metrics.clone().map(WatchGuard::new);
-    let lines = api.lines.clone();
     let mut first = true;
     let stream = w
         .take_until(api.shutdown.clone().cancelled_owned())
-        .map(move |item| {
+        .map(move |batch| {
             let _keep = &guard;
-            let shared = match (&item, out) {
-                (WatchItem::Added(e), Output::Object) => Some((LineKind::Added, e)),
-                (WatchItem::Modified(e), Output::Object) => Some((LineKind::Modified, e)),
-                (WatchItem::Deleted(e), Output::Object) => Some((LineKind::Deleted, e)),
-                _ => None,
-            };
-            let is_obj = matches!(
-                item,
-                WatchItem::Added(_) | WatchItem::Modified(_) | WatchItem::Deleted(_)
-            );
-            // Plain JSON object lines are the same for every stream: render each once.
-            let rv = shared.and_then(|(kind, e)| {
-                let rv = e
-                    .metadata
-                    .resource_version
-                    .as_deref()?
-                    .parse::<u64>()
-                    .ok()?;
-                Some((kind, rv))
-            });
-            let line = match rv {
-                Some((kind, rv)) => {
-                    let key = (u8::from(group != ApiGroup::Core), kind, rv);
-                    lines.get_or_render(key, || {
-                        render::watch_line(group, &item, out, include, clock.now(), first)
-                    })
+            let mut lines: Vec<Bytes> = Vec::with_capacity(batch.len());
+            for item in batch {
+                match (out, item) {
+                    // Plain JSON lines of a change are the same for every watcher: the first
+                    // one to need a line encodes it into the event's shared slot.
+                    (Output::Object, RawWatchItem::Change(ev)) => {
+                        let line = ev.encoding(render::line_slot(group), |e| {
+                            let (kind, value, rev) = change_parts(e);
+                            render::stored_watch_line(group, kind, value, rev)
+                                .map(Bytes::from)
+                                .unwrap_or_default()
+                        });
+                        if !line.is_empty() {
+                            lines.push(line);
+                        }
+                    }
+                    (Output::Object, RawWatchItem::Initial(kv)) => {
+                        if let Some(line) = render::stored_watch_line(
+                            group,
+                            ChangeKind::Added,
+                            &kv.value,
+                            kv.mod_revision,
+                        ) {
+                            lines.push(Bytes::from(line));
+                        }
+                    }
+                    (_, item) => {
+                        let Some(item) = item.into_item() else {
+                            continue;
+                        };
+                        let is_obj = matches!(
+                            item,
+                            WatchItem::Added(_) | WatchItem::Modified(_) | WatchItem::Deleted(_)
+                        );
+                        lines.push(Bytes::from(render::watch_line(
+                            group,
+                            &item,
+                            out,
+                            include,
+                            clock.now(),
+                            first,
+                        )));
+                        if is_obj {
+                            first = false;
+                        }
+                    }
                 }
-                None => Bytes::from(render::watch_line(
-                    group,
-                    &item,
-                    out,
-                    include,
-                    clock.now(),
-                    first,
-                )),
-            };
-            if is_obj {
-                first = false;
             }
-            line
-        })
-        // Lines already waiting go out in one chunk (one write instead of one per line) when
-        // a watcher is behind; a lone line is sent as soon as it is ready, as before.
-        .ready_chunks(WATCH_BATCH_LINES)
-        .map(|batch| {
-            let out = match <[Bytes; 1]>::try_from(batch) {
+            // One chunk (one write) per batch.
+            match <[Bytes; 1]>::try_from(lines) {
                 Ok([one]) => one,
-                Err(batch) => {
-                    let mut buf = Vec::with_capacity(batch.iter().map(Bytes::len).sum());
-                    for line in &batch {
+                Err(lines) => {
+                    let mut buf = Vec::with_capacity(lines.iter().map(Bytes::len).sum());
+                    for line in &lines {
                         buf.extend_from_slice(line);
                     }
                     Bytes::from(buf)
                 }
-            };
-            Ok::<_, Infallible>(out)
-        });
+            }
+        })
+        // An empty chunk would end a chunked body.
+        .filter(|chunk| std::future::ready(!chunk.is_empty()))
+        .map(Ok::<_, Infallible>);
     let mut resp = Response::new(Body::from_stream(stream));
     let h = resp.headers_mut();
     h.insert(
@@ -461,12 +474,23 @@ async fn create(State(st): State<GroupState>, Path(ns): Path<String>, req: Reque
     let created = st
         .api
         .registry
-        .create(st.group, &ns, event, &ctx.opts)
+        .create_stored(st.group, &ns, event, &ctx.opts)
         .await?;
-    let mut resp = json_response(
-        StatusCode::CREATED,
-        &herald_core::event::wire::event_json(st.group, &created),
-    );
+    // On core/v1 the response is the stored bytes with the resourceVersion put in: no second
+    // encoding.
+    let mut body = Vec::new();
+    let rendered = st.group == ApiGroup::Core
+        && created.stored.as_ref().is_some_and(|(stored, rev)| {
+            render::stored_object_into(&mut body, st.group, stored, *rev).is_ok()
+        });
+    let mut resp = if rendered {
+        json_bytes_response(StatusCode::CREATED, body)
+    } else {
+        json_response(
+            StatusCode::CREATED,
+            &herald_core::event::wire::event_json(st.group, &created.event),
+        )
+    };
     add_warnings(&mut resp, &warnings);
     Ok(resp)
 }

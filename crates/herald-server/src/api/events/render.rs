@@ -9,8 +9,10 @@ use crate::api::negotiate::{IncludeObject, Output};
 use crate::api::table::{
     TableMeta, TableOptions, event_table, partial_object_metadata, partial_object_metadata_list,
 };
-use crate::registry::codec::{decode, splice_resource_version_into};
+use crate::registry::codec::{decode, decode_at, splice_resource_version_into};
+use crate::registry::watch::ChangeKind;
 use crate::registry::{EventList, INITIAL_EVENTS_END_ANNOTATION, RawEventList, WatchItem};
+use crate::storage::Revision;
 
 /// One event in the requested representation.
 pub fn object(
@@ -159,51 +161,129 @@ pub fn watch_line(
     line
 }
 
-/// The JSON bytes of an `EventList` from stored key-values. On core/v1 each item is the
-/// stored bytes with the resourceVersion spliced in (no decode); on `events.k8s.io/v1` items
-/// are decoded and converted.
-pub fn raw_event_list(group: ApiGroup, l: &RawEventList) -> Vec<u8> {
+/// The [`CachedEvent`](crate::storage::CachedEvent) encoding slot that holds the JSON watch
+/// line of a change in `group`'s shape ([`stored_watch_line`]).
+pub fn line_slot(group: ApiGroup) -> usize {
+    match group {
+        ApiGroup::Core => 0,
+        ApiGroup::EventsV1 => 1,
+    }
+}
+
+/// The JSON watch line (`{"type":…,"object":…}\n`) of the event stored as `stored`, shown at
+/// `revision`: the same bytes [`watch_line`] makes for the decoded event. On core/v1 the stored
+/// bytes are spliced in without decoding; on `events.k8s.io/v1` they are decoded and
+/// converted. `None` (logged) when the bytes do not decode.
+pub fn stored_watch_line(
+    group: ApiGroup,
+    kind: ChangeKind,
+    stored: &[u8],
+    revision: Revision,
+) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(stored.len() + 96);
+    out.extend_from_slice(b"{\"type\":\"");
+    out.extend_from_slice(kind.as_str().as_bytes());
+    out.extend_from_slice(b"\",\"object\":");
+    if let Err(err) = stored_object_into(&mut out, group, stored, revision) {
+        tracing::warn!(error = %err, revision, "skipping undecodable stored event in watch");
+        return None;
+    }
+    out.extend_from_slice(b"}\n");
+    Some(out)
+}
+
+/// Appends the JSON of the event stored as `stored` (see
+/// [`encode`](crate::registry::codec::encode)) in `group`'s shape, `kind` and `apiVersion`
+/// first, with `resourceVersion` = `revision`: the same object [`event_json`] renders for the
+/// decoded event. On core/v1 the stored bytes are spliced in without decoding. An error (and
+/// `out` untouched) when the bytes do not decode.
+pub fn stored_object_into(
+    out: &mut Vec<u8>,
+    group: ApiGroup,
+    stored: &[u8],
+    revision: Revision,
+) -> Result<(), herald_core::status::ApiError> {
+    const CORE_HEAD: &[u8] = br#"{"kind":"Event","apiVersion":"v1","#;
+    let len = out.len();
+    if group == ApiGroup::Core && stored.first() == Some(&b'{') && stored.get(1) != Some(&b'}') {
+        out.extend_from_slice(CORE_HEAD);
+        if splice_resource_version_into(out, &stored[1..], revision) {
+            return Ok(());
+        }
+        out.truncate(len);
+    }
+    let e = decode_at(stored, revision)?;
+    if let Err(err) = serde_json::to_writer(&mut *out, &event_json(group, &e)) {
+        out.truncate(len);
+        return Err(herald_core::status::ApiError::internal(format!(
+            "encoding event: {err}"
+        )));
+    }
+    Ok(())
+}
+
+/// About how many bytes [`raw_event_list`] renders per chunk.
+pub const LIST_CHUNK: usize = 64 * 1024;
+
+/// The JSON bytes of an `EventList` from stored key-values, as chunks of about
+/// [`LIST_CHUNK`] bytes rendered one at a time as they are taken (so a large list is sent
+/// while it is rendered, through a buffer of one chunk). On core/v1 each item is the stored
+/// bytes with the resourceVersion spliced in (no decode); on `events.k8s.io/v1` items are
+/// decoded and converted.
+pub fn raw_event_list(group: ApiGroup, l: RawEventList) -> impl Iterator<Item = Vec<u8>> {
     let mut meta = serde_json::Map::new();
-    meta.insert("resourceVersion".into(), l.resource_version.clone().into());
-    if let Some(c) = &l.continue_ {
-        meta.insert("continue".into(), c.clone().into());
+    meta.insert("resourceVersion".into(), l.resource_version.into());
+    if let Some(c) = l.continue_ {
+        meta.insert("continue".into(), c.into());
     }
     let head = json!({"kind": "EventList", "apiVersion": group.api_version(), "metadata": meta});
-    let mut out = serde_json::to_vec(&head).unwrap_or_default();
+    let mut head = serde_json::to_vec(&head).unwrap_or_default();
     // Replace the closing brace with the items array.
-    out.pop();
-    out.extend_from_slice(b",\"items\":[");
-    let total: usize = l.items.iter().map(|kv| kv.value.len() + 32).sum();
-    out.reserve(total + 2);
+    head.pop();
+    head.extend_from_slice(b",\"items\":[");
+    let mut pending = Some(head);
+    let mut items = l.items.into_iter();
     let mut first = true;
-    for kv in &l.items {
-        if !first {
-            out.push(b',');
+    let mut done = false;
+    std::iter::from_fn(move || {
+        if done {
+            return None;
         }
-        if group == ApiGroup::Core
-            && splice_resource_version_into(&mut out, &kv.value, kv.mod_revision)
-        {
-            first = false;
-            continue;
-        }
-        match decode(kv) {
-            Ok(e) => {
-                let mut v = event_json(group, &e);
-                if let Some(m) = v.as_object_mut() {
-                    m.remove("kind");
-                    m.remove("apiVersion");
-                }
-                out.extend_from_slice(&serde_json::to_vec(&v).unwrap_or_default());
-                first = false;
+        let mut out = pending.take().unwrap_or_default();
+        out.reserve(LIST_CHUNK + 4096);
+        while out.len() < LIST_CHUNK {
+            let Some(kv) = items.next() else {
+                out.extend_from_slice(b"]}");
+                done = true;
+                break;
+            };
+            let start = out.len();
+            if !first {
+                out.push(b',');
             }
-            Err(err) => {
-                if !first {
-                    out.pop();
+            let item = if group == ApiGroup::Core
+                && splice_resource_version_into(&mut out, &kv.value, kv.mod_revision)
+            {
+                Ok(())
+            } else {
+                decode(&kv).and_then(|e| {
+                    let mut v = event_json(group, &e);
+                    if let Some(m) = v.as_object_mut() {
+                        m.remove("kind");
+                        m.remove("apiVersion");
+                    }
+                    serde_json::to_writer(&mut out, &v)
+                        .map_err(|err| herald_core::status::ApiError::internal(err.to_string()))
+                })
+            };
+            match item {
+                Ok(()) => first = false,
+                Err(err) => {
+                    out.truncate(start);
+                    tracing::warn!(key = %kv.key, error = %err, "skipping undecodable stored event");
                 }
-                tracing::warn!(key = %kv.key, error = %err, "skipping undecodable stored event");
             }
         }
-    }
-    out.extend_from_slice(b"]}");
-    out
+        Some(out)
+    })
 }

@@ -21,8 +21,8 @@ use tokio::sync::{mpsc, oneshot};
 use self::read::ReadPool;
 use self::writer::{Counters, Op, Reply, Request, Writer};
 use super::{
-    Backend, Deleted, KeyValue, ListOptions, ListResult, Result, Revision, SqliteOptions,
-    StorageError, WatchHub, WatchStream,
+    Backend, CachedWatchStream, Deleted, KeyValue, ListOptions, ListResult, Result, Revision,
+    SqliteOptions, StorageError, WatchHub, WatchStream,
 };
 
 /// The file name of the database inside the data directory.
@@ -35,22 +35,32 @@ pub const DB_FILE: &str = "herald.db";
 /// - **Group commit**: one writer thread owns the write connection and commits whatever writes
 ///   are queued (up to [`SqliteOptions::max_batch`]) in one transaction with one fsync. The
 ///   queue holds [`SqliteOptions::queue_capacity`] requests; when it is full, writers wait for
-///   room (back-pressure), nothing is dropped. After a commit the writer briefly waits (at most
-///   [`SqliteOptions::max_linger`], and only a quarter of the last commit's time) for the
-///   writers it just acknowledged, so concurrent writers share fsyncs instead of alternating.
+///   room (back-pressure), nothing is dropped. Optionally, after a commit the writer briefly
+///   waits (at most [`SqliteOptions::max_linger`], off by default, and only a quarter of the
+///   last commit's time) for the writers it just acknowledged, so concurrent writers share
+///   fsyncs instead of alternating.
 /// - **Checkpoints** (WAL → database file) run on their own thread and connection, off the
 ///   commit path.
-/// - **Reads** (`get`, `list`) use [`SqliteOptions::read_connections`] read-only connections on
-///   tokio's blocking pool, so lists never block writes.
+/// - **Version log**: every write appends a row (see the `schema` module), so a group commit of
+///   many creates writes a few pages, not one B-tree leaf per key.
+/// - **Watch cache**: the [`WatchHub`] holds the recent events *and* every live key (loaded on
+///   open, updated by each commit before it is acknowledged): gets, lists at any revision
+///   inside its ring, and watches are answered from memory, and the writer finds the current
+///   version of a key there.
+/// - **Reads** the cache cannot answer (lists at revisions older than its ring) scan the log
+///   on [`SqliteOptions::read_connections`] read-only connections on tokio's blocking pool, so
+///   they never block writes.
 /// - **Revisions** live in the database with the data, so they continue after a restart.
 /// - **TTL**: an indexed `expires_at` column (milliseconds on the injected clock);
 ///   [`Backend::expire_due`] deletes what is due in batches of [`SqliteOptions::sweep_batch`],
 ///   each deletion with its own revision and `Delete` event. Run it with
 ///   [`spawn_sweeper`](crate::storage::spawn_sweeper).
-/// - **History**: a log of the last [`HistoryOptions::keep_revisions`](crate::storage::HistoryOptions)
-///   revisions serves lists at older revisions; the watch ring
-///   ([`HistoryOptions::watch_window`](crate::storage::HistoryOptions) events) is reloaded from
-///   the log on open, so watches from revisions before a restart still replay.
+/// - **History**: replaced versions stay in the log for
+///   [`HistoryOptions::keep_revisions`](crate::storage::HistoryOptions) revisions, for lists at
+///   older revisions; the watch ring
+///   ([`HistoryOptions::watch_window`](crate::storage::HistoryOptions) events) and the current
+///   state are reloaded from the log on open, so watches from revisions before a restart still
+///   replay.
 ///
 /// - **One writer process**: opening takes the data directory's [`DataDirLock`]; a second
 ///   open (from any process) fails with [`StorageError::Locked`] until the first is dropped
@@ -95,7 +105,7 @@ impl SqliteBackend {
             .store(schema::meta(&conn, "compacted")?, Ordering::Release);
         let window = opts.history.watch_window.max(1);
         let (floor, history) = schema::recent_events(&conn, window)?;
-        let hub = WatchHub::with_history(window, floor, history);
+        let hub = WatchHub::with_state(window, floor, history, schema::current_state(&conn)?);
         let readers = Arc::new(ReadPool::new(path.clone(), opts.read_connections)?);
         let (tx, rx) = mpsc::channel(opts.queue_capacity.max(1));
         let checkpoint_conn = schema::open_checkpointer(&path)?;
@@ -224,11 +234,23 @@ impl Backend for SqliteBackend {
     }
 
     fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<KeyValue>>> {
-        let key = key.to_owned();
-        self.readers.with(move |c| read::get(c, &key)).boxed()
+        // The watch cache holds every live key (loaded on open, updated before each ack).
+        let kv = self.hub.get(key).flatten();
+        std::future::ready(Ok(kv)).boxed()
     }
 
     fn list<'a>(&'a self, prefix: &'a str, opts: ListOptions) -> BoxFuture<'a, Result<ListResult>> {
+        let compacted = self.counters.compacted.load(Ordering::Acquire);
+        if let Some(at) = opts.at_revision.filter(|at| *at < compacted) {
+            return std::future::ready(Err(StorageError::Expired {
+                requested: at,
+                oldest: compacted,
+            }))
+            .boxed();
+        }
+        if let Some(page) = self.hub.list(prefix, &opts) {
+            return std::future::ready(Ok(page)).boxed();
+        }
         let prefix = prefix.to_owned();
         self.readers
             .with(move |c| read::list(c, &prefix, &opts))
@@ -241,6 +263,14 @@ impl Backend for SqliteBackend {
         after_revision: Revision,
     ) -> BoxFuture<'a, Result<WatchStream>> {
         std::future::ready(self.hub.subscribe(prefix, after_revision)).boxed()
+    }
+
+    fn watch_batches<'a>(
+        &'a self,
+        prefix: &'a str,
+        after_revision: Revision,
+    ) -> BoxFuture<'a, Result<CachedWatchStream>> {
+        std::future::ready(self.hub.subscribe_batches(prefix, after_revision)).boxed()
     }
 
     fn current_revision(&self) -> BoxFuture<'_, Result<Revision>> {

@@ -1,4 +1,5 @@
-//! Reads: a small pool of read-only connections, used off the async threads.
+//! Reads the watch cache cannot answer: lists at revisions older than its ring, on a small
+//! pool of read-only connections used off the async threads.
 //!
 //! In WAL mode readers never block the writer nor each other; each read runs in its own read
 //! transaction, a consistent snapshot of the last commit.
@@ -6,11 +7,10 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
-use rusqlite::{Connection, OptionalExtension, Row, params};
+use rusqlite::{Connection, params};
 use tokio::sync::Semaphore;
 
-use super::schema::{meta, open_reader};
+use super::schema::{kv_from_row, meta, open_reader};
 use crate::storage::types::prefix_end;
 use crate::storage::{KeyValue, ListOptions, ListResult, Result, StorageError};
 
@@ -65,25 +65,11 @@ impl ReadPool {
     }
 }
 
-fn kv_from_row(r: &Row<'_>) -> rusqlite::Result<KeyValue> {
-    Ok(KeyValue {
-        key: r.get(0)?,
-        value: Bytes::copy_from_slice(r.get_ref(1)?.as_blob()?),
-        create_revision: r.get(2)?,
-        mod_revision: r.get(3)?,
-    })
-}
-
-/// The current state of one key.
-pub(super) fn get(conn: &Connection, key: &str) -> Result<Option<KeyValue>> {
-    Ok(conn
-        .prepare_cached("SELECT key, value, create_rev, mod_rev FROM kv WHERE key = ?1")?
-        .query_row([key], kv_from_row)
-        .optional()?)
-}
-
-/// One page of keys under `prefix` at one snapshot revision (see the module doc of `schema`
-/// for how older states are rebuilt from the log).
+/// One page of keys under `prefix` at one snapshot revision, from the version log: the
+/// versions written at or before the revision and not replaced by then (see `schema`).
+///
+/// The log has no index by key (writes stay appends), so this scans it; the watch cache
+/// answers every list at a revision inside its ring, this serves only older ones.
 pub(super) fn list(conn: &Connection, prefix: &str, opts: &ListOptions) -> Result<ListResult> {
     // One read transaction: the counters and the rows come from the same snapshot.
     conn.execute_batch("BEGIN")?;
@@ -123,37 +109,16 @@ fn list_in_txn(conn: &Connection, prefix: &str, opts: &ListOptions) -> Result<Li
     let limit = opts.limit.filter(|&l| l > 0);
     // One more than asked, to learn whether more remain.
     let fetch = limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX - 1) + 1);
-
-    // Keys not written since `at`: their current row is their state at `at`.
-    let mut items: Vec<KeyValue> = {
-        let sql = format!(
-            "SELECT key, value, create_rev, mod_rev FROM kv
-             WHERE key {lower_op} ?1 {upper_sql} AND mod_rev <= ?3
-             ORDER BY key LIMIT ?4"
-        );
-        let mut stmt = conn.prepare_cached(&sql)?;
-        stmt.query_map(params![lower, upper, at, fetch], kv_from_row)?
-            .collect::<rusqlite::Result<_>>()?
-    };
-    if at < current {
-        // Keys written since `at`: their state at `at` is the previous state recorded by their
-        // first log row after `at` (none if they did not exist then). SQLite returns the other
-        // columns of the row holding MIN(rev).
-        let sql = format!(
-            "SELECT key, prev_value, prev_create_rev, prev_mod_rev FROM (
-                 SELECT key, prev_value, prev_create_rev, prev_mod_rev, MIN(rev)
-                 FROM log WHERE rev > ?3 AND key {lower_op} ?1 {upper_sql}
-                 GROUP BY key)
-             WHERE prev_mod_rev IS NOT NULL ORDER BY key LIMIT ?4"
-        );
-        let mut stmt = conn.prepare_cached(&sql)?;
-        let older: Vec<KeyValue> = stmt
-            .query_map(params![lower, upper, at, fetch], kv_from_row)?
-            .collect::<rusqlite::Result<_>>()?;
-        if !older.is_empty() {
-            items = merge_sorted(items, older);
-        }
-    }
+    let sql = format!(
+        "SELECT key, value, create_rev, rev FROM versions
+         WHERE rev <= ?3 AND value IS NOT NULL AND (next_rev IS NULL OR next_rev > ?3)
+           AND key {lower_op} ?1 {upper_sql}
+         ORDER BY key LIMIT ?4"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut items: Vec<KeyValue> = stmt
+        .query_map(params![lower, upper, at, fetch], kv_from_row)?
+        .collect::<rusqlite::Result<_>>()?;
     let more = limit.is_some_and(|l| items.len() > l);
     if let Some(l) = limit {
         items.truncate(l);
@@ -163,21 +128,4 @@ fn list_in_txn(conn: &Connection, prefix: &str, opts: &ListOptions) -> Result<Li
         revision: at,
         more,
     })
-}
-
-/// Merges two key-sorted lists with disjoint keys.
-fn merge_sorted(a: Vec<KeyValue>, b: Vec<KeyValue>) -> Vec<KeyValue> {
-    let mut out = Vec::with_capacity(a.len() + b.len());
-    let mut a = a.into_iter().peekable();
-    let mut b = b.into_iter().peekable();
-    loop {
-        let take_a = match (a.peek(), b.peek()) {
-            (Some(x), Some(y)) => x.key < y.key,
-            (Some(_), None) => true,
-            (None, Some(_)) => false,
-            (None, None) => return out,
-        };
-        let next = if take_a { a.next() } else { b.next() };
-        out.extend(next);
-    }
 }

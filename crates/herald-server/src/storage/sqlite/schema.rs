@@ -1,23 +1,38 @@
 //! The SQLite schema, connection settings and start-up state.
 //!
-//! Tables:
-//! - `kv`: the current state, one row per live key (`WITHOUT ROWID`, so a list is one ordered
-//!   scan of the primary key), with a partial index on `expires_at` for the TTL sweep;
-//! - `log`: one row per revision (the history), holding what is needed to rebuild the *previous*
-//!   state of the key: a create row has no blob, an update or delete row holds the value it
-//!   replaced. The new value of a log row is the next row's previous value, or `kv`'s. Compaction
-//!   is therefore a plain `DELETE FROM log WHERE rev <= ?`;
+//! The database is a log of versions, written append-only:
+//!
+//! - `versions`: one row per write, keyed by its revision: the key, the new value (`NULL` for a
+//!   deletion), the key's create revision, the revision of the version it replaced
+//!   (`prev_rev`), its TTL deadline, and `next_rev`, the revision of the write that replaced it
+//!   (`NULL` while it is the key's current version; a deletion row is replaced by itself).
+//!   The current state is the rows whose `next_rev` is `NULL`; the state at an older revision
+//!   `R` is the rows with `rev <= R` that had not been replaced by then.
+//! - `versions_expiry`: the current versions with a TTL, by deadline (the TTL sweep);
+//! - `versions_replaced`: the replaced versions, by `next_rev` (compaction deletes the rows
+//!   replaced at or before its revision: no read at or after it can see them);
 //! - `meta`: the revision counter and the compacted revision, written in the same transaction
 //!   as the data, so both survive restarts exactly.
+//!
+//! **Why a log.** A create appends one row at the end of `versions` (and one entry at the end
+//! of `versions_expiry`, deadlines grow with time): a group commit of many creates writes a few
+//! new pages instead of one random B-tree leaf (and its splits) per key, which is what bounded
+//! the old key-ordered table. There is no index by key: the writer finds a key's current
+//! version in the watch cache, which holds the whole current state and is updated by every
+//! commit; lists at the newest revision are served from there too. A list at an older revision
+//! that the cache cannot answer scans the log (see `read`).
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
 use bytes::Bytes;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
-use crate::storage::{KeyValue, Result, Revision, WatchEvent};
+use crate::storage::{KeyValue, Result, Revision, StorageError, WatchEvent};
+
+/// The schema version this code writes (`meta.schema`); version 1 (no entry) had a
+/// key-ordered `kv` table and a `log` of previous values, and is migrated on open.
+const SCHEMA_VERSION: u64 = 2;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta (
@@ -27,32 +42,29 @@ CREATE TABLE IF NOT EXISTS meta (
 INSERT OR IGNORE INTO meta(name, value) VALUES ('revision', 1), ('compacted', 0);
 -- Stores created before revisions started at 1 (see INITIAL_REVISION) and never written.
 UPDATE meta SET value = 1 WHERE name = 'revision' AND value = 0;
-CREATE TABLE IF NOT EXISTS kv (
-    key        TEXT PRIMARY KEY,
-    value      BLOB NOT NULL,
+CREATE TABLE IF NOT EXISTS versions (
+    rev        INTEGER PRIMARY KEY,
+    key        TEXT NOT NULL,
+    value      BLOB,
     create_rev INTEGER NOT NULL,
-    mod_rev    INTEGER NOT NULL,
-    expires_at INTEGER
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS kv_expires ON kv(expires_at) WHERE expires_at IS NOT NULL;
-CREATE TABLE IF NOT EXISTS log (
-    rev             INTEGER PRIMARY KEY,
-    key             TEXT NOT NULL,
-    deleted         INTEGER NOT NULL,
-    prev_value      BLOB,
-    prev_create_rev INTEGER,
-    prev_mod_rev    INTEGER
+    prev_rev   INTEGER,
+    expires_at INTEGER,
+    next_rev   INTEGER
 );
+CREATE INDEX IF NOT EXISTS versions_expiry ON versions(expires_at)
+    WHERE next_rev IS NULL AND expires_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS versions_replaced ON versions(next_rev)
+    WHERE next_rev IS NOT NULL;
 ";
 
 /// Opens (creating if needed) the writer connection: WAL, `synchronous=FULL` (a commit returns
-/// only once the WAL is fsynced), and the schema.
+/// only once the WAL is fsynced), and the schema (migrating an older one).
 pub(super) fn open_writer(path: &Path) -> Result<Connection> {
     let conn = Connection::open(path)?;
     conn.busy_timeout(Duration::from_secs(5))?;
     let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
     if !mode.eq_ignore_ascii_case("wal") {
-        return Err(crate::storage::StorageError::Backend(format!(
+        return Err(StorageError::Backend(format!(
             "could not switch {} to WAL mode (got {mode})",
             path.display()
         )));
@@ -65,8 +77,43 @@ pub(super) fn open_writer(path: &Path) -> Result<Connection> {
     // Checkpoints normally run on the checkpointer thread; this large automatic one in the
     // writer only bounds the WAL (~64 MiB) if the background ones fall behind.
     conn.pragma_update(None, "wal_autocheckpoint", 16_384)?;
+    migrate_v1(&conn)?;
     conn.execute_batch(SCHEMA)?;
+    conn.execute(
+        "INSERT OR REPLACE INTO meta(name, value) VALUES ('schema', ?1)",
+        [SCHEMA_VERSION],
+    )?;
     Ok(conn)
+}
+
+/// Turns a version-1 database (`kv` + `log`) into the version log: every live key becomes one
+/// current version at its mod revision, and the history before the current revision is
+/// compacted (lists and watches from before the upgrade get `Expired`, as after any
+/// compaction). One transaction: an interrupted migration leaves the old tables.
+fn migrate_v1(conn: &Connection) -> Result<()> {
+    let has_kv: Option<String> = conn
+        .query_row(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'kv'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if has_kv.is_none() {
+        return Ok(());
+    }
+    tracing::info!("migrating the SQLite store to the version log (schema 2)");
+    conn.execute_batch(&format!(
+        "BEGIN IMMEDIATE;
+         {SCHEMA}
+         INSERT INTO versions(rev, key, value, create_rev, prev_rev, expires_at, next_rev)
+             SELECT mod_rev, key, value, create_rev, NULL, expires_at, NULL FROM kv;
+         DROP TABLE kv;
+         DROP TABLE IF EXISTS log;
+         UPDATE meta SET value = (SELECT value FROM meta WHERE name = 'revision')
+             WHERE name = 'compacted';
+         COMMIT;"
+    ))?;
+    Ok(())
 }
 
 /// Opens the connection the checkpointer thread uses.
@@ -85,8 +132,8 @@ pub(super) fn open_reader(path: &Path) -> Result<Connection> {
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
     conn.busy_timeout(Duration::from_secs(5))?;
-    // Memory-mapped reads: a 100,000-key list touches tens of MiB, and reading them through
-    // the page cache with one pread per page costs more than the query itself.
+    // Memory-mapped reads: a list at an old revision scans the log, tens of MiB, and reading
+    // them through the page cache with one pread per page costs more than the query itself.
     conn.execute_batch(
         "PRAGMA temp_store=MEMORY; PRAGMA cache_size=-32768; PRAGMA mmap_size=1073741824;",
     )?;
@@ -102,6 +149,26 @@ pub(super) fn meta(conn: &Connection, name: &str) -> Result<Revision> {
     Ok(v.unwrap_or(0))
 }
 
+/// Every live key (the watch cache's starting state), in no particular order.
+pub(super) fn current_state(conn: &Connection) -> Result<Vec<KeyValue>> {
+    let mut stmt = conn.prepare(
+        "SELECT key, value, create_rev, rev FROM versions
+         WHERE next_rev IS NULL AND value IS NOT NULL",
+    )?;
+    let rows = stmt.query_map([], kv_from_row)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// A `KeyValue` from the columns `key, value, create_rev, rev`.
+pub(super) fn kv_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<KeyValue> {
+    Ok(KeyValue {
+        key: r.get(0)?,
+        value: Bytes::copy_from_slice(r.get_ref(1)?.as_blob()?),
+        create_revision: r.get(2)?,
+        mod_revision: r.get(3)?,
+    })
+}
+
 /// The last `window` writes as watch events (oldest first) and the revision after which they
 /// are complete, to preload the watch ring after a restart.
 pub(super) fn recent_events(
@@ -111,73 +178,62 @@ pub(super) fn recent_events(
     let revision = meta(conn, "revision")?;
     let compacted = meta(conn, "compacted")?;
     let mut stmt = conn.prepare(
-        "SELECT rev, key, deleted, prev_value, prev_create_rev, prev_mod_rev
-         FROM log WHERE rev > ?1 ORDER BY rev DESC LIMIT ?2",
+        "SELECT rev, key, value, create_rev, prev_rev FROM versions
+         WHERE rev > ?1 ORDER BY rev DESC LIMIT ?2",
     )?;
+    let mut prev_stmt =
+        conn.prepare("SELECT key, value, create_rev, rev FROM versions WHERE rev = ?1")?;
     let limit = i64::try_from(window).unwrap_or(i64::MAX);
     let rows = stmt.query_map(params![compacted, limit], |r| {
-        let prev = match r.get::<_, Option<Revision>>(5)? {
-            Some(prev_mod) => Some((
-                Bytes::copy_from_slice(r.get_ref(3)?.as_blob_or_null()?.unwrap_or_default()),
-                r.get::<_, Revision>(4)?,
-                prev_mod,
-            )),
-            None => None,
-        };
         Ok((
             r.get::<_, Revision>(0)?,
             r.get::<_, String>(1)?,
-            r.get::<_, bool>(2)?,
-            prev,
+            r.get_ref(2)?.as_blob_or_null()?.map(Bytes::copy_from_slice),
+            r.get::<_, Revision>(3)?,
+            r.get::<_, Option<Revision>>(4)?,
         ))
     })?;
-    // Walk newest to oldest; `after` holds, per key, the state right after the row being looked
-    // at (the current `kv` row for the newest one).
-    let mut after: HashMap<String, Option<KeyValue>> = HashMap::new();
-    let mut current = conn.prepare("SELECT value, create_rev, mod_rev FROM kv WHERE key = ?1")?;
     let mut events = Vec::new();
     let mut oldest = revision;
     for row in rows {
-        let (rev, key, deleted, prev) = row?;
+        let (rev, key, value, create_rev, prev_rev) = row?;
         oldest = rev;
-        let state_after = match after.get(&key) {
-            Some(s) => s.clone(),
-            None => current
-                .query_row([&key], |r| {
-                    Ok(KeyValue {
-                        key: key.clone(),
-                        value: Bytes::copy_from_slice(r.get_ref(0)?.as_blob()?),
-                        create_revision: r.get(1)?,
-                        mod_revision: r.get(2)?,
-                    })
-                })
-                .optional()?,
+        let prev = match prev_rev {
+            Some(p) => prev_stmt
+                .query_row([p], kv_from_row)
+                .optional()?
+                .filter(|kv| kv.key == key),
+            None => None,
         };
-        let prev_kv = prev.map(|(value, create_revision, mod_revision)| KeyValue {
-            key: key.clone(),
-            value,
-            create_revision,
-            mod_revision,
-        });
-        let ev = match (deleted, state_after, prev_kv.clone()) {
-            (true, _, Some(prev)) => Some(WatchEvent::Delete {
+        let ev = match (value, prev) {
+            (Some(value), prev) if prev.is_some() || prev_rev.is_none() => Some(WatchEvent::Put {
+                kv: KeyValue {
+                    key,
+                    value,
+                    create_revision: create_rev,
+                    mod_revision: rev,
+                },
+                prev,
+            }),
+            (None, Some(prev)) => Some(WatchEvent::Delete {
                 prev,
                 revision: rev,
             }),
-            (false, Some(kv), prev) if kv.mod_revision == rev => Some(WatchEvent::Put { kv, prev }),
             _ => None,
         };
         match ev {
             Some(ev) => events.push(ev),
             None => {
-                // A row that does not fit its neighbours means the log is not what this code
+                // A row whose previous version is missing means the log is not what this code
                 // wrote; replay cannot be trusted before it.
-                tracing::warn!(rev, key = %key, "inconsistent history row; watch replay starts after it");
+                tracing::warn!(
+                    rev,
+                    "inconsistent history row; watch replay starts after it"
+                );
                 events.reverse();
                 return Ok((rev, events));
             }
         }
-        after.insert(key, prev_kv);
     }
     events.reverse();
     let floor = if events.len() < window {

@@ -3,19 +3,25 @@
 //! Callers put a request on a bounded queue and await a oneshot reply. The thread takes
 //! whatever is queued (up to `max_batch`), applies it all in one `BEGIN IMMEDIATE … COMMIT`
 //! transaction, whose commit fsyncs the WAL once (`synchronous=FULL`), then publishes the events
-//! to the watch hub and answers every caller. Under load the batch grows with the number of
+//! to the watch cache and answers every caller. Under load the batch grows with the number of
 //! waiting writers, so one fsync is shared by many writes.
+//!
+//! Each write appends a row to the version log (see `schema`); an update or delete also marks
+//! the version it replaces. The current version of a key comes from the watch cache (which
+//! every commit updates before it acknowledges) and, for keys already written earlier in the
+//! same batch, from the transaction itself.
 //!
 //! A rejected operation (exists, conflict, not found) writes nothing and does not disturb the
 //! others in its batch. A database error (I/O, disk full) rolls the whole batch back and every
 //! caller in it gets the error; nothing from the batch is visible or published.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, params};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::storage::{
@@ -105,6 +111,9 @@ struct Txn {
     events: Vec<WatchEvent>,
     /// Set by an explicit compaction: the watch ring forgets the same history.
     hub_compact: Option<Revision>,
+    /// The keys this transaction wrote, with their state after it (`None`: deleted); the
+    /// watch cache holds every other key's current state.
+    written: HashMap<String, Option<KeyValue>>,
 }
 
 impl Writer {
@@ -177,17 +186,20 @@ impl Writer {
             compacted: self.counters.compacted.load(Ordering::Acquire),
             events: Vec::with_capacity(batch.len()),
             hub_compact: None,
+            written: HashMap::with_capacity(batch.len()),
         };
         let applied = self.apply_all(batch, &mut txn);
         match applied {
             Ok(results) => {
+                // The watch cache first: a revision read from the counters is then always
+                // already in it.
+                self.hub.publish(txn.events);
                 self.counters
                     .revision
                     .store(txn.revision, Ordering::Release);
                 self.counters
                     .compacted
                     .store(txn.compacted, Ordering::Release);
-                self.hub.publish(txn.events);
                 if let Some(rev) = txn.hub_compact {
                     self.hub.compact(rev);
                 }
@@ -240,18 +252,16 @@ impl Writer {
                 value,
                 expires_at,
             } => {
-                let rev = txn.revision + 1;
-                let inserted = self
-                    .conn
-                    .prepare_cached(
-                        "INSERT OR IGNORE INTO kv(key, value, create_rev, mod_rev, expires_at)
-                         VALUES (?1, ?2, ?3, ?3, ?4)",
-                    )?
-                    .execute(params![key, &value[..], rev, expires_at])?;
-                if inserted == 0 {
+                if self.exists(key, txn) {
                     return Err(StorageError::AlreadyExists { key: key.clone() });
                 }
-                self.log(rev, key, false, None)?;
+                let rev = txn.revision + 1;
+                self.conn
+                    .prepare_cached(
+                        "INSERT INTO versions(rev, key, value, create_rev, prev_rev, expires_at)
+                         VALUES (?1, ?2, ?3, ?1, NULL, ?4)",
+                    )?
+                    .execute(params![rev, key, &value[..], expires_at])?;
                 txn.revision = rev;
                 let kv = KeyValue {
                     key: key.clone(),
@@ -259,6 +269,7 @@ impl Writer {
                     create_revision: rev,
                     mod_revision: rev,
                 };
+                txn.written.insert(key.clone(), Some(kv.clone()));
                 txn.events.push(WatchEvent::Put {
                     kv: kv.clone(),
                     prev: None,
@@ -271,15 +282,22 @@ impl Writer {
                 expected,
                 expires_at,
             } => {
-                let prev = self.current(key)?;
-                let prev = check(key, prev, *expected)?;
+                let prev = check(key, self.current(key, txn), *expected)?;
                 let rev = txn.revision + 1;
                 self.conn
                     .prepare_cached(
-                        "UPDATE kv SET value = ?2, mod_rev = ?3, expires_at = ?4 WHERE key = ?1",
+                        "INSERT INTO versions(rev, key, value, create_rev, prev_rev, expires_at)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                     )?
-                    .execute(params![key, &value[..], rev, expires_at])?;
-                self.log(rev, key, false, Some(&prev))?;
+                    .execute(params![
+                        rev,
+                        key,
+                        &value[..],
+                        prev.create_revision,
+                        prev.mod_revision,
+                        expires_at
+                    ])?;
+                self.replace(prev.mod_revision, rev)?;
                 txn.revision = rev;
                 let kv = KeyValue {
                     key: key.clone(),
@@ -287,6 +305,7 @@ impl Writer {
                     create_revision: prev.create_revision,
                     mod_revision: rev,
                 };
+                txn.written.insert(key.clone(), Some(kv.clone()));
                 txn.events.push(WatchEvent::Put {
                     kv: kv.clone(),
                     prev: Some(prev),
@@ -294,22 +313,26 @@ impl Writer {
                 Ok(Reply::Kv(kv))
             }
             Op::Delete { key, expected } => {
-                let prev = self.current(key)?;
-                let prev = check(key, prev, *expected)?;
+                let prev = check(key, self.current(key, txn), *expected)?;
                 Ok(Reply::Deleted(self.remove(prev, txn)?))
             }
             Op::Expire { now, limit } => {
-                let keys: Vec<String> = {
+                let due: Vec<(Revision, String)> = {
                     let mut stmt = self.conn.prepare_cached(
-                        "SELECT key FROM kv WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2",
+                        "SELECT rev, key FROM versions
+                         WHERE next_rev IS NULL AND expires_at IS NOT NULL AND expires_at <= ?1
+                         ORDER BY expires_at LIMIT ?2",
                     )?;
                     let limit = i64::try_from(*limit).unwrap_or(i64::MAX);
-                    stmt.query_map(params![now, limit], |r| r.get(0))?
+                    stmt.query_map(params![now, limit], |r| Ok((r.get(0)?, r.get(1)?)))?
                         .collect::<rusqlite::Result<_>>()?
                 };
                 let mut n = 0;
-                for key in keys {
-                    if let Some(prev) = self.current(&key)? {
+                for (rev, key) in due {
+                    // Skips a version this batch already replaced.
+                    if let Some(prev) = self.current(&key, txn)
+                        && prev.mod_revision == rev
+                    {
                         self.remove(prev, txn)?;
                         n += 1;
                     }
@@ -324,13 +347,23 @@ impl Writer {
         }
     }
 
+    /// Deletes the current version `prev`: a deletion row replacing it.
     fn remove(&self, prev: KeyValue, txn: &mut Txn) -> Result<Deleted> {
         let rev = txn.revision + 1;
         self.conn
-            .prepare_cached("DELETE FROM kv WHERE key = ?1")?
-            .execute([&prev.key])?;
-        self.log(rev, &prev.key, true, Some(&prev))?;
+            .prepare_cached(
+                "INSERT INTO versions(rev, key, value, create_rev, prev_rev, expires_at, next_rev)
+                 VALUES (?1, ?2, NULL, ?3, ?4, NULL, ?1)",
+            )?
+            .execute(params![
+                rev,
+                &prev.key,
+                prev.create_revision,
+                prev.mod_revision
+            ])?;
+        self.replace(prev.mod_revision, rev)?;
         txn.revision = rev;
+        txn.written.insert(prev.key.clone(), None);
         txn.events.push(WatchEvent::Delete {
             prev: prev.clone(),
             revision: rev,
@@ -341,13 +374,31 @@ impl Writer {
         })
     }
 
+    /// Marks the version at `old` as replaced by the write at `rev`.
+    fn replace(&self, old: Revision, rev: Revision) -> Result<()> {
+        let n = self
+            .conn
+            .prepare_cached(
+                "UPDATE versions SET next_rev = ?2 WHERE rev = ?1 AND next_rev IS NULL",
+            )?
+            .execute(params![old, rev])?;
+        if n != 1 {
+            // The watch cache and the database disagree: refuse the whole batch rather than
+            // write a history that does not add up.
+            return Err(StorageError::Backend(format!(
+                "version {old} is not a current version in the database"
+            )));
+        }
+        Ok(())
+    }
+
     fn compact(&self, revision: Revision, txn: &mut Txn) -> Result<()> {
         let target = revision.min(txn.revision);
         if target <= txn.compacted {
             return Ok(());
         }
         self.conn
-            .prepare_cached("DELETE FROM log WHERE rev <= ?1")?
+            .prepare_cached("DELETE FROM versions WHERE next_rev IS NOT NULL AND next_rev <= ?1")?
             .execute([target])?;
         self.conn
             .prepare_cached("UPDATE meta SET value = ?1 WHERE name = 'compacted'")?
@@ -356,36 +407,19 @@ impl Writer {
         Ok(())
     }
 
-    fn current(&self, key: &str) -> Result<Option<KeyValue>> {
-        Ok(self
-            .conn
-            .prepare_cached("SELECT value, create_rev, mod_rev FROM kv WHERE key = ?1")?
-            .query_row([key], |r| {
-                Ok(KeyValue {
-                    key: key.to_owned(),
-                    value: Bytes::copy_from_slice(r.get_ref(0)?.as_blob()?),
-                    create_revision: r.get(1)?,
-                    mod_revision: r.get(2)?,
-                })
-            })
-            .optional()?)
+    /// The current version of `key`: as this transaction left it, else the watch cache's.
+    fn current(&self, key: &str, txn: &Txn) -> Option<KeyValue> {
+        match txn.written.get(key) {
+            Some(state) => state.clone(),
+            None => self.hub.get(key).flatten(),
+        }
     }
 
-    fn log(&self, rev: Revision, key: &str, deleted: bool, prev: Option<&KeyValue>) -> Result<()> {
-        self.conn
-            .prepare_cached(
-                "INSERT INTO log(rev, key, deleted, prev_value, prev_create_rev, prev_mod_rev)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )?
-            .execute(params![
-                rev,
-                key,
-                deleted,
-                prev.map(|p| &p.value[..]),
-                prev.map(|p| p.create_revision),
-                prev.map(|p| p.mod_revision),
-            ])?;
-        Ok(())
+    fn exists(&self, key: &str, txn: &Txn) -> bool {
+        match txn.written.get(key) {
+            Some(state) => state.is_some(),
+            None => self.hub.contains(key).unwrap_or(false),
+        }
     }
 }
 
