@@ -405,9 +405,9 @@ mod tests {
         k.slot = Some((1, 1));
         k.set(None, &[1, b'a']);
         assert_eq!(k.slot, Some((1, 1)));
-        k.set(Some(1), &[b'a']);
+        k.set(Some(1), b"a");
         assert_eq!((k.bytes.as_slice(), k.slot), (&[1, b'a'][..], Some((1, 1))));
-        k.set(Some(2), &[b'a']);
+        k.set(Some(2), b"a");
         assert_eq!((k.bytes.as_slice(), k.slot), (&[2, b'a'][..], None));
         k.slot = Some((1, 1));
         k.set(None, &[2]);
