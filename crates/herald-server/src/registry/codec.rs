@@ -235,6 +235,23 @@ pub fn parse_object(format: BodyFormat, body: &[u8]) -> Result<Value, ApiError> 
     }
 }
 
+/// The event in a JSON request body, decoded straight from the text, when that succeeds:
+/// the same (normalized) event [`decode_body`] returns for the parsed body. `None` for any
+/// failure; the caller then takes the [`parse_json_object`] + [`decode_body`] path, whose
+/// errors say what is wrong. (`k8s-openapi` rejects an `apiVersion` or `kind` that is not
+/// the group's own, so a body that decodes here passes `decode_body`'s checks.)
+pub fn decode_json_body(group: ApiGroup, body: &[u8]) -> Option<CoreEvent> {
+    let event = match group {
+        ApiGroup::Core => serde_json::from_slice::<CoreEvent>(body)
+            .ok()
+            .map(normalize_core)?,
+        ApiGroup::EventsV1 => serde_json::from_slice::<EventsV1Event>(body)
+            .ok()
+            .map(events_v1_to_core)?,
+    };
+    Some(drop_empty_maps(event))
+}
+
 /// Checks the `apiVersion` and `kind` of a body against the group it was sent to (absent
 /// ones are fine, as in kube-apiserver), then decodes it into the (normalized) storage
 /// shape. Type errors are 400s that say where: in `original` (the JSON request bytes `v` was

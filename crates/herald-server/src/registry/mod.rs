@@ -218,8 +218,8 @@ pub enum RawWatchItem {
     Change(Arc<crate::storage::CachedEvent>),
     /// `ADDED` for the stored key-value (the initial events of a watch without selectors).
     Initial(crate::storage::KeyValue),
-    /// Any other item, decoded.
-    Item(WatchItem),
+    /// Any other item, decoded (boxed: batches of the small variants stay small).
+    Item(Box<WatchItem>),
 }
 
 /// [`EventWatch`] in batches of undecoded items ([`EventRegistry::watch_raw`]): each item of

@@ -100,7 +100,7 @@ impl RawWatchItem {
             RawWatchItem::Initial(kv) => {
                 decoded(&kv.key, &kv.value, kv.mod_revision).map(WatchItem::Added)
             }
-            RawWatchItem::Item(item) => Some(item),
+            RawWatchItem::Item(item) => Some(*item),
         }
     }
 }
@@ -157,14 +157,14 @@ pub(super) async fn start(
             } else if let Ok(ev) = decode(&kv)
                 && filter.matches(&ev)
             {
-                initial.push_back(RawWatchItem::Item(WatchItem::Added(ev)));
+                initial.push_back(RawWatchItem::Item(Box::new(WatchItem::Added(ev))));
             }
         }
         if p.send_initial_events == Some(true) && p.allow_watch_bookmarks {
-            initial.push_back(RawWatchItem::Item(WatchItem::Bookmark {
+            initial.push_back(RawWatchItem::Item(Box::new(WatchItem::Bookmark {
                 resource_version: page.revision.to_string(),
                 initial_events_end: true,
-            }));
+            })));
         }
         page.revision
     } else {
@@ -186,9 +186,7 @@ pub(super) async fn start(
         Ok(s) => s,
         Err(StorageError::Expired { requested, oldest }) => {
             return Ok(futures::stream::once(async move {
-                vec![RawWatchItem::Item(WatchItem::Error(too_old(
-                    requested, oldest,
-                )))]
+                one(WatchItem::Error(too_old(requested, oldest)))
             })
             .boxed());
         }
@@ -268,7 +266,7 @@ async fn tick(i: &mut Option<Interval>) {
 }
 
 fn one(item: WatchItem) -> Vec<RawWatchItem> {
-    vec![RawWatchItem::Item(item)]
+    vec![RawWatchItem::Item(Box::new(item))]
 }
 
 impl State {
@@ -357,7 +355,7 @@ impl State {
                 let cur = decoded(&kv.value, kv.mod_revision)?;
                 let cur_ok = self.filter.matches(&cur);
                 let Some(prev) = prev else {
-                    return cur_ok.then_some(RawWatchItem::Item(WatchItem::Added(cur)));
+                    return cur_ok.then(|| RawWatchItem::Item(Box::new(WatchItem::Added(cur))));
                 };
                 let old = decoded(&prev.value, kv.mod_revision)?;
                 match (cur_ok, self.filter.matches(&old)) {
@@ -375,6 +373,6 @@ impl State {
                 WatchItem::Deleted(old)
             }
         };
-        Some(RawWatchItem::Item(item))
+        Some(RawWatchItem::Item(Box::new(item)))
     }
 }
