@@ -13,8 +13,7 @@ use jiff::Timestamp;
 use super::types::prefix_end;
 use super::{
     Backend, CachedWatchStream, Deleted, HistoryOptions, INITIAL_REVISION, KeyValue, ListOptions,
-    ListResult, Result,
-    Revision, StorageError, WatchEvent, WatchHub, WatchStream,
+    ListResult, Result, Revision, StorageError, WatchEvent, WatchHub, WatchStream,
 };
 
 /// A [`Backend`] that keeps everything in memory (lost on drop).
