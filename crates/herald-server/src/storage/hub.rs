@@ -135,23 +135,31 @@ impl WatchHub {
     /// An empty hub for a store currently at `revision`; it holds at most `capacity` events
     /// (at least 1) and no state.
     pub fn new(capacity: usize, revision: Revision) -> Arc<Self> {
-        Self::build(capacity, revision, Vec::new(), None)
+        Self::build(capacity, revision, revision, Vec::new(), None)
     }
 
     /// A hub preloaded with `history` (events in increasing revision order, complete after
-    /// `floor`: every write with a revision above `floor` is in it). Used by persistent backends
-    /// on start so watches from revisions before a restart still replay. Only the newest
-    /// `capacity` events are kept. It holds no state.
-    pub fn with_history(capacity: usize, floor: Revision, history: Vec<WatchEvent>) -> Arc<Self> {
-        Self::build(capacity, floor, history, None)
+    /// `floor`: every write with a revision above `floor` is in it) for a store at `revision`
+    /// (the newest event's, or later when the newest writes left no event, as on a new store at
+    /// [`INITIAL_REVISION`](super::INITIAL_REVISION)). Used by persistent backends on start so
+    /// watches from revisions before a restart still replay. Only the newest `capacity` events
+    /// are kept. It holds no state.
+    pub fn with_history(
+        capacity: usize,
+        floor: Revision,
+        revision: Revision,
+        history: Vec<WatchEvent>,
+    ) -> Arc<Self> {
+        Self::build(capacity, floor, revision, history, None)
     }
 
     /// [`WatchHub::with_history`] that also keeps the current state, starting from `current`:
-    /// every live key at the revision of the last event of `history` (or `floor`). From then on
-    /// [`WatchHub::list`] and [`WatchHub::get`] answer from memory.
+    /// every live key at `revision`. From then on [`WatchHub::list`] and [`WatchHub::get`]
+    /// answer from memory.
     pub fn with_state(
         capacity: usize,
         floor: Revision,
+        revision: Revision,
         history: Vec<WatchEvent>,
         current: impl IntoIterator<Item = KeyValue>,
     ) -> Arc<Self> {
@@ -168,17 +176,21 @@ impl WatchHub {
                 )
             })
             .collect();
-        Self::build(capacity, floor, history, Some(state))
+        Self::build(capacity, floor, revision, history, Some(state))
     }
 
     fn build(
         capacity: usize,
         floor: Revision,
+        revision: Revision,
         history: Vec<WatchEvent>,
         state: Option<BTreeMap<String, Current>>,
     ) -> Arc<Self> {
         let capacity = capacity.max(1);
-        let head = history.last().map_or(floor, WatchEvent::revision);
+        let head = history
+            .last()
+            .map_or(floor, WatchEvent::revision)
+            .max(revision);
         let (signal, _) = watch::channel(head);
         let hub = WatchHub {
             ring: RwLock::new(Ring {

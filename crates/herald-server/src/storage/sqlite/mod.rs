@@ -105,7 +105,13 @@ impl SqliteBackend {
             .store(schema::meta(&conn, "compacted")?, Ordering::Release);
         let window = opts.history.watch_window.max(1);
         let (floor, history) = schema::recent_events(&conn, window)?;
-        let hub = WatchHub::with_state(window, floor, history, schema::current_state(&conn)?);
+        let hub = WatchHub::with_state(
+            window,
+            floor,
+            counters.revision.load(Ordering::Acquire),
+            history,
+            schema::current_state(&conn)?,
+        );
         let readers = Arc::new(ReadPool::new(path.clone(), opts.read_connections)?);
         let (tx, rx) = mpsc::channel(opts.queue_capacity.max(1));
         let checkpoint_conn = schema::open_checkpointer(&path)?;
