@@ -125,6 +125,8 @@ pub struct Server {
     sweeper: JoinHandle<()>,
     registry: EventRegistry,
     metrics: Arc<Metrics>,
+    /// Fails once a SQLite store has closed (`None` for the memory store).
+    store_closed: Option<tokio::sync::watch::Receiver<()>>,
 }
 
 impl std::fmt::Debug for Server {
@@ -143,6 +145,7 @@ impl Server {
         let clock = config.clock.clone();
         let metrics = Arc::new(Metrics::default());
         let mut sqlite = None;
+        let mut store_closed = None;
         let raw: Arc<dyn Backend> = match &config.store {
             StoreKind::Memory => Arc::new(MemoryBackend::new(clock.clone(), config.history)),
             StoreKind::Sqlite { dir } => {
@@ -156,6 +159,7 @@ impl Server {
                     .await
                     .map_err(|e| ServerError::Task(e.to_string()))??;
                 let b = Arc::new(b);
+                store_closed = Some(b.closed());
                 sqlite = Some(b.clone());
                 b
             }
@@ -200,6 +204,7 @@ impl Server {
             sweeper,
             registry,
             metrics,
+            store_closed,
         })
     }
 
@@ -230,14 +235,20 @@ impl Server {
 
     /// Waits until the server stops (its token is cancelled, or serving fails).
     pub async fn wait(mut self) -> Result<(), ServerError> {
-        self.join().await
+        let r = self.join().await;
+        self.close_store().await;
+        r
     }
 
     /// Graceful shutdown: ends open watches, stops accepting, finishes in-flight requests,
-    /// then stops the sweeper (the store closes when the last reference goes).
+    /// stops the sweeper, then waits (at most [`STORE_CLOSE_WAIT`]) until the store has
+    /// closed: on return a SQLite data directory is released and can be opened again, unless
+    /// the caller still holds [`Server::registry`] clones (then it closes when they go).
     pub async fn shutdown(mut self) -> Result<(), ServerError> {
         self.shutdown.cancel();
-        self.join().await
+        let r = self.join().await;
+        self.close_store().await;
+        r
     }
 
     async fn join(&mut self) -> Result<(), ServerError> {
@@ -249,9 +260,28 @@ impl Server {
             None => Ok(()),
         };
         self.sweeper.abort();
+        let _ = (&mut self.sweeper).await;
         r
     }
+
+    /// Drops this server's handles on the store, then waits for the last one elsewhere to go:
+    /// connection tasks drop their handles just after the serve loop has seen them close.
+    async fn close_store(mut self) {
+        let Some(mut closed) = self.store_closed.take() else {
+            return;
+        };
+        drop(self);
+        let gone = async { while closed.changed().await.is_ok() {} };
+        if tokio::time::timeout(STORE_CLOSE_WAIT, gone).await.is_err() {
+            tracing::warn!(
+                "the store is still in use {STORE_CLOSE_WAIT:?} after shutdown; it closes when its last user lets go"
+            );
+        }
+    }
 }
+
+/// How long [`Server::shutdown`] waits for the store to close after serving has stopped.
+pub const STORE_CLOSE_WAIT: Duration = Duration::from_secs(10);
 
 impl Drop for Server {
     fn drop(&mut self) {

@@ -78,8 +78,10 @@ pub struct SqliteBackend {
     clock: Arc<dyn Clock>,
     sweep_batch: usize,
     path: PathBuf,
-    // Declared last: released after `Drop` has stopped the writer.
+    // Released after `Drop` has stopped the writer.
     lock: DataDirLock,
+    // Declared after the lock: its receivers learn of the close once the lock is released.
+    closed: tokio::sync::watch::Sender<()>,
 }
 
 impl SqliteBackend {
@@ -146,7 +148,15 @@ impl SqliteBackend {
             sweep_batch: opts.sweep_batch.max(1),
             path,
             lock,
+            closed: tokio::sync::watch::Sender::new(()),
         })
+    }
+
+    /// A receiver whose [`changed`](tokio::sync::watch::Receiver::changed) fails once this
+    /// backend has been dropped: its writes are durable, its threads have stopped and the
+    /// data directory is released (another [`SqliteBackend::open`] on it succeeds).
+    pub fn closed(&self) -> tokio::sync::watch::Receiver<()> {
+        self.closed.subscribe()
     }
 
     /// The data directory's lock (to describe the holder, e.g. with the address it serves).
