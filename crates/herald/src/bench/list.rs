@@ -1,10 +1,11 @@
 //! The timed full list: one GET of every event of the namespace, timed to its last byte.
 //!
-//! The items are counted while the body arrives, by [`ItemCounter`], a scanner that skips
-//! string contents with `memchr`, instead of collecting the body and parsing it: holding a
-//! 60 MB body means touching 60 MB of fresh memory, which on a small VM takes longer than
-//! the server needs to produce the list, and a full parse would compete with the server for
-//! the CPU while it is sending.
+//! The items are counted while the body arrives, by [`ItemCounter`], which looks for one
+//! fixed byte sequence with SIMD (`memchr::memmem`) instead of collecting the body and parsing
+//! it: holding a 100 MB body means touching 100 MB of fresh memory, which on a small VM takes
+//! longer than the server needs to produce the list, and any parse, even a structural scan,
+//! competes with the server for the CPU while it is sending (a byte-wise scanner here tripled
+//! the measured time of a 100,000-event list).
 
 use std::net::SocketAddr;
 
@@ -68,127 +69,61 @@ pub async fn timed_list(addr: SocketAddr, ns: &str) -> anyhow::Result<ListSummar
     })
 }
 
-/// Counts the elements of the `items` array of a JSON object fed in arbitrary chunks,
-/// without keeping them. It follows strings (with escapes) and nesting, nothing more: it
-/// does not validate the JSON beyond the brackets closing.
+/// Counts the items of an event list (core/v1 or events.k8s.io/v1, compact JSON as both
+/// kube-apiserver and herald-server send it) fed in arbitrary chunks, without keeping them.
+///
+/// It counts the occurrences of `"metadata":{`. In JSON that byte sequence is always an object
+/// key followed by an object: inside a string every `"` is escaped, so it cannot appear there.
+/// An event has exactly one such key (its own metadata; its references, source, series and
+/// `managedFields` have none), and the list adds one for its `ListMeta`. Bound: memory is the
+/// needle's length.
 #[derive(Debug, Default)]
 pub struct ItemCounter {
-    depth: u32,
-    in_string: bool,
-    escaped: bool,
-    /// In the top-level object, between a `{` or `,` and the next `:`.
-    expecting_key: bool,
-    /// Reading a top-level key (its first bytes are kept in `key`).
-    reading_key: bool,
-    key: Vec<u8>,
-    /// Inside the top-level `items` array (whose elements are at depth 2).
-    in_items: bool,
-    /// The next value in the `items` array starts a new element.
-    expect_element: bool,
-    items: u64,
+    /// The last bytes seen (fewer than the needle), to find a needle split across chunks.
+    tail: Vec<u8>,
+    found: u64,
+    /// The last two bytes that were not whitespace.
+    last: [u8; 2],
 }
 
-/// The longest top-level key prefix kept (enough to recognise `items`).
-const KEY_PREFIX: usize = 8;
+const NEEDLE: &[u8] = br#""metadata":{"#;
 
 impl ItemCounter {
     /// Scans the next chunk.
     pub fn feed(&mut self, chunk: &[u8]) {
-        let mut i = 0;
-        while i < chunk.len() {
-            if self.in_string {
-                if self.escaped {
-                    self.escaped = false;
-                    self.keep_key(&chunk[i..=i]);
-                    i += 1;
-                    continue;
-                }
-                match memchr::memchr2(b'"', b'\\', &chunk[i..]) {
-                    None => {
-                        self.keep_key(&chunk[i..]);
-                        i = chunk.len();
-                    }
-                    Some(off) => {
-                        self.keep_key(&chunk[i..i + off]);
-                        i += off;
-                        if chunk[i] == b'\\' {
-                            self.escaped = true;
-                        } else {
-                            self.in_string = false;
-                            self.reading_key = false;
-                        }
-                        i += 1;
-                    }
-                }
-                continue;
+        let keep = NEEDLE.len() - 1;
+        if !self.tail.is_empty() {
+            // Matches that start in the tail and end in this chunk: the tail and the chunk's
+            // head are each shorter than the needle, so none is counted twice.
+            self.tail.extend_from_slice(&chunk[..chunk.len().min(keep)]);
+            self.found += memchr::memmem::find_iter(&self.tail, NEEDLE).count() as u64;
+        }
+        self.found += memchr::memmem::find_iter(chunk, NEEDLE).count() as u64;
+        if chunk.len() >= keep {
+            self.tail.clear();
+            self.tail.extend_from_slice(&chunk[chunk.len() - keep..]);
+        } else {
+            if self.tail.is_empty() {
+                self.tail.extend_from_slice(chunk);
             }
-            let c = chunk[i];
-            i += 1;
-            match c {
-                b'"' => {
-                    self.value_starts();
-                    self.in_string = true;
-                    if self.depth == 1 && self.expecting_key {
-                        self.reading_key = true;
-                        self.key.clear();
-                    }
-                }
-                b'{' | b'[' => {
-                    self.value_starts();
-                    if c == b'[' && self.depth == 1 && self.key == b"items" {
-                        self.in_items = true;
-                        self.expect_element = true;
-                    }
-                    self.depth += 1;
-                    if self.depth == 1 {
-                        self.expecting_key = true;
-                    }
-                }
-                b'}' | b']' => {
-                    self.depth = self.depth.saturating_sub(1);
-                    if self.depth == 1 {
-                        self.in_items = false;
-                    }
-                }
-                b',' => {
-                    if self.in_items && self.depth == 2 {
-                        self.expect_element = true;
-                    }
-                    if self.depth == 1 {
-                        self.expecting_key = true;
-                    }
-                }
-                b':' => {
-                    if self.depth == 1 {
-                        self.expecting_key = false;
-                    }
-                }
-                b' ' | b'\t' | b'\n' | b'\r' => {}
-                _ => self.value_starts(),
-            }
+            // The tail already ends with this short chunk.
+            let excess = self.tail.len().saturating_sub(keep);
+            self.tail.drain(..excess);
+        }
+        let mut solid = chunk.iter().rev().filter(|b| !b.is_ascii_whitespace());
+        if let Some(&z) = solid.next() {
+            let y = solid.next().copied().unwrap_or(self.last[1]);
+            self.last = [y, z];
         }
     }
 
-    /// The count, or an error if the input ended inside a string or an open bracket.
+    /// The count, or an error if the body was not a list (a list ends with its `items`
+    /// array). A body cut short is already an error from the HTTP framing.
     pub fn finish(self) -> anyhow::Result<u64> {
-        if self.in_string || self.depth != 0 {
+        if &self.last != b"]}" || self.found == 0 {
             anyhow::bail!("the list ended before its JSON did");
         }
-        Ok(self.items)
-    }
-
-    fn value_starts(&mut self) {
-        if self.in_items && self.depth == 2 && self.expect_element {
-            self.items += 1;
-            self.expect_element = false;
-        }
-    }
-
-    fn keep_key(&mut self, part: &[u8]) {
-        if self.reading_key {
-            let room = KEY_PREFIX.saturating_sub(self.key.len());
-            self.key.extend_from_slice(&part[..part.len().min(room)]);
-        }
+        Ok(self.found - 1)
     }
 }
 
@@ -206,13 +141,15 @@ mod tests {
 
     #[test]
     fn counts_items_across_chunk_boundaries() {
-        let body = br#"{"kind":"EventList","metadata":{"resourceVersion":"9","items":[1,2]},"itemsX":[{}],"items":[{"a":"]}\"items\":[{"},{"b":[1,{"c":2}],"items":[{},{}]}, "s", 3 ,{}],"z":"items"}"#;
-        for size in [1, 2, 3, 7, body.len()] {
-            assert_eq!(count(body, size).unwrap(), 5, "chunks of {size}");
+        let body = br#"{"kind":"EventList","apiVersion":"v1","metadata":{"resourceVersion":"9"},"items":[{"metadata":{"name":"a"},"message":"\"metadata\":{ in a message"},{"count":2,"metadata":{"name":"b","managedFields":[{"fieldsV1":{"f:metadata":{}}}]}},{"metadata":{"name":"c"}}]}"#;
+        for size in [1, 2, 3, 7, 11, 12, 13, body.len()] {
+            assert_eq!(count(body, size).unwrap(), 3, "chunks of {size}");
         }
-        assert_eq!(count(br#"{"items":[]}"#, 1).unwrap(), 0);
-        assert_eq!(count(br#"{"kind":"Status","code":500}"#, 4).unwrap(), 0);
-        assert!(count(br#"{"items":[{}"#, 3).is_err());
-        assert!(count(br#"{"items":["}]"#, 3).is_err());
+        assert_eq!(
+            count(br#"{"kind":"EventList","metadata":{},"items":[]}"#, 5).unwrap(),
+            0
+        );
+        assert!(count(br#"{"kind":"Status","code":500}"#, 4).is_err());
+        assert!(count(br#"{"metadata":{},"items":[{"metadata":{}}"#, 3).is_err());
     }
 }
