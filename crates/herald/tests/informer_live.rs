@@ -123,16 +123,16 @@ async fn until_in_sync(informer: &SharedInformer<Event>, api: &Api<Event>, chang
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn informer_survives_restart_and_expired_history() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(config(dir.path(), "127.0.0.1:0".parse().unwrap()))
-        .await
-        .unwrap();
-    let addr = server.addr();
-    let client = kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
-    let api: Api<Event> = Api::namespaced(client.clone(), "default");
+/// A client `Api` on the default namespace of `server`, and an informer (not yet spawned) on
+/// the events of every namespace whose handlers wake `changed` on each notification.
+struct Fixture {
+    api: Api<Event>,
+    informer: SharedInformer<Event>,
+    changed: Arc<Notify>,
+}
 
+fn fixture(server: &Server) -> Fixture {
+    let client = kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
     let informer =
         SharedInformer::for_api(Api::<Event>::all(client.clone()), InformerConfig::default());
     let changed = Arc::new(Notify::new());
@@ -145,16 +145,41 @@ async fn informer_survives_restart_and_expired_history() {
                 .on_delete(move |_| c3.notify_waiters()),
         )
         .unwrap();
+    Fixture {
+        api: Api::namespaced(client, "default"),
+        informer,
+        changed,
+    }
+}
+
+/// Counts the 410 `Expired` errors `informer`'s watches report (and logs every watch error).
+fn count_expired(informer: &SharedInformer<Event>) -> Arc<AtomicUsize> {
     let expired = Arc::new(AtomicUsize::new(0));
     let e2 = expired.clone();
     informer
         .set_watch_error_handler(move |err: &ListWatchError| {
             eprintln!("informer watch error: {err:?}");
-            if matches!(err, ListWatchError::Expired { .. }) {
+            if matches!(err, ListWatchError::Expired(_)) {
                 e2.fetch_add(1, Ordering::SeqCst);
             }
         })
         .unwrap();
+    expired
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn informer_survives_restart_and_expired_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(config(dir.path(), "127.0.0.1:0".parse().unwrap()))
+        .await
+        .unwrap();
+    let addr = server.addr();
+    let Fixture {
+        api,
+        informer,
+        changed,
+    } = fixture(&server);
+    let expired = count_expired(&informer);
     let stop = CancellationToken::new();
     let task = informer.spawn(stop.clone());
 
@@ -229,31 +254,12 @@ async fn reconnect_to_restarted_server_under_concurrent_writes(window: usize) ->
     .await
     .unwrap();
     let addr = server.addr();
-    let client = kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
-    let api: Api<Event> = Api::namespaced(client.clone(), "default");
-
-    let informer =
-        SharedInformer::for_api(Api::<Event>::all(client.clone()), InformerConfig::default());
-    let changed = Arc::new(Notify::new());
-    let (c1, c2, c3) = (changed.clone(), changed.clone(), changed.clone());
-    informer
-        .add_event_handler(
-            HandlerFns::new()
-                .on_add(move |_, _| c1.notify_waiters())
-                .on_update(move |_, _| c2.notify_waiters())
-                .on_delete(move |_| c3.notify_waiters()),
-        )
-        .unwrap();
-    let expired = Arc::new(AtomicUsize::new(0));
-    let e2 = expired.clone();
-    informer
-        .set_watch_error_handler(move |err: &ListWatchError| {
-            eprintln!("informer watch error: {err:?}");
-            if matches!(err, ListWatchError::Expired { .. }) {
-                e2.fetch_add(1, Ordering::SeqCst);
-            }
-        })
-        .unwrap();
+    let Fixture {
+        api,
+        informer,
+        changed,
+    } = fixture(&server);
+    let expired = count_expired(&informer);
     let stop = CancellationToken::new();
     let task = informer.spawn(stop.clone());
 
@@ -318,20 +324,11 @@ async fn informer_relists_after_410_when_the_store_moved_on_while_the_server_was
         .await
         .unwrap();
     let addr = server.addr();
-    let client = kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
-    let api: Api<Event> = Api::namespaced(client.clone(), "default");
-    let informer =
-        SharedInformer::for_api(Api::<Event>::all(client.clone()), InformerConfig::default());
-    let changed = Arc::new(Notify::new());
-    let (c1, c2, c3) = (changed.clone(), changed.clone(), changed.clone());
-    informer
-        .add_event_handler(
-            HandlerFns::new()
-                .on_add(move |_, _| c1.notify_waiters())
-                .on_update(move |_, _| c2.notify_waiters())
-                .on_delete(move |_| c3.notify_waiters()),
-        )
-        .unwrap();
+    let Fixture {
+        api,
+        informer,
+        changed,
+    } = fixture(&server);
     // Errors after which the reflector relists: normally the 410 on the watch from its old
     // resourceVersion; sometimes a transport error first, when its reconnect picked a
     // connection the old server had closed (it then relists, as client-go does, and never

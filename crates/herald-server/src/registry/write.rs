@@ -85,7 +85,7 @@ async fn insert(
     reg: &EventRegistry,
     group: ApiGroup,
     namespace: &str,
-    event: CoreEvent,
+    mut event: CoreEvent,
     opts: &WriteOptions,
     manager: Option<&str>,
 ) -> Result<Created, ApiError> {
@@ -97,7 +97,13 @@ async fn insert(
     let r = group.resource();
     let generated = event.metadata.name.as_deref().is_none_or(str::is_empty);
     for _ in 0..MAX_RETRIES {
-        let mut e = event.clone();
+        // Only a generated name is retried (with a new one): otherwise the one attempt takes
+        // the event instead of copying it.
+        let mut e = if generated {
+            event.clone()
+        } else {
+            std::mem::take(&mut event)
+        };
         // A v4 UUID from the thread-local generator: `Uuid::new_v4` asks the kernel for
         // randomness (a syscall) on every create.
         let uid = uuid::Builder::from_random_bytes(rand::random())

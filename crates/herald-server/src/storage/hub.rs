@@ -141,21 +141,11 @@ impl WatchHub {
     /// A hub preloaded with `history` (events in increasing revision order, complete after
     /// `floor`: every write with a revision above `floor` is in it) for a store at `revision`
     /// (the newest event's, or later when the newest writes left no event, as on a new store at
-    /// [`INITIAL_REVISION`](super::INITIAL_REVISION)). Used by persistent backends on start so
-    /// watches from revisions before a restart still replay. Only the newest `capacity` events
-    /// are kept. It holds no state.
-    pub fn with_history(
-        capacity: usize,
-        floor: Revision,
-        revision: Revision,
-        history: Vec<WatchEvent>,
-    ) -> Arc<Self> {
-        Self::build(capacity, floor, revision, history, None)
-    }
-
-    /// [`WatchHub::with_history`] that also keeps the current state, starting from `current`:
-    /// every live key at `revision`. From then on [`WatchHub::list`] and [`WatchHub::get`]
-    /// answer from memory.
+    /// [`INITIAL_REVISION`](super::INITIAL_REVISION)), keeping the current state, starting
+    /// from `current`: every live key at `revision`. Used by persistent backends on start so
+    /// watches from revisions before a restart still replay, and from then on
+    /// [`WatchHub::list`] and [`WatchHub::get`] answer from memory. Only the newest `capacity`
+    /// events are kept.
     pub fn with_state(
         capacity: usize,
         floor: Revision,
