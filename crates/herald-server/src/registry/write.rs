@@ -123,7 +123,7 @@ async fn insert(
                 stored: None,
             });
         }
-        let bytes = encode(&e)?;
+        let (bytes, mut e) = codec::encode_owned(e)?;
         match reg
             .backend
             .create(&codec::key(&ns, &name), bytes.clone(), reg.opts.event_ttl)

@@ -451,6 +451,28 @@ mod created_equals_the_generic_comparison {
     }
 
     proptest! {
+        /// The create fast path of `track_update` (one entry, per-thread `fieldsV1` cache)
+        /// writes what the general merge writes, for every event and both versions; the
+        /// second create of each event is answered from the cache.
+        #[test]
+        fn the_create_fast_path_equals_the_general_one(e in event()) {
+            // Mid-second: entries keep whole seconds.
+            let now = t(7) + jiff::SignedDuration::from_millis(500);
+            for group in [ApiGroup::Core, ApiGroup::EventsV1] {
+                let mut general = e.clone();
+                track_update_general(group, None, &mut general, "m", now);
+                for _ in 0..2 {
+                    let mut fast = e.clone();
+                    track_update(group, None, &mut fast, "m", now);
+                    prop_assert_eq!(
+                        &fast.metadata.managed_fields,
+                        &general.metadata.managed_fields,
+                        "{:?}", group
+                    );
+                }
+            }
+        }
+
         #[test]
         fn for_both_versions(e in event()) {
             for group in [ApiGroup::Core, ApiGroup::EventsV1] {
