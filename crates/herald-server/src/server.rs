@@ -143,7 +143,7 @@ impl Server {
     /// once the listener is bound. Must be called inside a tokio runtime.
     pub async fn start(config: ServerConfig) -> Result<Server, ServerError> {
         let clock = config.clock.clone();
-        let metrics = Arc::new(Metrics::default());
+        let mut metrics = Metrics::default();
         let mut sqlite = None;
         let mut store_closed = None;
         let raw: Arc<dyn Backend> = match &config.store {
@@ -158,12 +158,14 @@ impl Server {
                 let b = tokio::task::spawn_blocking(move || SqliteBackend::open(dir, c, opts))
                     .await
                     .map_err(|e| ServerError::Task(e.to_string()))??;
+                metrics = metrics.with_commit_metrics(b.commit_metrics());
                 let b = Arc::new(b);
                 store_closed = Some(b.closed());
                 sqlite = Some(b.clone());
                 b
             }
         };
+        let metrics = Arc::new(metrics);
         let sweeper = spawn_sweeper(&raw, config.sweep_interval);
         let backend: Arc<dyn Backend> = Arc::new(MeteredBackend {
             inner: raw,

@@ -159,6 +159,50 @@ async fn crud_both_groups_sqlite_survives_restart() {
     server.shutdown().await.unwrap();
 }
 
+/// The value of the unlabelled sample `name` in a Prometheus text exposition.
+fn sample(metrics: &str, name: &str) -> Option<f64> {
+    metrics.lines().find_map(|l| {
+        let (n, v) = l.split_once(' ')?;
+        (n == name).then(|| v.parse().ok())?
+    })
+}
+
+#[tokio::test]
+async fn sqlite_group_commits_are_in_the_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = StoreKind::Sqlite {
+        dir: dir.path().to_path_buf(),
+    };
+    let server = start(store, fake_clock()).await;
+    let http = Http::new(&server);
+    for n in ["m.1", "m.2", "m.3"] {
+        let r = http
+            .post(&core_path("default"), &core_event(n, "default", "Metric"))
+            .await;
+        assert_eq!(r.status, 201, "{}", r.text());
+    }
+    let metrics = http.get("/metrics").await.text();
+    let commits = sample(&metrics, "herald_storage_commit_batch_size_count").expect(&metrics);
+    let writes = sample(&metrics, "herald_storage_commit_batch_size_sum").expect(&metrics);
+    // Sequential creates each wait for their commit; a TTL sweep may add its own.
+    assert!(commits >= 3.0 && writes >= 3.0, "{metrics}");
+    assert!(writes >= commits, "{metrics}");
+    assert_eq!(
+        sample(&metrics, "herald_storage_commit_duration_seconds_count"),
+        Some(commits),
+        "{metrics}"
+    );
+    server.shutdown().await.unwrap();
+
+    let (server, _) = memory().await;
+    let metrics = Http::new(&server).get("/metrics").await.text();
+    assert!(
+        !metrics.contains("herald_storage_commit_batch_size"),
+        "the memory store has no commits: {metrics}"
+    );
+    server.shutdown().await.unwrap();
+}
+
 #[tokio::test]
 async fn generate_name_and_create_on_update() {
     let (server, _) = memory().await;

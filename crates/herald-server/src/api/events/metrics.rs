@@ -82,6 +82,22 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Adds the SQLite writer's group-commit metrics (`herald_storage_commit_batch_size`,
+    /// `herald_storage_commit_duration_seconds`).
+    pub fn with_commit_metrics(mut self, m: &crate::storage::CommitMetrics) -> Self {
+        self.registry.register(
+            "storage_commit_batch_size",
+            "Writes per SQLite transaction (each one fsync)",
+            m.batch_size.clone(),
+        );
+        self.registry.register(
+            "storage_commit_duration_seconds",
+            "Seconds per SQLite group commit, fsync included",
+            m.duration_seconds.clone(),
+        );
+        self
+    }
+
     /// The Prometheus text exposition of every metric.
     pub fn encode(&self) -> String {
         let mut out = String::new();

@@ -6,6 +6,7 @@ mod schema;
 mod writer;
 
 pub use self::lock::{DataDirLock, LOCK_FILE};
+pub use self::writer::CommitMetrics;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -75,6 +76,7 @@ pub struct SqliteBackend {
     readers: Arc<ReadPool>,
     hub: Arc<WatchHub>,
     counters: Arc<Counters>,
+    commit_metrics: CommitMetrics,
     clock: Arc<dyn Clock>,
     sweep_batch: usize,
     path: PathBuf,
@@ -116,6 +118,7 @@ impl SqliteBackend {
         );
         let readers = Arc::new(ReadPool::new(path.clone(), opts.read_connections)?);
         let (tx, rx) = mpsc::channel(opts.queue_capacity.max(1));
+        let commit_metrics = CommitMetrics::default();
         let checkpoint_conn = schema::open_checkpointer(&path)?;
         let (wake, wake_rx) = std::sync::mpsc::sync_channel(1);
         let checkpointer = std::thread::Builder::new()
@@ -131,6 +134,7 @@ impl SqliteBackend {
             max_linger: opts.max_linger,
             checkpoint: wake,
             commits: 0,
+            metrics: commit_metrics.clone(),
         };
         let writer = std::thread::Builder::new()
             .name("herald-sqlite-writer".into())
@@ -144,6 +148,7 @@ impl SqliteBackend {
             readers,
             hub,
             counters,
+            commit_metrics,
             clock,
             sweep_batch: opts.sweep_batch.max(1),
             path,
@@ -162,6 +167,11 @@ impl SqliteBackend {
     /// The data directory's lock (to describe the holder, e.g. with the address it serves).
     pub fn data_lock(&self) -> &DataDirLock {
         &self.lock
+    }
+
+    /// What the writer thread measures of its group commits (to register with `/metrics`).
+    pub fn commit_metrics(&self) -> &CommitMetrics {
+        &self.commit_metrics
     }
 
     /// The database file.
