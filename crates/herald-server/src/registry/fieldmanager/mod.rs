@@ -415,7 +415,8 @@ pub fn track_update(
     track_update_general(group, live, new, manager, now);
 }
 
-/// How many field sets' `fieldsV1` each thread remembers for creates.
+/// How many field sets' `fieldsV1` each thread remembers for creates; a new set beyond that
+/// replaces the one used least recently (a miss only costs building the JSON).
 const CREATED_FIELDS_CACHE: usize = 8;
 
 /// `set.to_fields_v1()`, remembered per thread for the last few sets: the events one client
