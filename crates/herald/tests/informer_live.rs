@@ -123,6 +123,22 @@ async fn until_in_sync(informer: &SharedInformer<Event>, api: &Api<Event>, chang
     );
 }
 
+/// A free port on loopback.
+fn any_port() -> std::net::SocketAddr {
+    std::net::SocketAddr::from(([127, 0, 0, 1], 0))
+}
+
+/// Starts a server with `config`, and the [`Fixture`] on it taken apart.
+async fn serve(config: ServerConfig) -> (Server, Api<Event>, SharedInformer<Event>, Arc<Notify>) {
+    let server = Server::start(config).await.unwrap();
+    let Fixture {
+        api,
+        informer,
+        changed,
+    } = fixture(&server);
+    (server, api, informer, changed)
+}
+
 /// A client `Api` on the default namespace of `server`, and an informer (not yet spawned) on
 /// the events of every namespace whose handlers wake `changed` on each notification.
 struct Fixture {
@@ -170,15 +186,8 @@ fn count_expired(informer: &SharedInformer<Event>) -> Arc<AtomicUsize> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn informer_survives_restart_and_expired_history() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(config(dir.path(), "127.0.0.1:0".parse().unwrap()))
-        .await
-        .unwrap();
+    let (server, api, informer, changed) = serve(config(dir.path(), any_port())).await;
     let addr = server.addr();
-    let Fixture {
-        api,
-        informer,
-        changed,
-    } = fixture(&server);
     let expired = count_expired(&informer);
     let stop = CancellationToken::new();
     let task = informer.spawn(stop.clone());
@@ -246,19 +255,9 @@ async fn churn(api: &Api<Event>, ops: Vec<(bool, usize)>, tasks: usize) {
 /// reconnects. The final cache must equal a fresh list. Returns how many 410s it saw.
 async fn reconnect_to_restarted_server_under_concurrent_writes(window: usize) -> usize {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(config_with_window(
-        dir.path(),
-        "127.0.0.1:0".parse().unwrap(),
-        window,
-    ))
-    .await
-    .unwrap();
+    let (server, api, informer, changed) =
+        serve(config_with_window(dir.path(), any_port(), window)).await;
     let addr = server.addr();
-    let Fixture {
-        api,
-        informer,
-        changed,
-    } = fixture(&server);
     let expired = count_expired(&informer);
     let stop = CancellationToken::new();
     let task = informer.spawn(stop.clone());
@@ -320,15 +319,8 @@ async fn informer_relists_after_410_when_the_store_moved_on_while_the_server_was
     use herald_server::storage::{SqliteBackend, SqliteOptions};
 
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(config(dir.path(), "127.0.0.1:0".parse().unwrap()))
-        .await
-        .unwrap();
+    let (server, api, informer, changed) = serve(config(dir.path(), any_port())).await;
     let addr = server.addr();
-    let Fixture {
-        api,
-        informer,
-        changed,
-    } = fixture(&server);
     // Errors after which the reflector relists: normally the 410 on the watch from its old
     // resourceVersion; sometimes a transport error first, when its reconnect picked a
     // connection the old server had closed (it then relists, as client-go does, and never
