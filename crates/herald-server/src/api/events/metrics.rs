@@ -20,9 +20,9 @@ use prometheus_client::registry::Registry;
 pub struct RequestLabels {
     /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, `deletecollection`,
     /// or the lower-cased HTTP method for other paths.
-    pub verb: String,
+    pub verb: &'static str,
     /// The HTTP status code.
-    pub code: String,
+    pub code: u16,
 }
 
 /// The server's metrics. The label sets are bounded (a fixed verb vocabulary × HTTP codes).
@@ -163,8 +163,8 @@ pub async fn count_requests(State(m): State<Arc<Metrics>>, req: Request, next: N
     let resp = next.run(req).await;
     m.requests
         .get_or_create(&RequestLabels {
-            verb: verb.to_string(),
-            code: resp.status().as_u16().to_string(),
+            verb,
+            code: resp.status().as_u16(),
         })
         .inc();
     resp

@@ -85,9 +85,11 @@ impl std::fmt::Debug for EventsApi {
     }
 }
 
+/// A group's handler state; axum clones it for every request, so the API sits behind one
+/// `Arc` rather than being cloned field by field (four reference counts per request).
 #[derive(Clone)]
 struct GroupState {
-    api: EventsApi,
+    api: Arc<EventsApi>,
     group: ApiGroup,
 }
 
@@ -126,13 +128,14 @@ impl EventsApi {
     /// The routes of both groups, state applied, without fallbacks (merge it with
     /// [`crate::api::router_with`]).
     pub fn router(self) -> Router {
+        let api = Arc::new(self);
         let mut r = Router::new();
         for (base, group) in [
             ("/api/v1", ApiGroup::Core),
             ("/apis/events.k8s.io/v1", ApiGroup::EventsV1),
         ] {
             let st = GroupState {
-                api: self.clone(),
+                api: api.clone(),
                 group,
             };
             let g = Router::new()
