@@ -103,7 +103,7 @@ impl SqliteBackend {
         let counters = Arc::new(Counters::default());
         counters
             .revision
-            .store(schema::meta(&conn, "revision")?, Ordering::Release);
+            .store(schema::revision(&conn)?, Ordering::Release);
         counters
             .compacted
             .store(schema::meta(&conn, "compacted")?, Ordering::Release);

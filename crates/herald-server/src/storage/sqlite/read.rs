@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use rusqlite::{Connection, params};
 use tokio::sync::Semaphore;
 
-use super::schema::{kv_from_row, meta, open_reader};
+use super::schema::{kv_from_row, meta, open_reader, revision};
 use crate::storage::types::prefix_end;
 use crate::storage::{KeyValue, ListOptions, ListResult, Result, StorageError};
 
@@ -81,7 +81,7 @@ pub(super) fn list(conn: &Connection, prefix: &str, opts: &ListOptions) -> Resul
 }
 
 fn list_in_txn(conn: &Connection, prefix: &str, opts: &ListOptions) -> Result<ListResult> {
-    let current = meta(conn, "revision")?;
+    let current = revision(conn)?;
     let compacted = meta(conn, "compacted")?;
     let at = opts.at_revision.unwrap_or(current);
     if at < compacted {

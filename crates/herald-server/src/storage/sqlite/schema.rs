@@ -11,8 +11,13 @@
 //! - `versions_expiry`: the current versions with a TTL, by deadline (the TTL sweep);
 //! - `versions_replaced`: the replaced versions, by `next_rev` (compaction deletes the rows
 //!   replaced at or before its revision: no read at or after it can see them);
-//! - `meta`: the revision counter and the compacted revision, written in the same transaction
-//!   as the data, so both survive restarts exactly.
+//! - `meta`: the compacted revision, written in the same transaction as the compaction, and a
+//!   revision floor (`revision`: 1 on a new store, the current revision as of the writer's last
+//!   clean stop). The current revision is not written by every commit: every revision is a
+//!   row of `versions`, and a row is only ever deleted by a compaction at or after its
+//!   revision, so the current revision is the largest of the newest row's `rev`, the
+//!   compacted revision and that floor ([`revision`]); a commit thus writes no page of
+//!   `meta`.
 //!
 //! **Why a log.** A create appends one row at the end of `versions` (and one entry at the end
 //! of `versions_expiry`, deadlines grow with time): a group commit of many creates writes a few
@@ -149,6 +154,27 @@ pub(super) fn meta(conn: &Connection, name: &str) -> Result<Revision> {
     Ok(v.unwrap_or(0))
 }
 
+/// The current revision: the newest write's, which is the newest row of `versions` unless a
+/// compaction removed it (then it is the compacted revision), and never below the floor in
+/// `meta` (see the module docs).
+pub(super) fn revision(conn: &Connection) -> Result<Revision> {
+    let newest: Option<Revision> = conn
+        .prepare_cached("SELECT max(rev) FROM versions")?
+        .query_row([], |r| r.get(0))?;
+    Ok(newest
+        .unwrap_or(0)
+        .max(meta(conn, "revision")?)
+        .max(meta(conn, "compacted")?))
+}
+
+/// Records `revision` as the revision floor in `meta` (on a clean stop: a copy of the current
+/// revision for tools that read the file).
+pub(super) fn store_revision(conn: &Connection, revision: Revision) -> Result<()> {
+    conn.prepare_cached("UPDATE meta SET value = ?1 WHERE name = 'revision' AND value < ?1")?
+        .execute([revision])?;
+    Ok(())
+}
+
 /// Every live key (the watch cache's starting state), in no particular order.
 pub(super) fn current_state(conn: &Connection) -> Result<Vec<KeyValue>> {
     let mut stmt = conn.prepare(
@@ -175,7 +201,7 @@ pub(super) fn recent_events(
     conn: &Connection,
     window: usize,
 ) -> Result<(Revision, Vec<WatchEvent>)> {
-    let revision = meta(conn, "revision")?;
+    let revision = revision(conn)?;
     let compacted = meta(conn, "compacted")?;
     let mut stmt = conn.prepare(
         "SELECT rev, key, value, create_rev, prev_rev FROM versions

@@ -195,6 +195,11 @@ impl Writer {
                     let _ = self.checkpoint.try_send(());
                 }
             }
+            // A clean stop leaves the current revision in `meta` too (not needed to reopen).
+            let revision = self.counters.revision.load(Ordering::Acquire);
+            if let Err(e) = super::schema::store_revision(&self.conn, revision) {
+                tracing::warn!(error = %e, "cannot record the revision on close");
+            }
         });
     }
 
@@ -265,9 +270,7 @@ impl Writer {
         {
             self.compact(target, txn)?;
         }
-        self.conn
-            .prepare_cached("UPDATE meta SET value = ?1 WHERE name = 'revision'")?
-            .execute([txn.revision])?;
+        // No write of the revision counter: it is the newest row's (see `schema::revision`).
         self.conn.execute_batch("COMMIT")?;
         Ok(results)
     }
