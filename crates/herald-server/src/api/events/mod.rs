@@ -485,11 +485,14 @@ async fn create(State(st): State<GroupState>, Path(ns): Path<String>, req: Reque
     let ctx = write_ctx(req.uri(), req.headers())?;
     let (headers, body) = read_body(req, st.api.max_body).await?;
     let (event, warnings) = event_body(st.group, &headers, &body, ctx.validation)?;
-    let created = st
-        .api
-        .registry
-        .create_stored(st.group, &ns, event, &ctx.opts)
-        .await?;
+    // Boxed, as in the other write handlers: the registry's future is kilobytes, and axum's
+    // layers move the handler's future several times before it first runs.
+    let created = Box::pin(
+        st.api
+            .registry
+            .create_stored(st.group, &ns, event, &ctx.opts),
+    )
+    .await?;
     // On core/v1 the response is the stored bytes with the resourceVersion put in: no second
     // encoding.
     let mut body = Vec::new();
@@ -518,11 +521,12 @@ async fn update(
     let ctx = write_ctx(req.uri(), req.headers())?;
     let (headers, body) = read_body(req, st.api.max_body).await?;
     let (event, warnings) = event_body(st.group, &headers, &body, ctx.validation)?;
-    let w = st
-        .api
-        .registry
-        .update(st.group, &ns, &name, event, &ctx.opts)
-        .await?;
+    let w = Box::pin(
+        st.api
+            .registry
+            .update(st.group, &ns, &name, event, &ctx.opts),
+    )
+    .await?;
     let code = if w.created {
         StatusCode::CREATED
     } else {
@@ -569,11 +573,12 @@ async fn patch(
     ctx.opts.field_check = Some(Arc::new(move |v: &Value| {
         check_unknown_fields(gv(group), validation, v)
     }));
-    let w = st
-        .api
-        .registry
-        .patch(group, &ns, &name, kind, &body, &ctx.opts)
-        .await?;
+    let w = Box::pin(
+        st.api
+            .registry
+            .patch(group, &ns, &name, kind, &body, &ctx.opts),
+    )
+    .await?;
     let code = if w.created {
         StatusCode::CREATED
     } else {
@@ -676,11 +681,12 @@ async fn delete_collection(
     let lp = list_params(&pairs)?;
     let (_, body) = read_body(req, st.api.max_body).await?;
     let p = delete_params(&pairs, &body)?;
-    let gone = st
-        .api
-        .registry
-        .delete_collection(st.group, Some(&ns), &lp, &p)
-        .await?;
+    let gone = Box::pin(
+        st.api
+            .registry
+            .delete_collection(st.group, Some(&ns), &lp, &p),
+    )
+    .await?;
     Ok(json_response(
         StatusCode::OK,
         &render::event_list(st.group, &gone, None, None),
