@@ -36,7 +36,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// The server's memory grows by small, long-lived pieces (every stored event stays in the
 /// watch cache for its TTL). With huge pages, each first touch of a 2 MiB region makes the
 /// kernel zero all of it at once: in profiles of `herald bench` that zeroing was ≈ 6 % of the
-/// server's CPU per create, and creates/s rose ≈ 9 % without it. mimalloc is also built
+/// server's CPU per create (≈ 0.5 % without huge pages). mimalloc is also built
 /// without its `MADV_HUGEPAGE` advice (feature `no_thp`); this call covers hosts whose THP
 /// setting is `always`. If the kernel refuses, the process runs as before.
 fn no_huge_pages() {
