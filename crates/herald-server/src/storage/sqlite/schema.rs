@@ -12,12 +12,11 @@
 //! - `versions_replaced`: the replaced versions, by `next_rev` (compaction deletes the rows
 //!   replaced at or before its revision: no read at or after it can see them);
 //! - `meta`: the compacted revision, written in the same transaction as the compaction, and a
-//!   revision floor (`revision`: 1 on a new store, the current revision as of the writer's last
-//!   clean stop). The current revision is not written by every commit: every revision is a
-//!   row of `versions`, and a row is only ever deleted by a compaction at or after its
-//!   revision, so the current revision is the largest of the newest row's `rev`, the
-//!   compacted revision and that floor ([`revision`]); a commit thus writes no page of
-//!   `meta`.
+//!   revision floor (`revision`: 1 on a new store; stores written before the floor existed
+//!   kept their current revision there). The current revision itself is never written: every
+//!   revision is a row of `versions`, and a row is only ever deleted by a compaction at or
+//!   after its revision, so the current revision is the largest of the newest row's `rev`, the
+//!   compacted revision and that floor ([`revision`]); a commit thus writes no page of `meta`.
 //!
 //! **Why a log.** A create appends one row at the end of `versions` (and one entry at the end
 //! of `versions_expiry`, deadlines grow with time): a group commit of many creates writes a few
@@ -165,14 +164,6 @@ pub(super) fn revision(conn: &Connection) -> Result<Revision> {
         .unwrap_or(0)
         .max(meta(conn, "revision")?)
         .max(meta(conn, "compacted")?))
-}
-
-/// Records `revision` as the revision floor in `meta` (on a clean stop: a copy of the current
-/// revision for tools that read the file).
-pub(super) fn store_revision(conn: &Connection, revision: Revision) -> Result<()> {
-    conn.prepare_cached("UPDATE meta SET value = ?1 WHERE name = 'revision' AND value < ?1")?
-        .execute([revision])?;
-    Ok(())
 }
 
 /// Every live key (the watch cache's starting state), in no particular order.

@@ -195,11 +195,6 @@ impl Writer {
                     let _ = self.checkpoint.try_send(());
                 }
             }
-            // A clean stop leaves the current revision in `meta` too (not needed to reopen).
-            let revision = self.counters.revision.load(Ordering::Acquire);
-            if let Err(e) = super::schema::store_revision(&self.conn, revision) {
-                tracing::warn!(error = %e, "cannot record the revision on close");
-            }
         });
     }
 
