@@ -104,6 +104,16 @@ async fn bad_input_table() {
             "expected a JSON object",
         ),
         case("POST", &cp, json, "", 400, "BadRequest", "json parse error"),
+        // Not UTF-8 inside a string: an error that says where, never a stored mangled text.
+        case(
+            "POST",
+            &cp,
+            json,
+            &b"{\"metadata\":{\"name\":\"u.1\"},\"message\":\"caf\xe9\"}"[..],
+            400,
+            "BadRequest",
+            "line 1 column",
+        ),
         case(
             "POST",
             &cp,

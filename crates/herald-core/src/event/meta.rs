@@ -109,7 +109,13 @@ pub fn annotation_causes(
     let mut out = Vec::new();
     let mut total = 0usize;
     for (k, v) in annotations.into_iter().flatten() {
-        for msg in qualified_name_errors(&k.to_lowercase()) {
+        // Checked lowercased, as apimachinery does; most keys already are.
+        let lower = if k.bytes().any(|b| b.is_ascii_uppercase() || !b.is_ascii()) {
+            std::borrow::Cow::Owned(k.to_lowercase())
+        } else {
+            std::borrow::Cow::Borrowed(k.as_str())
+        };
+        for msg in qualified_name_errors(&lower) {
             out.push(invalid(field, k, &msg));
         }
         total = total.saturating_add(k.len()).saturating_add(v.len());
@@ -301,22 +307,34 @@ pub fn object_meta_causes(meta: &ObjectMeta, rule: NameRule, field: &str) -> Vec
             "must be greater than or equal to 0",
         ));
     }
-    out.extend(label_causes(
-        meta.labels.as_ref(),
-        &format!("{field}.labels"),
-    ));
-    out.extend(annotation_causes(
-        meta.annotations.as_ref(),
-        &format!("{field}.annotations"),
-    ));
-    out.extend(owner_reference_causes(
-        meta.owner_references.as_ref(),
-        &format!("{field}.ownerReferences"),
-    ));
-    out.extend(finalizer_causes(
-        meta.finalizers.as_ref(),
-        &format!("{field}.finalizers"),
-    ));
+    // A path is built only when there is something under it to check: this runs on every
+    // write, and most set no labels, owner references or finalizers.
+    let path = |name: &str| format!("{field}.{name}");
+    if meta.labels.as_ref().is_some_and(|m| !m.is_empty()) {
+        out.extend(label_causes(meta.labels.as_ref(), &path("labels")));
+    }
+    if meta.annotations.as_ref().is_some_and(|m| !m.is_empty()) {
+        out.extend(annotation_causes(
+            meta.annotations.as_ref(),
+            &path("annotations"),
+        ));
+    }
+    if meta
+        .owner_references
+        .as_ref()
+        .is_some_and(|r| !r.is_empty())
+    {
+        out.extend(owner_reference_causes(
+            meta.owner_references.as_ref(),
+            &path("ownerReferences"),
+        ));
+    }
+    if meta.finalizers.as_ref().is_some_and(|f| !f.is_empty()) {
+        out.extend(finalizer_causes(
+            meta.finalizers.as_ref(),
+            &path("finalizers"),
+        ));
+    }
     out
 }
 

@@ -790,7 +790,7 @@ pub fn unknown_fields(gv: GroupVersion, object: &Value) -> Vec<String> {
 /// against a compiled form of the schema, without building a `Value`: the common case of a
 /// write. `false` says only "not certain"; the caller then parses the body and asks
 /// [`unknown_fields`] for the exact list.
-pub fn only_known_fields(gv: GroupVersion, body: &[u8]) -> bool {
+pub fn only_known_fields(gv: GroupVersion, body: &str) -> bool {
     use serde::de::DeserializeSeed as _;
     let shape: &Shape = if gv.group.is_empty() {
         &CORE_SHAPE
@@ -800,7 +800,7 @@ pub fn only_known_fields(gv: GroupVersion, body: &[u8]) -> bool {
     let Some(root) = shape.root else {
         return true;
     };
-    let mut de = serde_json::Deserializer::from_slice(body);
+    let mut de = serde_json::Deserializer::from_str(body);
     let known = KnownOnly {
         shape,
         node: root,
@@ -916,6 +916,12 @@ impl<'de> serde::de::DeserializeSeed<'de> for KnownOnly<'_> {
     type Value = bool;
 
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        // Nothing in a leaf, or below the inspected depth, can be unknown: skip it without
+        // building its strings.
+        if self.depth >= MAX_WALK_DEPTH || self.shape.nodes[self.node].is_leaf() {
+            d.deserialize_ignored_any(serde::de::IgnoredAny)?;
+            return Ok(true);
+        }
         d.deserialize_any(self)
     }
 }
@@ -1157,33 +1163,29 @@ mod tests {
     fn only_known_fields_is_certain_exactly_when_nothing_is_unknown() {
         assert_eq!(CORE_EVENT, format!("{CORE}.Event"));
         assert_eq!(EVENTS_EVENT, format!("{EVENTS}.Event"));
-        let clean = br#"{"apiVersion":"v1","kind":"Event","metadata":{"name":"a.1","namespace":"ns",
+        let clean = r#"{"apiVersion":"v1","kind":"Event","metadata":{"name":"a.1","namespace":"ns",
             "labels":{"any":"x"},"annotations":{"k":"v"},"ownerReferences":[{"apiVersion":"v1","kind":"Pod","name":"p","uid":"u"}],
             "managedFields":[{"manager":"m","fieldsV1":{"f:message":{},"anything":{"deep":[1]}}}]},
             "involvedObject":{"kind":"Pod","name":"p"},"reason":"R","message":"m \"spec\":{","count":2,
             "source":{"component":"c"},"series":{"count":2,"lastObservedTime":"2024-01-01T00:00:00.000000Z"},
             "firstTimestamp":null}"#;
         assert!(only_known_fields(GroupVersion::CORE_V1, clean));
-        let ev = br#"{"apiVersion":"events.k8s.io/v1","kind":"Event","note":"n","regarding":{"kind":"Pod"}}"#;
+        let ev = r#"{"apiVersion":"events.k8s.io/v1","kind":"Event","note":"n","regarding":{"kind":"Pod"}}"#;
         assert!(only_known_fields(GroupVersion::EVENTS_V1, ev));
         for (gv, body) in [
-            (GroupVersion::CORE_V1, &br#"{"spec":{}}"#[..]),
+            (GroupVersion::CORE_V1, r#"{"spec":{}}"#),
             (
                 GroupVersion::CORE_V1,
-                br#"{"metadata":{"ownerReferences":[{"uid":"u","extra":1}]}}"#,
+                r#"{"metadata":{"ownerReferences":[{"uid":"u","extra":1}]}}"#,
             ),
-            (GroupVersion::CORE_V1, br#"{"involvedObject":{"nme":"x"}}"#),
+            (GroupVersion::CORE_V1, r#"{"involvedObject":{"nme":"x"}}"#),
             // A repeated key: the parsed value keeps only the last one.
-            (GroupVersion::CORE_V1, br#"{"reason":"a","reason":"b"}"#),
-            (GroupVersion::CORE_V1, br#"{"reason":"a""#),
-            (GroupVersion::CORE_V1, br#"{"reason":"a"} x"#),
-            (GroupVersion::EVENTS_V1, br#"{"message":"core only"}"#),
+            (GroupVersion::CORE_V1, r#"{"reason":"a","reason":"b"}"#),
+            (GroupVersion::CORE_V1, r#"{"reason":"a""#),
+            (GroupVersion::CORE_V1, r#"{"reason":"a"} x"#),
+            (GroupVersion::EVENTS_V1, r#"{"message":"core only"}"#),
         ] {
-            assert!(
-                !only_known_fields(gv, body),
-                "{}",
-                String::from_utf8_lossy(body)
-            );
+            assert!(!only_known_fields(gv, body), "{}", body);
         }
     }
 
@@ -1228,7 +1230,7 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn only_known_fields_never_hides_an_unknown_field(v in json_tree()) {
-            let text = serde_json::to_vec(&v).unwrap();
+            let text = serde_json::to_string(&v).unwrap();
             for gv in [GroupVersion::CORE_V1, GroupVersion::EVENTS_V1] {
                 let exact = unknown_fields(gv, &v);
                 // No repeated keys in serialized maps: certain exactly when nothing is unknown.

@@ -469,8 +469,9 @@ fn event_body(
     // The common case in one pass over the text: a JSON body that decodes and has no unknown
     // field. Anything else takes the full path below, which builds the exact answer.
     if format == BodyFormat::Json
-        && let Some(e) = decode_json_body(group, body)
-        && (validation == FieldValidation::Ignore || only_known_fields(gv(group), body))
+        && let Ok(text) = std::str::from_utf8(body)
+        && let Some(e) = decode_json_body(group, text)
+        && (validation == FieldValidation::Ignore || only_known_fields(gv(group), text))
     {
         return Ok((e, Vec::new()));
     }
