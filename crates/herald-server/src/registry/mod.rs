@@ -55,6 +55,7 @@ pub mod errors;
 pub mod fieldmanager;
 pub mod options;
 pub mod patch;
+mod stored_json;
 pub mod watch;
 pub mod write;
 

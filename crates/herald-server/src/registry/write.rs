@@ -123,7 +123,7 @@ async fn insert(
                 stored: None,
             });
         }
-        let (bytes, mut e) = codec::encode_owned(e)?;
+        let (bytes, mut e) = codec::encode_owned(e);
         match reg
             .backend
             .create(&codec::key(&ns, &name), bytes.clone(), reg.opts.event_ttl)
@@ -219,7 +219,7 @@ async fn store_update(
     stored: &[u8],
     opts: &WriteOptions,
 ) -> Result<Option<CoreEvent>, ApiError> {
-    let bytes = encode(&new)?;
+    let bytes = encode(&new);
     if bytes.as_ref() == stored {
         return Ok(Some(old.clone()));
     }
