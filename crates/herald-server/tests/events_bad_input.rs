@@ -84,6 +84,11 @@ async fn bad_input_table() {
     let mut bad_ns = core_event("x", "Bad_NS", "R");
     bad_ns["involvedObject"]["namespace"] = json!("Bad_NS");
     let huge = format!(r#"{{"message":"{}"}}"#, "x".repeat(4 * 1024 * 1024));
+    let deep = format!(
+        r#"{{"metadata":{{"name":"d.1","managedFields":[{{"fieldsV1":{}{}}}]}}}}"#,
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
     let cases = vec![
         case(
             "POST",
@@ -104,6 +109,16 @@ async fn bad_input_table() {
             "expected a JSON object",
         ),
         case("POST", &cp, json, "", 400, "BadRequest", "json parse error"),
+        // Nested far too deep: refused, and no stack overflow.
+        case(
+            "POST",
+            &cp,
+            json,
+            deep.as_str(),
+            400,
+            "BadRequest",
+            "recursion limit",
+        ),
         // Not UTF-8 inside a string: an error that says where, never a stored mangled text.
         case(
             "POST",
