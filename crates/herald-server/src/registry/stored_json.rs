@@ -307,7 +307,10 @@ fn string_map(out: &mut Vec<u8>, m: &BTreeMap<String, String>) {
     o.close();
 }
 
-/// A free-form JSON value (`fieldsV1`), in its map order.
+/// A free-form JSON value (`fieldsV1`), in its map order. Recurses once per level, as
+/// serde_json's own serializer does. The depth is bounded by a request body: serde_json
+/// parses at most 128 levels, and a JSON patch nests one level deeper per operation, each
+/// naming the whole path (so a body of the size limit nests a couple of thousand at most).
 fn value(out: &mut Vec<u8>, v: &Value) {
     match v {
         Value::Null => out.extend_from_slice(b"null"),
