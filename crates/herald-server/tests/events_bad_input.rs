@@ -84,6 +84,18 @@ async fn bad_input_table() {
     let mut bad_ns = core_event("x", "Bad_NS", "R");
     bad_ns["involvedObject"]["namespace"] = json!("Bad_NS");
     let huge = format!(r#"{{"message":"{}"}}"#, "x".repeat(4 * 1024 * 1024));
+    // JSON patches that grow the object without bound: each copy doubles the nesting, or
+    // the whole object; and more operations than kube-apiserver takes.
+    let mut nest = vec![json!({"op": "add", "path": "/x", "value": {"a": {}}})];
+    let mut deepest = "/x/a".to_string();
+    for _ in 0..17 {
+        nest.push(json!({"op": "copy", "from": "/x", "path": format!("{deepest}/b")}));
+        deepest = format!("{deepest}/b{}", &deepest["/x".len()..]);
+    }
+    let grow: Vec<_> = (0..40)
+        .map(|i| json!({"op": "copy", "from": "", "path": format!("/k{i}")}))
+        .collect();
+    let many = vec![json!({"op": "test", "path": "/reason", "value": "R"}); 10_001];
     let deep = format!(
         r#"{{"metadata":{{"name":"d.1","managedFields":[{{"fieldsV1":{}{}}}]}}}}"#,
         "[".repeat(100_000),
@@ -362,6 +374,33 @@ async fn bad_input_table() {
             400,
             "BadRequest",
             "error decoding patch",
+        ),
+        case(
+            "PATCH",
+            format!("{cp}/good.1"),
+            Some("application/json-patch+json"),
+            serde_json::to_vec(&nest).unwrap(),
+            422,
+            "Invalid",
+            "would nest the object deeper than 128 levels",
+        ),
+        case(
+            "PATCH",
+            format!("{cp}/good.1"),
+            Some("application/json-patch+json"),
+            serde_json::to_vec(&grow).unwrap(),
+            422,
+            "Invalid",
+            "the accumulated size increase of copy is",
+        ),
+        case(
+            "PATCH",
+            format!("{cp}/good.1"),
+            Some("application/json-patch+json"),
+            serde_json::to_vec(&many).unwrap(),
+            413,
+            "RequestEntityTooLarge",
+            "The allowed maximum operations in a JSON patch is 10000, got 10001",
         ),
         case(
             "PATCH",

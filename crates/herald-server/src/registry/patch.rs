@@ -1,6 +1,10 @@
 //! Applying PATCH bodies to an event's JSON (in the request group's shape).
 //!
-//! - JSON patch (RFC 6902) and JSON merge patch (RFC 7386) are applied as specified.
+//! - JSON patch (RFC 6902) and JSON merge patch (RFC 7386) are applied as specified. A JSON
+//!   patch has at most [`MAX_JSON_PATCH_OPERATIONS`] operations (413 beyond, as in
+//!   kube-apiserver); its copies may add at most [`MAX_JSON_PATCH_COPY_BYTES`], and no
+//!   operation may nest the object deeper than [`MAX_PATCHED_DEPTH`] (422 otherwise): a
+//!   patch that copies the object into itself must not exhaust memory or the stack.
 //! - Strategic merge patch: the Event type has no lists of its own, so it is a merge patch
 //!   plus ObjectMeta's merge-keyed lists (`ownerReferences` by `uid`, `finalizers` as a set)
 //!   and the directives `$patch` (`replace`/`delete`/`merge`), `$retainKeys`,
@@ -62,9 +66,17 @@ pub enum PatchDoc {
 /// Parses a patch body for `kind`; malformed bodies are 400s that say where.
 pub fn parse(kind: PatchKind, body: &[u8]) -> Result<PatchDoc, ApiError> {
     match kind {
-        PatchKind::Json => serde_json::from_slice::<json_patch::Patch>(body)
-            .map(PatchDoc::Json)
-            .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}"))),
+        PatchKind::Json => {
+            let p = serde_json::from_slice::<json_patch::Patch>(body)
+                .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
+            if p.0.len() > MAX_JSON_PATCH_OPERATIONS {
+                return Err(ApiError::too_large(format!(
+                    "The allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPERATIONS}, got {}",
+                    p.0.len()
+                )));
+            }
+            Ok(PatchDoc::Json(p))
+        }
         PatchKind::Apply { .. } => {
             // JSON (what kubectl and kube-rs send) is YAML too; it is read as JSON first so
             // that its numbers and strings are taken exactly.
@@ -96,13 +108,7 @@ pub fn parse(kind: PatchKind, body: &[u8]) -> Result<PatchDoc, ApiError> {
 /// Applies `doc` to `target` as `kind` says.
 pub fn apply(kind: PatchKind, doc: &PatchDoc, target: &mut Value) -> Result<(), ApiError> {
     match (kind, doc) {
-        (PatchKind::Json, PatchDoc::Json(p)) => json_patch::patch(target, &p.0).map_err(|e| {
-            ApiError::new(
-                422,
-                Reason::Invalid,
-                format!("the server rejected our request due to an error in our request: {e}"),
-            )
-        }),
+        (PatchKind::Json, PatchDoc::Json(p)) => json_patch_guarded(target, &p.0),
         (PatchKind::StrategicMerge, PatchDoc::Object(p)) => {
             strategic_merge(target, p, "");
             Ok(())
@@ -115,6 +121,106 @@ pub fn apply(kind: PatchKind, doc: &PatchDoc, target: &mut Value) -> Result<(), 
             "a JSON patch needs the json-patch content type",
         )),
     }
+}
+
+/// The most operations one JSON patch may have, as in kube-apiserver (413 beyond).
+pub const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
+
+/// The most bytes (as compact JSON) the `copy` operations of one JSON patch may add in all,
+/// as kube-apiserver's `JSONPatchMaxCopyBytes` (the request body limit). A copy of the whole
+/// document into itself doubles it: without this, a few dozen operations exhaust memory.
+pub const MAX_JSON_PATCH_COPY_BYTES: usize = crate::api::events::MAX_BODY_BYTES;
+
+/// The deepest a value may nest after a JSON patch operation: what serde_json parses in a
+/// body. Copying a value into itself doubles its depth, and the code that clones, decodes
+/// and drops values recurses once per level: an unbounded depth overflows the stack.
+pub const MAX_PATCHED_DEPTH: usize = 128;
+
+/// RFC 6902, one operation at a time, each checked first against the bounds above (the
+/// target is left part-patched on an error; the caller drops it). A failed operation, or one
+/// past a bound, is kube-apiserver's 422.
+fn json_patch_guarded(
+    target: &mut Value,
+    ops: &[json_patch::PatchOperation],
+) -> Result<(), ApiError> {
+    use json_patch::PatchOperation as Op;
+    let rejected = |detail: String| {
+        ApiError::new(
+            422,
+            Reason::Invalid,
+            format!("the server rejected our request due to an error in our request: {detail}"),
+        )
+    };
+    let mut copied = 0usize;
+    for op in ops {
+        // What the operation puts where: the depth it can reach is the path's plus the value's.
+        let inserted = match op {
+            Op::Add(o) => Some((&o.path, Some(&o.value))),
+            Op::Replace(o) => Some((&o.path, Some(&o.value))),
+            Op::Move(o) => Some((&o.path, target.pointer(o.from.as_str()))),
+            Op::Copy(o) => {
+                if let Some(v) = target.pointer(o.from.as_str()) {
+                    copied = copied.saturating_add(json_len(v));
+                    if copied > MAX_JSON_PATCH_COPY_BYTES {
+                        return Err(rejected(format!(
+                            "Unable to complete the copy, the accumulated size increase of copy is {copied}, exceeding the limit {MAX_JSON_PATCH_COPY_BYTES}"
+                        )));
+                    }
+                }
+                Some((&o.path, target.pointer(o.from.as_str())))
+            }
+            Op::Remove(_) | Op::Test(_) => None,
+        };
+        if let Some((path, Some(v))) = inserted
+            && path.count() + depth(v) > MAX_PATCHED_DEPTH
+        {
+            let shown: String = path.as_str().chars().take(80).collect();
+            let more = if shown.len() < path.as_str().len() {
+                "…"
+            } else {
+                ""
+            };
+            return Err(rejected(format!(
+                "the operation at \"{shown}{more}\" would nest the object deeper than {MAX_PATCHED_DEPTH} levels"
+            )));
+        }
+        json_patch::patch(target, std::slice::from_ref(op)).map_err(|e| rejected(e.to_string()))?;
+    }
+    Ok(())
+}
+
+/// How many levels `v` nests (a scalar is 0), found without recursion.
+fn depth(v: &Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(v, 0usize)];
+    while let Some((v, d)) = stack.pop() {
+        deepest = deepest.max(d);
+        match v {
+            Value::Array(items) => stack.extend(items.iter().map(|i| (i, d + 1))),
+            Value::Object(m) => stack.extend(m.values().map(|i| (i, d + 1))),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// The length of `v` as compact JSON, without writing it. Called only on values within
+/// [`MAX_PATCHED_DEPTH`], so serde's recursion is bounded.
+fn json_len(v: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut n = Count(0);
+    // Writing to a counter cannot fail.
+    let _ = serde_json::to_writer(&mut n, v);
+    n.0
 }
 
 const DELETE_FROM: &str = "$deleteFromPrimitiveList/";
