@@ -601,6 +601,21 @@ async fn periodic_bookmarks_and_timeout() {
     }
     assert_eq!(items.len(), 2, "two ADDED, no bookmarks: {items:?}");
     assert!(items.iter().all(|i| matches!(i, WatchItem::Added(_))));
+    // a negative timeout has already passed: the watch ends at once, as in kube-apiserver
+    // (not after the default timeout, which paused time would skip to)
+    let p = ListParams {
+        watch: true,
+        timeout_seconds: Some(-5),
+        ..ListParams::default()
+    };
+    let start = tokio::time::Instant::now();
+    let mut w = reg.watch(ApiGroup::Core, None, None, &p).await.unwrap();
+    while w.next().await.is_some() {}
+    assert!(
+        start.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        start.elapsed()
+    );
     let _ = clock.now();
 
     // extreme timeouts and intervals are clamped, not panics

@@ -31,7 +31,8 @@ pub struct ListParams {
     pub send_initial_events: Option<bool>,
     /// `allowWatchBookmarks`.
     pub allow_watch_bookmarks: bool,
-    /// `timeoutSeconds` (watch only; ≤ 0 means the server default).
+    /// `timeoutSeconds` (watch only): 0 means the server default, a negative one has already
+    /// passed (the watch ends at once, as in kube-apiserver).
     pub timeout_seconds: Option<i64>,
     /// `watch`.
     pub watch: bool,

@@ -192,9 +192,11 @@ pub(super) async fn start(
         }
         Err(e) => return Err(storage_error(e, r, "")),
     };
-    let timeout = match p.timeout_seconds.filter(|s| *s > 0) {
-        Some(s) => Duration::from_secs(u64::try_from(s).unwrap_or(u64::MAX).min(1 << 32)),
-        None => {
+    let timeout = match p.timeout_seconds {
+        // Already over: kube-apiserver's timer for a negative timeout fires at once.
+        Some(s) if s < 0 => Duration::ZERO,
+        Some(s) if s > 0 => Duration::from_secs(u64::try_from(s).unwrap_or(u64::MAX).min(1 << 32)),
+        _ => {
             // [d, 2d): spreads re-watches of many clients, like kube-apiserver.
             let base = reg.opts.default_watch_timeout;
             let extra = rand::rng().random_range(0.0..1.0) * base.as_secs_f64();
