@@ -159,7 +159,8 @@ fn json_patch_guarded(
             Op::Replace(o) => Some((&o.path, Some(&o.value))),
             Op::Move(o) => Some((&o.path, target.pointer(o.from.as_str()))),
             Op::Copy(o) => {
-                if let Some(v) = target.pointer(o.from.as_str()) {
+                let from = target.pointer(o.from.as_str());
+                if let Some(v) = from {
                     copied = copied.saturating_add(json_len(v));
                     if copied > MAX_JSON_PATCH_COPY_BYTES {
                         return Err(rejected(format!(
@@ -167,7 +168,7 @@ fn json_patch_guarded(
                         )));
                     }
                 }
-                Some((&o.path, target.pointer(o.from.as_str())))
+                Some((&o.path, from))
             }
             Op::Remove(_) | Op::Test(_) => None,
         };
