@@ -29,6 +29,7 @@ pub mod error;
 pub mod events;
 pub mod field_validation;
 pub mod health;
+pub mod known_fields;
 pub mod negotiate;
 pub mod openapi;
 pub mod referenced;

@@ -599,6 +599,16 @@ static CORE_DOC: LazyLock<Served> = LazyLock::new(|| Served::new(document(GroupV
 static EVENTS_DOC: LazyLock<Served> =
     LazyLock::new(|| Served::new(document(GroupVersion::EVENTS_V1)));
 
+/// The parsed OpenAPI document of `gv`, whose `components.schemas` drive the unknown-field
+/// checks.
+pub(crate) fn schema_document(gv: GroupVersion) -> &'static Value {
+    if gv.group.is_empty() {
+        &CORE_DOC.doc
+    } else {
+        &EVENTS_DOC.doc
+    }
+}
+
 fn served(path: &str) -> Option<&'static Served> {
     match path.trim_end_matches('/') {
         "api/v1" => Some(&CORE_DOC),
@@ -675,7 +685,8 @@ pub async fn v2() -> StatusError {
     StatusError(path_not_found())
 }
 
-fn resolve<'a>(schemas: &'a Map<String, Value>, mut schema: &'a Value) -> &'a Value {
+/// Follows `schema`'s `$ref` (or `allOf: [$ref]`) chain to the schema it names.
+pub(crate) fn resolve<'a>(schemas: &'a Map<String, Value>, mut schema: &'a Value) -> &'a Value {
     // Follow `$ref` / `allOf: [$ref]` chains; bounded, since a cycle would otherwise spin.
     for _ in 0..MAX_WALK_DEPTH {
         let r = schema
@@ -766,12 +777,12 @@ fn walk(
 /// assert_eq!(unknown_fields(GroupVersion::CORE_V1, &ev), vec!["metadata.bogus", "spec"]);
 /// ```
 pub fn unknown_fields(gv: GroupVersion, object: &Value) -> Vec<String> {
-    let (doc, root) = if gv.group.is_empty() {
-        (&CORE_DOC.doc, format!("{CORE}.Event"))
+    let root = if gv.group.is_empty() {
+        format!("{CORE}.Event")
     } else {
-        (&EVENTS_DOC.doc, format!("{EVENTS}.Event"))
+        format!("{EVENTS}.Event")
     };
-    let Some(schemas) = doc["components"]["schemas"].as_object() else {
+    let Some(schemas) = schema_document(gv)["components"]["schemas"].as_object() else {
         return Vec::new();
     };
     let Some(schema) = schemas.get(&root) else {
@@ -782,263 +793,6 @@ pub fn unknown_fields(gv: GroupVersion, object: &Value) -> Vec<String> {
     let mut seen = BTreeSet::new();
     out.retain(|p| seen.insert(p.clone()));
     out
-}
-
-/// True when the JSON text `body` (an Event in `gv`'s shape) certainly has no field
-/// [`unknown_fields`] would report: it parses, no object in it repeats a key whose value is
-/// inspected, and every field its schema inspects is known. Checked straight on the text
-/// against a compiled form of the schema, without building a `Value`: the common case of a
-/// write. `false` says only "not certain"; the caller then parses the body and asks
-/// [`unknown_fields`] for the exact list.
-pub fn only_known_fields(gv: GroupVersion, body: &str) -> bool {
-    use serde::de::DeserializeSeed as _;
-    let shape: &Shape = if gv.group.is_empty() {
-        &CORE_SHAPE
-    } else {
-        &EVENTS_SHAPE
-    };
-    let Some(root) = shape.root else {
-        return true;
-    };
-    let mut de = serde_json::Deserializer::from_str(body);
-    let known = KnownOnly {
-        shape,
-        node: root,
-        depth: 0,
-    }
-    .deserialize(&mut de);
-    matches!(known, Ok(true)) && de.end().is_ok()
-}
-
-const CORE_EVENT: &str = "io.k8s.api.core.v1.Event";
-const EVENTS_EVENT: &str = "io.k8s.api.events.v1.Event";
-
-static CORE_SHAPE: LazyLock<Shape> = LazyLock::new(|| Shape::compile(&CORE_DOC.doc, CORE_EVENT));
-static EVENTS_SHAPE: LazyLock<Shape> =
-    LazyLock::new(|| Shape::compile(&EVENTS_DOC.doc, EVENTS_EVENT));
-
-/// A schema document reduced to what [`walk`] looks at, with `$ref`s resolved once: per
-/// schema, its properties (name → node), its `additionalProperties` schema when it has no
-/// properties, and its `items` schema.
-struct Shape {
-    nodes: Vec<ShapeNode>,
-    root: Option<usize>,
-}
-
-#[derive(Default)]
-struct ShapeNode {
-    /// Sorted by name, for binary search.
-    props: Option<Vec<(String, usize)>>,
-    additional: Option<usize>,
-    items: Option<usize>,
-}
-
-impl ShapeNode {
-    fn is_leaf(&self) -> bool {
-        self.props.is_none() && self.additional.is_none() && self.items.is_none()
-    }
-}
-
-impl Shape {
-    fn compile(doc: &Value, root: &str) -> Shape {
-        let mut shape = Shape {
-            nodes: Vec::new(),
-            root: None,
-        };
-        let Some(schemas) = doc["components"]["schemas"].as_object() else {
-            return shape;
-        };
-        let Some(schema) = schemas.get(root) else {
-            return shape;
-        };
-        let mut memo = std::collections::HashMap::new();
-        shape.root = Some(shape.node(schemas, schema, &mut memo));
-        shape
-    }
-
-    fn node(
-        &mut self,
-        schemas: &Map<String, Value>,
-        schema: &Value,
-        memo: &mut std::collections::HashMap<*const Value, usize>,
-    ) -> usize {
-        let schema = resolve(schemas, schema);
-        if let Some(&id) = memo.get(&std::ptr::from_ref(schema)) {
-            return id;
-        }
-        let id = self.nodes.len();
-        self.nodes.push(ShapeNode::default());
-        memo.insert(std::ptr::from_ref(schema), id);
-        let props = schema
-            .get("properties")
-            .and_then(Value::as_object)
-            .map(|p| {
-                let mut props: Vec<(String, usize)> = p
-                    .iter()
-                    .map(|(k, s)| (k.clone(), self.node(schemas, s, memo)))
-                    .collect();
-                props.sort_by(|a, b| a.0.cmp(&b.0));
-                props
-            });
-        let additional = match (&props, schema.get("additionalProperties")) {
-            (None, Some(a)) if a.is_object() => Some(self.node(schemas, a, memo)),
-            _ => None,
-        };
-        let items = schema.get("items").map(|i| self.node(schemas, i, memo));
-        self.nodes[id] = ShapeNode {
-            props,
-            additional,
-            items,
-        };
-        id
-    }
-}
-
-/// [`walk`]'s rules as a serde visitor over JSON text: `Ok(false)` at the first unknown field
-/// or repeated key (the rest of the input is then only skipped).
-struct KnownOnly<'s> {
-    shape: &'s Shape,
-    node: usize,
-    depth: usize,
-}
-
-impl<'s> KnownOnly<'s> {
-    fn child(&self, node: usize) -> KnownOnly<'s> {
-        KnownOnly {
-            shape: self.shape,
-            node,
-            depth: self.depth + 1,
-        }
-    }
-}
-
-impl<'de> serde::de::DeserializeSeed<'de> for KnownOnly<'_> {
-    type Value = bool;
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
-        // Nothing in a leaf, or below the inspected depth, can be unknown: skip it without
-        // building its strings.
-        if self.depth >= MAX_WALK_DEPTH || self.shape.nodes[self.node].is_leaf() {
-            d.deserialize_ignored_any(serde::de::IgnoredAny)?;
-            return Ok(true);
-        }
-        d.deserialize_any(self)
-    }
-}
-
-/// A map key, borrowed from the input when it has no escapes.
-struct Key<'de>(std::borrow::Cow<'de, str>);
-
-impl<'de> Deserialize<'de> for Key<'de> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Key<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a string key")
-            }
-            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
-                Ok(Key(std::borrow::Cow::Borrowed(v)))
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
-                Ok(Key(std::borrow::Cow::Owned(v.to_owned())))
-            }
-        }
-        d.deserialize_str(V)
-    }
-}
-
-impl<'de> serde::de::Visitor<'de> for KnownOnly<'_> {
-    type Value = bool;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("any JSON value")
-    }
-
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
-        use serde::de::IgnoredAny;
-        let node = &self.shape.nodes[self.node];
-        let inspected = self.depth < MAX_WALK_DEPTH;
-        // Keys seen: a bit per property, or the keys of a free-form map whose values are
-        // inspected (a repeated key hides all but its last value from the exact check).
-        let mut seen_props = 0u128;
-        let mut seen_keys: Vec<Key<'de>> = Vec::new();
-        let mut known = true;
-        while let Some(key) = map.next_key::<Key<'de>>()? {
-            if !known || !inspected {
-                map.next_value::<IgnoredAny>()?;
-                continue;
-            }
-            known &= match (&node.props, node.additional) {
-                (Some(props), _) => match props.binary_search_by(|(k, _)| k.as_str().cmp(&key.0)) {
-                    Ok(i) => {
-                        let bit = 1u128.checked_shl(u32::try_from(i).unwrap_or(u32::MAX));
-                        let fresh = bit.is_some_and(|b| seen_props & b == 0);
-                        seen_props |= bit.unwrap_or(0);
-                        map.next_value_seed(self.child(props[i].1))? && fresh
-                    }
-                    Err(_) => {
-                        map.next_value::<IgnoredAny>()?;
-                        false
-                    }
-                },
-                (None, Some(item)) => {
-                    let fresh = if self.shape.nodes[item].is_leaf() {
-                        true
-                    } else {
-                        let fresh = !seen_keys.iter().any(|k| k.0 == key.0);
-                        seen_keys.push(key);
-                        fresh
-                    };
-                    map.next_value_seed(self.child(item))? && fresh
-                }
-                (None, None) => {
-                    map.next_value::<IgnoredAny>()?;
-                    true
-                }
-            };
-        }
-        Ok(known)
-    }
-
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
-        let item = self.shape.nodes[self.node]
-            .items
-            .filter(|_| self.depth < MAX_WALK_DEPTH);
-        let mut known = true;
-        loop {
-            let next = match item {
-                Some(item) if known => seq.next_element_seed(self.child(item))?,
-                _ => seq.next_element::<serde::de::IgnoredAny>()?.map(|_| true),
-            };
-            match next {
-                Some(k) => known &= k,
-                None => return Ok(known),
-            }
-        }
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<bool, E> {
-        Ok(true)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<bool, E> {
-        Ok(true)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<bool, E> {
-        Ok(true)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<bool, E> {
-        Ok(true)
-    }
-    fn visit_str<E>(self, _: &str) -> Result<bool, E> {
-        Ok(true)
-    }
-    fn visit_unit<E>(self) -> Result<bool, E> {
-        Ok(true)
-    }
-    fn visit_none<E>(self) -> Result<bool, E> {
-        Ok(true)
-    }
 }
 
 /// The 400 kube-apiserver answers under `fieldValidation=Strict` for unknown fields, e.g.
@@ -1157,119 +911,6 @@ mod tests {
             e.message,
             r#"Event in version "v1" cannot be handled as a Event: strict decoding error: unknown field "spec", unknown field "metadata.x""#
         );
-    }
-
-    #[test]
-    fn only_known_fields_is_certain_exactly_when_nothing_is_unknown() {
-        assert_eq!(CORE_EVENT, format!("{CORE}.Event"));
-        assert_eq!(EVENTS_EVENT, format!("{EVENTS}.Event"));
-        let clean = r#"{"apiVersion":"v1","kind":"Event","metadata":{"name":"a.1","namespace":"ns",
-            "labels":{"any":"x"},"annotations":{"k":"v"},"ownerReferences":[{"apiVersion":"v1","kind":"Pod","name":"p","uid":"u"}],
-            "managedFields":[{"manager":"m","fieldsV1":{"f:message":{},"anything":{"deep":[1]}}}]},
-            "involvedObject":{"kind":"Pod","name":"p"},"reason":"R","message":"m \"spec\":{","count":2,
-            "source":{"component":"c"},"series":{"count":2,"lastObservedTime":"2024-01-01T00:00:00.000000Z"},
-            "firstTimestamp":null}"#;
-        assert!(only_known_fields(GroupVersion::CORE_V1, clean));
-        let ev = r#"{"apiVersion":"events.k8s.io/v1","kind":"Event","note":"n","regarding":{"kind":"Pod"}}"#;
-        assert!(only_known_fields(GroupVersion::EVENTS_V1, ev));
-        for (gv, body) in [
-            (GroupVersion::CORE_V1, r#"{"spec":{}}"#),
-            (
-                GroupVersion::CORE_V1,
-                r#"{"metadata":{"ownerReferences":[{"uid":"u","extra":1}]}}"#,
-            ),
-            (GroupVersion::CORE_V1, r#"{"involvedObject":{"nme":"x"}}"#),
-            // A repeated key: the parsed value keeps only the last one.
-            (GroupVersion::CORE_V1, r#"{"reason":"a","reason":"b"}"#),
-            (GroupVersion::CORE_V1, r#"{"reason":"a""#),
-            (GroupVersion::CORE_V1, r#"{"reason":"a"} x"#),
-            (GroupVersion::EVENTS_V1, r#"{"message":"core only"}"#),
-        ] {
-            assert!(!only_known_fields(gv, body), "{}", body);
-        }
-    }
-
-    fn json_tree() -> impl proptest::strategy::Strategy<Value = Value> {
-        use proptest::prelude::*;
-        let key = prop::sample::select(vec![
-            "metadata",
-            "name",
-            "labels",
-            "annotations",
-            "involvedObject",
-            "kind",
-            "count",
-            "spec",
-            "ownerReferences",
-            "uid",
-            "managedFields",
-            "fieldsV1",
-            "f:a",
-            "series",
-            "lastObservedTime",
-            "note",
-            "regarding",
-            "reason",
-            "x",
-        ]);
-        let leaf = prop_oneof![
-            Just(Value::Null),
-            any::<i32>().prop_map(Value::from),
-            "[a-z\"{}]{0,4}".prop_map(Value::from),
-        ];
-        leaf.prop_recursive(4, 48, 6, move |inner| {
-            prop_oneof![
-                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
-                prop::collection::vec((key.clone(), inner), 0..6).prop_map(|kvs| {
-                    Value::Object(kvs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
-                }),
-            ]
-        })
-    }
-
-    #[test]
-    fn only_known_fields_reads_escapes_repeats_and_depth() {
-        let core = GroupVersion::CORE_V1;
-        assert!(only_known_fields(
-            core,
-            r#"{"message":"a \"b\" \\ {[","reason":"}"}"#
-        ));
-        // A key spelled with an escape is the key it spells.
-        assert!(only_known_fields(core, r#"{"metadata":{"n\u0061me":"x"}}"#));
-        assert!(!only_known_fields(
-            core,
-            r#"{"metadata":{"n\u0061mes":"x"}}"#
-        ));
-        // Repeated keys: fine in a map of strings, not among an object's properties.
-        assert!(only_known_fields(
-            core,
-            r#"{"metadata":{"labels":{"a":"1","a":"2"}}}"#
-        ));
-        assert!(!only_known_fields(
-            core,
-            r#"{"metadata":{"name":"a","name":"b"}}"#
-        ));
-        // A free-form value nested far deeper than any walk: skipped, without recursion.
-        // (Decoding it fails first, so a write with it still takes the exact path.)
-        let deep = format!(
-            r#"{{"metadata":{{"managedFields":[{{"fieldsV1":{}{}}}]}}}}"#,
-            "[".repeat(100_000),
-            "]".repeat(100_000)
-        );
-        assert!(only_known_fields(core, &deep));
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn only_known_fields_never_hides_an_unknown_field(v in json_tree()) {
-            for text in [serde_json::to_string(&v).unwrap(), serde_json::to_string_pretty(&v).unwrap()] {
-                for gv in [GroupVersion::CORE_V1, GroupVersion::EVENTS_V1] {
-                    let exact = unknown_fields(gv, &v);
-                    // No repeated keys in serialized maps: certain exactly when nothing is unknown.
-                    proptest::prop_assert_eq!(only_known_fields(gv, &text), exact.is_empty(), "{:?}", exact);
-                }
-            }
-        }
     }
 
     #[test]

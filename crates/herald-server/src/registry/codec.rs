@@ -197,15 +197,29 @@ pub fn parse_object(format: BodyFormat, body: &[u8]) -> Result<Value, ApiError> 
 /// `body` is text the caller checked as UTF-8 once: decoding from a `str` skips checking
 /// each string again, which was a fifth of the decode.
 pub fn decode_json_body(group: ApiGroup, body: &str) -> Option<CoreEvent> {
-    let event = match group {
-        ApiGroup::Core => serde_json::from_str::<CoreEvent>(body)
-            .ok()
-            .map(normalize_core)?,
-        ApiGroup::EventsV1 => serde_json::from_str::<EventsV1Event>(body)
-            .ok()
-            .map(events_v1_to_core)?,
-    };
-    Some(drop_empty_maps(event))
+    use serde::de::DeserializeSeed as _;
+    let mut de = serde_json::Deserializer::from_str(body);
+    let event = EventSeed(group).deserialize(&mut de).ok()?;
+    de.end().ok()?;
+    Some(event)
+}
+
+/// Decodes an event in `0`'s wire shape from any `serde` deserializer into the (normalized)
+/// storage shape: the decode of [`decode_json_body`], for callers that wrap the deserializer
+/// (the unknown-field check reads the text in the same pass).
+#[derive(Debug, Clone, Copy)]
+pub struct EventSeed(pub ApiGroup);
+
+impl<'de> serde::de::DeserializeSeed<'de> for EventSeed {
+    type Value = CoreEvent;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, de: D) -> Result<CoreEvent, D::Error> {
+        let event = match self.0 {
+            ApiGroup::Core => normalize_core(CoreEvent::deserialize(de)?),
+            ApiGroup::EventsV1 => events_v1_to_core(EventsV1Event::deserialize(de)?),
+        };
+        Ok(drop_empty_maps(event))
+    }
 }
 
 /// Checks the `apiVersion` and `kind` of a body against the group it was sent to (absent

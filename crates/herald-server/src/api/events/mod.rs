@@ -51,10 +51,10 @@ use self::metrics::{Metrics, WatchGuard};
 use super::discovery::GroupVersion;
 use super::error::StatusError;
 use super::field_validation::{FieldValidation, add_warnings, check_unknown_fields};
+use super::known_fields::decode_if_known;
 use super::negotiate::{IncludeObject, Output, Target, accept_header, negotiate_output};
-use super::openapi::only_known_fields;
 use crate::registry::codec::{
-    BodyFormat, decode_body_as, decode_json_body, parse_json_object, parse_object,
+    BodyFormat, EventSeed, decode_body_as, decode_json_body, parse_json_object, parse_object,
 };
 use crate::registry::options::options_invalid;
 use crate::registry::watch::{ChangeKind, change_parts};
@@ -470,8 +470,10 @@ fn event_body(
     // field. Anything else takes the full path below, which builds the exact answer.
     if format == BodyFormat::Json
         && let Ok(text) = std::str::from_utf8(body)
-        && let Some(e) = decode_json_body(group, text)
-        && (validation == FieldValidation::Ignore || only_known_fields(gv(group), text))
+        && let Some(e) = match validation {
+            FieldValidation::Ignore => decode_json_body(group, text),
+            _ => decode_if_known(gv(group), text, EventSeed(group)),
+        }
     {
         return Ok((e, Vec::new()));
     }
