@@ -42,6 +42,7 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry, Time};
 use serde_json::Value;
 
+use self::created::CreatedKey;
 use self::fieldpath::{FieldSet, Path, PathElement};
 use self::typed::Comparison;
 
@@ -398,12 +399,11 @@ pub fn track_update(
     if live.is_none() && new.metadata.managed_fields.is_none() {
         // A create that sends no entries, the hottest write: the writer's one entry, without
         // the merge bookkeeping of the general path (`tests` holds the two equal).
-        let changed = created::created_fields(group, new);
-        new.metadata.managed_fields = (!changed.is_empty()).then(|| {
+        new.metadata.managed_fields = created_fields_v1(group, new).map(|fields| {
             vec![ManagedFieldsEntry {
                 api_version: Some(group.api_version().to_string()),
                 fields_type: Some(FIELDS_V1.to_string()),
-                fields_v1: Some(FieldsV1(created_fields_v1(&changed))),
+                fields_v1: Some(FieldsV1(fields)),
                 manager: Some(manager.to_string()),
                 operation: Some(Operation::Update.as_str().to_string()),
                 subresource: None,
@@ -415,28 +415,32 @@ pub fn track_update(
     track_update_general(group, live, new, manager, now);
 }
 
-/// How many field sets' `fieldsV1` each thread remembers for creates; a new set beyond that
-/// replaces the one used least recently (a miss only costs building the JSON).
+/// How many created field sets' `fieldsV1` each thread remembers; a new one beyond that
+/// replaces the one used least recently (a miss only costs building the set and its JSON).
 const CREATED_FIELDS_CACHE: usize = 8;
 
-/// `set.to_fields_v1()`, remembered per thread for the last few sets: the events one client
-/// creates almost always set the same fields, and copying the JSON costs less than building
-/// its keys again.
-fn created_fields_v1(set: &FieldSet) -> Value {
+/// The `fieldsV1` of the fields a create of `e` sets, `None` when it sets none; remembered
+/// per thread for the last few [`CreatedKey`]s: the events one client creates almost always
+/// set the same fields, and comparing a key with the event and copying the JSON costs less
+/// than building the set.
+fn created_fields_v1(group: ApiGroup, e: &CoreEvent) -> Option<Value> {
     thread_local! {
-        static RECENT: std::cell::RefCell<Vec<(FieldSet, Value)>> = const { std::cell::RefCell::new(Vec::new()) };
+        static RECENT: std::cell::RefCell<Vec<(CreatedKey, Option<Value>)>> =
+            const { std::cell::RefCell::new(Vec::new()) };
     }
     RECENT.with_borrow_mut(|recent| {
-        if let Some(at) = recent.iter().position(|(s, _)| s == set) {
-            // Move to the front so the common set is found first.
+        if let Some(at) = recent.iter().position(|(k, _)| k.matches(group, e)) {
+            // Move to the front so the common key is found first.
             recent[..=at].rotate_right(1);
             return recent[0].1.clone();
         }
-        let v = set.to_fields_v1();
+        let key = CreatedKey::of(group, e);
+        let set = key.fields();
+        let v = (!set.is_empty()).then(|| set.to_fields_v1());
         if recent.len() == CREATED_FIELDS_CACHE {
             recent.pop();
         }
-        recent.insert(0, (set.clone(), v.clone()));
+        recent.insert(0, (key, v.clone()));
         v
     })
 }

@@ -371,7 +371,7 @@ fn manager_names() {
 }
 
 mod created_equals_the_generic_comparison {
-    use super::super::created::created_fields;
+    use super::super::created::{CreatedKey, created_fields};
     use super::*;
     use herald_core::event::convert::GO_ZERO_TIME;
     use k8s_openapi::api::core::v1::{EventSeries, EventSource, ObjectReference};
@@ -470,6 +470,35 @@ mod created_equals_the_generic_comparison {
                         "{:?}", group
                     );
                 }
+            }
+        }
+
+        /// A remembered key answers for an event exactly when the event's own key is equal
+        /// (and so is its field set).
+        #[test]
+        fn a_created_key_matches_exactly_its_events(a in event(), b in event()) {
+            for group in [ApiGroup::Core, ApiGroup::EventsV1] {
+                let key = CreatedKey::of(group, &a);
+                prop_assert!(key.matches(group, &a));
+                prop_assert_eq!(key.matches(group, &b), key == CreatedKey::of(group, &b));
+                if key.matches(group, &b) {
+                    prop_assert_eq!(created_fields(group, &a), created_fields(group, &b));
+                }
+            }
+            prop_assert!(!CreatedKey::of(ApiGroup::Core, &a).matches(ApiGroup::EventsV1, &a));
+            // One more key in any metadata map or list: another key.
+            let mut variants = vec![a.clone(), a.clone(), a.clone(), a.clone()];
+            variants[0].metadata.labels.get_or_insert_default().insert("zz".into(), String::new());
+            variants[1].metadata.annotations.get_or_insert_default().insert("zz".into(), String::new());
+            variants[2].metadata.finalizers.get_or_insert_default().push("z/f".into());
+            variants[3].metadata.owner_references.get_or_insert_default().push(OwnerReference {
+                uid: "9".into(),
+                ..OwnerReference::default()
+            });
+            let key = CreatedKey::of(ApiGroup::Core, &a);
+            for v in &variants {
+                prop_assert!(!key.matches(ApiGroup::Core, v));
+                prop_assert_ne!(created_fields(ApiGroup::Core, &a), created_fields(ApiGroup::Core, v));
             }
         }
 
