@@ -309,7 +309,7 @@ pub fn object_meta_causes(meta: &ObjectMeta, rule: NameRule, field: &str) -> Vec
     }
     // A path is built only when there is something under it to check: this runs on every
     // write, and most set no labels, owner references or finalizers.
-    let path = |name: &str| format!("{field}.{name}");
+    let path = |name: &str| [field, ".", name].concat();
     if meta.labels.as_ref().is_some_and(|m| !m.is_empty()) {
         out.extend(label_causes(meta.labels.as_ref(), &path("labels")));
     }

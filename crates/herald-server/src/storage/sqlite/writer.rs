@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use rusqlite::{Connection, params};
+use rusqlite::{CachedStatement, Connection, params};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::storage::{
@@ -252,8 +252,11 @@ impl Writer {
     fn apply_all(&mut self, batch: &[Request], txn: &mut Txn) -> Result<Vec<Result<Reply>>> {
         self.conn.execute_batch("BEGIN IMMEDIATE")?;
         let mut results = Vec::with_capacity(batch.len());
+        // Taken from the statement cache once per batch, not once per create: a cache lookup
+        // hashes and compares the SQL text and puts the statement back on drop.
+        let mut insert_new = None;
         for req in batch {
-            let r = self.apply(&req.op, txn);
+            let r = self.apply(&req.op, txn, &mut insert_new);
             if let Err(StorageError::Backend(_)) = &r {
                 return r.map(|_| Vec::new());
             }
@@ -270,7 +273,14 @@ impl Writer {
         Ok(results)
     }
 
-    fn apply(&self, op: &Op, txn: &mut Txn) -> Result<Reply> {
+    /// Applies one write. `insert_new` holds the create statement for the rest of the batch
+    /// once a create has prepared it.
+    fn apply<'c>(
+        &'c self,
+        op: &Op,
+        txn: &mut Txn,
+        insert_new: &mut Option<CachedStatement<'c>>,
+    ) -> Result<Reply> {
         match op {
             Op::Create {
                 key,
@@ -281,12 +291,14 @@ impl Writer {
                     return Err(StorageError::AlreadyExists { key: key.clone() });
                 }
                 let rev = txn.revision + 1;
-                self.conn
-                    .prepare_cached(
+                let insert = match insert_new {
+                    Some(stmt) => stmt,
+                    None => insert_new.insert(self.conn.prepare_cached(
                         "INSERT INTO versions(rev, key, value, create_rev, prev_rev, expires_at)
                          VALUES (?1, ?2, ?3, ?1, NULL, ?4)",
-                    )?
-                    .execute(params![rev, key, &value[..], expires_at])?;
+                    )?),
+                };
+                insert.execute(params![rev, key, &value[..], expires_at])?;
                 txn.revision = rev;
                 let kv = KeyValue {
                     key: key.clone(),
