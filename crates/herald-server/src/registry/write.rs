@@ -104,9 +104,9 @@ async fn insert(
         } else {
             std::mem::take(&mut event)
         };
-        // A v4 UUID from the thread-local generator: `Uuid::new_v4` asks the kernel for
-        // randomness (a syscall) on every create.
-        // Encoded into a stack buffer: `to_string` goes through `fmt`, at eight times the cost.
+        // A v4 UUID from the thread-local generator (`Uuid::new_v4` asks the kernel for
+        // randomness, a syscall, on every create), encoded in a stack buffer (`to_string`
+        // goes through `fmt`, at eight times the cost).
         let uid = uuid::Builder::from_random_bytes(rand::random())
             .into_uuid()
             .hyphenated()
