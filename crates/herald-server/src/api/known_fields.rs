@@ -465,7 +465,9 @@ enum Next {
 /// The keys of one object: looked up in the object's schema, repeats noticed.
 struct KeyCheck<'t> {
     at: At<'t>,
-    /// A bit per property already seen (by its index in the sorted properties).
+    /// A bit per property already seen (by its index in the object's properties). A key of
+    /// an object with more than 128 properties (none in the Event schemas) has no bit and
+    /// makes the answer "not certain".
     seen_props: u128,
     /// The keys seen in a free-form map whose values are inspected.
     seen_keys: Vec<String>,
