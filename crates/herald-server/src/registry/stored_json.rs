@@ -308,9 +308,9 @@ fn string_map(out: &mut Vec<u8>, m: &BTreeMap<String, String>) {
 }
 
 /// A free-form JSON value (`fieldsV1`), in its map order. Recurses once per level, as
-/// serde_json's own serializer does. The depth is bounded by a request body: serde_json
-/// parses at most 128 levels, and a JSON patch nests one level deeper per operation, each
-/// naming the whole path (so a body of the size limit nests a couple of thousand at most).
+/// serde_json's own serializer does. The depth is bounded by what a write can store:
+/// serde_json parses at most 128 levels of a body, and a JSON patch that would nest the
+/// object deeper than [`MAX_PATCHED_DEPTH`](super::patch::MAX_PATCHED_DEPTH) is refused.
 fn value(out: &mut Vec<u8>, v: &Value) {
     match v {
         Value::Null => out.extend_from_slice(b"null"),
