@@ -182,11 +182,7 @@ impl Writer {
                     }
                 }
                 let acked = batch.len();
-                let started = tokio::time::Instant::now();
-                self.commit(&mut batch);
-                let took = started.elapsed();
-                self.metrics.batch_size.observe(acked as f64);
-                self.metrics.duration_seconds.observe(took.as_secs_f64());
+                let took = self.commit(&mut batch);
                 linger = (took / 4).min(self.max_linger);
                 expect = acked + rx.len();
                 self.commits += 1;
@@ -198,6 +194,13 @@ impl Writer {
         });
     }
 
+    fn observe(&self, writes: usize, started: tokio::time::Instant) -> Duration {
+        let took = started.elapsed();
+        self.metrics.batch_size.observe(writes as f64);
+        self.metrics.duration_seconds.observe(took.as_secs_f64());
+        took
+    }
+
     fn drain(&self, rx: &mut mpsc::Receiver<Request>, batch: &mut Vec<Request>) {
         while batch.len() < self.max_batch {
             match rx.try_recv() {
@@ -207,7 +210,12 @@ impl Writer {
         }
     }
 
-    fn commit(&mut self, batch: &mut Vec<Request>) {
+    /// Commits the batch and answers every caller in it; returns how long it took.
+    ///
+    /// The batch is counted in [`CommitMetrics`] before any caller is answered, so a client
+    /// that has its acknowledgement and then reads `/metrics` always sees its commit.
+    fn commit(&mut self, batch: &mut Vec<Request>) -> Duration {
+        let started = tokio::time::Instant::now();
         let mut txn = Txn {
             revision: self.counters.revision.load(Ordering::Acquire),
             compacted: self.counters.compacted.load(Ordering::Acquire),
@@ -216,6 +224,7 @@ impl Writer {
             written: HashMap::with_capacity(batch.len()),
         };
         let applied = self.apply_all(batch, &mut txn);
+        let took;
         match applied {
             Ok(results) => {
                 // The watch cache first: a revision read from the counters is then always
@@ -230,6 +239,7 @@ impl Writer {
                 if let Some(rev) = txn.hub_compact {
                     self.hub.compact(rev);
                 }
+                took = self.observe(batch.len(), started);
                 for (req, res) in batch.drain(..).zip(results) {
                     // A caller that stopped waiting is fine: its write is durable anyway.
                     let _ = req.reply.send(res);
@@ -240,11 +250,13 @@ impl Writer {
                 if let Err(rb) = self.conn.execute_batch("ROLLBACK") {
                     tracing::debug!(error = %rb, "rollback after failed batch");
                 }
+                took = self.observe(batch.len(), started);
                 for req in batch.drain(..) {
                     let _ = req.reply.send(Err(e.clone()));
                 }
             }
         }
+        took
     }
 
     /// Applies the batch in one transaction; `Err` only for database failures (then the
