@@ -103,14 +103,26 @@ impl Default for ServerConfig {
 }
 
 /// Why the server could not start or stopped with an error.
+///
+/// Each message includes its cause once and [`source`](std::error::Error::source) is empty,
+/// so printing the error (or an `anyhow` chain of it) says everything without repeating it.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
     /// Opening the store failed.
     #[error("opening the store: {0}")]
-    Storage(#[from] StorageError),
-    /// Binding or serving failed.
+    Storage(StorageError),
+    /// The listen address could not be bound (already in use, not a local address, a
+    /// privileged port…).
+    #[error("cannot listen on {addr}: {error}")]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// Why binding failed; [`std::io::ErrorKind::AddrInUse`] when another process has it.
+        error: std::io::Error,
+    },
+    /// Serving failed after the listener was bound.
     #[error("serving: {0}")]
-    Io(#[from] std::io::Error),
+    Io(std::io::Error),
     /// The serving task panicked or was cancelled.
     #[error("server task failed: {0}")]
     Task(String),
@@ -157,7 +169,8 @@ impl Server {
                 };
                 let b = tokio::task::spawn_blocking(move || SqliteBackend::open(dir, c, opts))
                     .await
-                    .map_err(|e| ServerError::Task(e.to_string()))??;
+                    .map_err(|e| ServerError::Task(e.to_string()))?
+                    .map_err(ServerError::Storage)?;
                 metrics = metrics.with_commit_metrics(b.commit_metrics());
                 let b = Arc::new(b);
                 store_closed = Some(b.closed());
@@ -185,8 +198,13 @@ impl Server {
         let app = api::router_with(ApiState::new(clock), events.merge(metrics_route)).layer(
             axum::middleware::from_fn_with_state(metrics.clone(), count_requests),
         );
-        let listener = tokio::net::TcpListener::bind(config.listen).await?;
-        let addr = listener.local_addr()?;
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .map_err(|error| ServerError::Bind {
+                addr: config.listen,
+                error,
+            })?;
+        let addr = listener.local_addr().map_err(ServerError::Io)?;
         if let Some(s) = sqlite {
             // Only a description for the error a second opener prints; the lock is held
             // either way.
@@ -256,7 +274,7 @@ impl Server {
     async fn join(&mut self) -> Result<(), ServerError> {
         let r = match self.task.take() {
             Some(t) => match t.await {
-                Ok(r) => r.map_err(ServerError::from),
+                Ok(r) => r.map_err(ServerError::Io),
                 Err(e) => Err(ServerError::Task(e.to_string())),
             },
             None => Ok(()),

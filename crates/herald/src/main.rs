@@ -240,16 +240,16 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             Err(ServerError::Storage(e @ StorageError::Locked { .. })) => {
                 anyhow::bail!("{e}; stop that server or choose another --data directory")
             }
-            Err(e) => {
-                return Err(anyhow::Error::new(e).context(match &store {
-                    StoreKind::Sqlite { dir } => format!(
-                        "cannot serve on {} with the store in {}",
-                        args.listen,
-                        dir.display()
-                    ),
-                    StoreKind::Memory => format!("cannot serve on {}", args.listen),
-                }));
+            Err(ServerError::Storage(e)) => match &store {
+                StoreKind::Sqlite { dir } => {
+                    anyhow::bail!("cannot open the store in {}: {e}", dir.display())
+                }
+                StoreKind::Memory => anyhow::bail!("cannot open the memory store: {e}"),
+            },
+            Err(e @ ServerError::Bind { .. }) if is_addr_in_use(&e) => {
+                anyhow::bail!("{e}; stop what is using it or choose another --listen address")
             }
+            Err(e) => anyhow::bail!("{e}"),
         };
         let where_ = match &store {
             StoreKind::Sqlite { dir } => format!("sqlite in {}", dir.display()),
@@ -269,6 +269,10 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         });
         server.wait().await.context("serving")
     })
+}
+
+fn is_addr_in_use(e: &ServerError) -> bool {
+    matches!(e, ServerError::Bind { error, .. } if error.kind() == std::io::ErrorKind::AddrInUse)
 }
 
 fn kubeconfig(args: &KubeconfigArgs) -> String {
