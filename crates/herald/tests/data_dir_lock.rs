@@ -5,9 +5,7 @@
 
 mod support;
 
-use std::process::Stdio;
-
-use support::{Herald, Kubectl, START_GUARD, core_event, herald_bin};
+use support::{Herald, Kubectl, core_event};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_server_on_a_held_data_directory_is_refused_until_the_holder_dies() {
@@ -20,28 +18,13 @@ async fn a_second_server_on_a_held_data_directory_is_refused_until_the_holder_di
     );
     k.run(&["create", "-f", &f]).await.ok();
 
-    let second = tokio::time::timeout(
-        START_GUARD,
-        tokio::process::Command::new(herald_bin())
-            .args(["serve", "--listen", "127.0.0.1:0", "--data"])
-            .arg(dir.path())
-            .env("NO_COLOR", "1")
-            .env_remove("HERALD_LISTEN")
-            .env_remove("HERALD_DATA")
-            .stdin(Stdio::null())
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("the second server exits on its own")
-    .expect("run the second server");
-    let stderr = String::from_utf8_lossy(&second.stderr);
-    let stdout = String::from_utf8_lossy(&second.stdout);
-    assert!(!second.status.success(), "{second:?}");
-    assert!(
-        !stdout.contains("listening"),
-        "the second server must not serve: {stdout}"
-    );
+    let lines = support::serve_refused(&[
+        "--listen".as_ref(),
+        "127.0.0.1:0".as_ref(),
+        "--data".as_ref(),
+        dir.path().as_os_str(),
+    ])
+    .await;
     let expected = format!(
         "herald: data directory {} is in use by herald pid {}, serving {}; stop that server or \
          choose another --data directory",
@@ -49,14 +32,7 @@ async fn a_second_server_on_a_held_data_directory_is_refused_until_the_holder_di
         first.pid(),
         first.url
     );
-    assert_eq!(
-        stderr
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .collect::<Vec<_>>(),
-        [expected.as_str()],
-        "stderr:\n{stderr}"
-    );
+    assert_eq!(lines, [expected], "stderr");
 
     // The holder is untouched and still serves its data.
     let o = k.run(&["get", "events", "-o", "name"]).await;

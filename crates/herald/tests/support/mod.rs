@@ -74,6 +74,35 @@ pub fn herald_bin() -> &'static str {
     env!("CARGO_BIN_EXE_herald")
 }
 
+/// Runs `herald serve ARGS` that must exit on its own (it cannot start), with the `HERALD_*`
+/// environment cleared; fails the test if it serves, succeeds or runs past [`START_GUARD`].
+/// Returns its stderr lines, blank ones dropped.
+pub async fn serve_refused<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Vec<String> {
+    let out = tokio::time::timeout(
+        START_GUARD,
+        Command::new(herald_bin())
+            .arg("serve")
+            .args(args)
+            .env("NO_COLOR", "1")
+            .env_remove("HERALD_LISTEN")
+            .env_remove("HERALD_DATA")
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("herald serve exits on its own")
+    .expect("run herald serve");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(!stdout.contains("listening"), "it must not serve: {stdout}");
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
 /// A running `herald serve`; killed (SIGKILL) when dropped.
 pub struct Herald {
     child: Child,
