@@ -43,7 +43,8 @@ use tokio::sync::watch;
 use super::types::prefix_end;
 use super::{KeyValue, ListOptions, ListResult, Revision, StorageError, WatchEvent, WatchStream};
 
-/// The most events a watcher copies out of the ring per wake-up (bounds its batch).
+/// The most events a watcher copies out of the ring per wake-up (bounds its batch; the
+/// [`CachedWatchStream`] docs repeat the number).
 pub const BATCH: usize = 1024;
 
 /// How long each open watcher adds to the pause between two batches of one watcher.
@@ -96,9 +97,9 @@ impl CachedEvent {
 }
 
 /// A watch as batches of shared events: each item holds the next matching events (at least
-/// one, at most [`BATCH`]) in revision order. It ends like a [`WatchStream`]: with one
-/// `Err(StorageError::Expired)` when the watcher fell out of the window, without an error when
-/// the backend shuts down.
+/// one, at most 1,024, what a watcher copies out of the ring per wake-up) in revision order.
+/// It ends like a [`WatchStream`]: with one `Err(StorageError::Expired)` when the watcher
+/// fell out of the window, without an error when the backend shuts down.
 pub type CachedWatchStream = BoxStream<'static, Result<Vec<Arc<CachedEvent>>, StorageError>>;
 
 /// The shared ring of recent events, the current state, and the wake-up signal for watchers.
