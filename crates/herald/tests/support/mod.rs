@@ -74,25 +74,27 @@ pub fn herald_bin() -> &'static str {
     env!("CARGO_BIN_EXE_herald")
 }
 
-/// Runs `herald serve ARGS` that must exit on its own (it cannot start), with the `HERALD_*`
-/// environment cleared; fails the test if it serves, succeeds or runs past [`START_GUARD`].
-/// Returns its stderr lines, blank ones dropped.
+/// `herald serve` with no colour, the `HERALD_*` environment cleared (the arguments alone
+/// decide), no stdin, and killed if the test drops it.
+fn serve_command() -> Command {
+    let mut cmd = Command::new(herald_bin());
+    cmd.arg("serve")
+        .env("NO_COLOR", "1")
+        .env_remove("HERALD_LISTEN")
+        .env_remove("HERALD_DATA")
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    cmd
+}
+
+/// Runs `herald serve ARGS` that must exit on its own (it cannot start); fails the test if
+/// it serves, succeeds or runs past [`START_GUARD`]. Returns its stderr lines, blank ones
+/// dropped.
 pub async fn serve_refused<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Vec<String> {
-    let out = tokio::time::timeout(
-        START_GUARD,
-        Command::new(herald_bin())
-            .arg("serve")
-            .args(args)
-            .env("NO_COLOR", "1")
-            .env_remove("HERALD_LISTEN")
-            .env_remove("HERALD_DATA")
-            .stdin(Stdio::null())
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("herald serve exits on its own")
-    .expect("run herald serve");
+    let out = tokio::time::timeout(START_GUARD, serve_command().args(args).output())
+        .await
+        .expect("herald serve exits on its own")
+        .expect("run herald serve");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(!out.status.success(), "{out:?}");
     assert!(!stdout.contains("listening"), "it must not serve: {stdout}");
@@ -135,18 +137,12 @@ impl Herald {
     /// Starts `herald serve --listen LISTEN EXTRA…` (e.g. to come back on the port of a
     /// server that was killed) and waits (bounded) for its address line.
     pub async fn start_on(listen: &str, extra: &[&str]) -> Herald {
-        let mut cmd = Command::new(herald_bin());
-        cmd.arg("serve")
-            .args(["--listen", listen])
+        let mut cmd = serve_command();
+        cmd.args(["--listen", listen])
             .args(extra)
-            .env("NO_COLOR", "1")
             .env("RUST_LOG", "info")
-            .env_remove("HERALD_LISTEN")
-            .env_remove("HERALD_DATA")
-            .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
+            .stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("start the herald binary");
         let logs = LogTail::default();
         drain(child.stderr.take().unwrap(), logs.clone());

@@ -194,13 +194,6 @@ impl Writer {
         });
     }
 
-    fn observe(&self, writes: usize, started: tokio::time::Instant) -> Duration {
-        let took = started.elapsed();
-        self.metrics.batch_size.observe(writes as f64);
-        self.metrics.duration_seconds.observe(took.as_secs_f64());
-        took
-    }
-
     fn drain(&self, rx: &mut mpsc::Receiver<Request>, batch: &mut Vec<Request>) {
         while batch.len() < self.max_batch {
             match rx.try_recv() {
@@ -223,9 +216,7 @@ impl Writer {
             hub_compact: None,
             written: HashMap::with_capacity(batch.len()),
         };
-        let applied = self.apply_all(batch, &mut txn);
-        let took;
-        match applied {
+        let results = match self.apply_all(batch, &mut txn) {
             Ok(results) => {
                 // The watch cache first: a revision read from the counters is then always
                 // already in it.
@@ -239,22 +230,22 @@ impl Writer {
                 if let Some(rev) = txn.hub_compact {
                     self.hub.compact(rev);
                 }
-                took = self.observe(batch.len(), started);
-                for (req, res) in batch.drain(..).zip(results) {
-                    // A caller that stopped waiting is fine: its write is durable anyway.
-                    let _ = req.reply.send(res);
-                }
+                results
             }
             Err(e) => {
                 tracing::error!(error = %e, writes = batch.len(), "write batch rolled back");
                 if let Err(rb) = self.conn.execute_batch("ROLLBACK") {
                     tracing::debug!(error = %rb, "rollback after failed batch");
                 }
-                took = self.observe(batch.len(), started);
-                for req in batch.drain(..) {
-                    let _ = req.reply.send(Err(e.clone()));
-                }
+                batch.iter().map(|_| Err(e.clone())).collect()
             }
+        };
+        let took = started.elapsed();
+        self.metrics.batch_size.observe(batch.len() as f64);
+        self.metrics.duration_seconds.observe(took.as_secs_f64());
+        for (req, res) in batch.drain(..).zip(results) {
+            // A caller that stopped waiting is fine: a committed write is durable anyway.
+            let _ = req.reply.send(res);
         }
         took
     }
