@@ -240,12 +240,15 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             Err(ServerError::Storage(e @ StorageError::Locked { .. })) => {
                 anyhow::bail!("{e}; stop that server or choose another --data directory")
             }
-            Err(ServerError::Storage(e)) => match &store {
-                StoreKind::Sqlite { dir } => {
-                    anyhow::bail!("cannot open the store in {}: {e}", dir.display())
-                }
-                StoreKind::Memory => anyhow::bail!("cannot open the memory store: {e}"),
-            },
+            Err(ServerError::Storage(e @ StorageError::DataDir { .. })) => {
+                anyhow::bail!("{e}; choose a --data path that is, or can become, a directory")
+            }
+            // The backend's own words, without the "storage backend error" prefix an API
+            // client sees: the directory already says which store failed.
+            Err(ServerError::Storage(StorageError::Backend(cause))) => {
+                anyhow::bail!("{}: {cause}", cannot_open(&store))
+            }
+            Err(ServerError::Storage(e)) => anyhow::bail!("{}: {e}", cannot_open(&store)),
             Err(e @ ServerError::Bind { .. }) if is_addr_in_use(&e) => {
                 anyhow::bail!("{e}; stop what is using it or choose another --listen address")
             }
@@ -269,6 +272,14 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         });
         server.wait().await.context("serving")
     })
+}
+
+/// The start of the one-line error for a store that would not open.
+fn cannot_open(store: &StoreKind) -> String {
+    match store {
+        StoreKind::Sqlite { dir } => format!("cannot open the store in {}", dir.display()),
+        StoreKind::Memory => "cannot open the memory store".to_string(),
+    }
 }
 
 fn is_addr_in_use(e: &ServerError) -> bool {

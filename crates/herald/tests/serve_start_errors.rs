@@ -36,8 +36,43 @@ async fn a_data_directory_that_is_a_file_is_named_once() {
     let [line] = lines.as_slice() else {
         panic!("one line expected: {lines:?}");
     };
-    let prefix = format!("herald: cannot open the store in {}: ", file.display());
-    assert!(line.starts_with(&prefix), "{line}");
+    let prefix = format!("herald: cannot create data directory {}: ", file.display());
+    let suffix = "; choose a --data path that is, or can become, a directory";
+    assert!(
+        line.starts_with(&prefix) && line.ends_with(suffix),
+        "{line}"
+    );
     assert_eq!(line.matches("File exists").count(), 1, "said once: {line}");
     assert!(file.is_file(), "the file is left as it was");
+}
+
+#[tokio::test]
+async fn a_store_file_that_is_not_a_database_is_named_and_left_alone() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("herald.db");
+    let junk = b"these are not the pages you are looking for\n".repeat(200);
+    std::fs::write(&db, &junk).expect("write a file");
+    let dir_arg = dir.path().to_string_lossy();
+    let lines = serve_refused(&["--listen", "127.0.0.1:0", "--data", &dir_arg]).await;
+    let [line] = lines.as_slice() else {
+        panic!("one line expected: {lines:?}");
+    };
+    let prefix = format!(
+        "herald: cannot open the store in {}: ",
+        dir.path().display()
+    );
+    assert!(line.starts_with(&prefix), "{line}");
+    assert!(
+        line.ends_with(&format!("{}: file is not a database", db.display())),
+        "the file and SQLite's reason: {line}"
+    );
+    assert!(
+        !line.contains("storage backend error"),
+        "the directory already says which store failed: {line}"
+    );
+    assert_eq!(
+        std::fs::read(&db).expect("read it back"),
+        junk,
+        "the file is left as it was"
+    );
 }

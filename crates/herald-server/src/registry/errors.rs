@@ -37,7 +37,9 @@ pub fn storage_error(err: StorageError, r: Resource, name: &str) -> ApiError {
         StorageError::Expired { .. } => ApiError::expired(LIST_TOO_OLD),
         StorageError::FutureRevision { requested, current } => too_large_rv(requested, current),
         StorageError::Closed => ApiError::unavailable("the storage backend is shutting down"),
-        e @ StorageError::Locked { .. } => ApiError::internal(e.to_string()),
+        e @ (StorageError::Locked { .. } | StorageError::DataDir { .. }) => {
+            ApiError::internal(e.to_string())
+        }
         StorageError::Backend(msg) => ApiError::internal(msg),
     }
 }

@@ -56,6 +56,14 @@ pub enum StorageError {
         /// The holder's description (e.g. `herald pid 42, serving http://127.0.0.1:6443`).
         owner: String,
     },
+    /// The data directory cannot be created (a file is in the way, no permission, …).
+    #[error("cannot create data directory {dir}: {reason}")]
+    DataDir {
+        /// The data directory.
+        dir: String,
+        /// The operating system's reason.
+        reason: String,
+    },
     /// The backend has been shut down (its writer thread is gone).
     #[error("the storage backend is closed")]
     Closed,

@@ -91,11 +91,9 @@ impl SqliteBackend {
     /// while it opens the files and preloads the watch ring; call it before serving.
     pub fn open(dir: impl AsRef<Path>, clock: Arc<dyn Clock>, opts: SqliteOptions) -> Result<Self> {
         let dir = dir.as_ref();
-        std::fs::create_dir_all(dir).map_err(|e| {
-            StorageError::Backend(format!(
-                "cannot create data directory {}: {e}",
-                dir.display()
-            ))
+        std::fs::create_dir_all(dir).map_err(|e| StorageError::DataDir {
+            dir: dir.display().to_string(),
+            reason: e.to_string(),
         })?;
         let lock = DataDirLock::acquire(dir)?;
         let path = dir.join(DB_FILE);

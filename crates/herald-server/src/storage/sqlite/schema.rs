@@ -64,13 +64,22 @@ CREATE INDEX IF NOT EXISTS versions_replaced ON versions(next_rev)
 /// Opens (creating if needed) the writer connection: WAL, `synchronous=FULL` (a commit returns
 /// only once the WAL is fsynced), and the schema (migrating an older one).
 pub(super) fn open_writer(path: &Path) -> Result<Connection> {
+    // Name the file: "file is not a database" alone does not say which file.
+    prepare_writer(path).map_err(|e| match e {
+        StorageError::Backend(cause) => {
+            StorageError::Backend(format!("{}: {cause}", path.display()))
+        }
+        e => e,
+    })
+}
+
+fn prepare_writer(path: &Path) -> Result<Connection> {
     let conn = Connection::open(path)?;
     conn.busy_timeout(Duration::from_secs(5))?;
     let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(StorageError::Backend(format!(
-            "could not switch {} to WAL mode (got {mode})",
-            path.display()
+            "could not switch to WAL mode (got {mode})"
         )));
     }
     conn.execute_batch(
