@@ -240,13 +240,32 @@ impl ApiError {
         Self::new(413, Reason::RequestEntityTooLarge, message)
     }
 
-    /// 415 UnsupportedMediaType.
+    /// 415 UnsupportedMediaType for the body of a create or update, naming the types that
+    /// are accepted (JSON and YAML; Herald does not decode protobuf).
     pub fn unsupported_media_type(content_type: &str) -> Self {
+        Self::unsupported_media_type_of(&["application/json", "application/yaml"], content_type)
+    }
+
+    /// 415 UnsupportedMediaType for the body of a PATCH, naming the four patch types.
+    pub fn unsupported_patch_type(content_type: &str) -> Self {
+        Self::unsupported_media_type_of(
+            &[
+                "application/json-patch+json",
+                "application/merge-patch+json",
+                "application/strategic-merge-patch+json",
+                "application/apply-patch+yaml",
+            ],
+            content_type,
+        )
+    }
+
+    fn unsupported_media_type_of(accepted: &[&str], content_type: &str) -> Self {
         Self::new(
             415,
             Reason::UnsupportedMediaType,
             format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf; got {content_type:?}"
+                "the body of the request was in an unknown format - accepted media types include: {}; got {content_type:?}",
+                accepted.join(", ")
             ),
         )
     }

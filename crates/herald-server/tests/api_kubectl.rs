@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use herald_core::clock::FakeClock;
 use herald_server::api::discovery::GroupVersion;
-use herald_server::api::field_validation::{FieldValidation, add_warnings, check_unknown_fields};
+use herald_server::api::field_validation::{FieldValidation, add_warnings, check_fields};
 use herald_server::api::{self, ApiState, StatusError};
 
 struct Server {
@@ -369,7 +369,7 @@ async fn create_fixture(
     let directive = FieldValidation::from_query(directive)?;
     let obj: serde_json::Value = serde_json::from_slice(&body)
         .map_err(|e| herald_core::status::ApiError::bad_request(e.to_string()))?;
-    let warnings = check_unknown_fields(gv, directive, &obj)?;
+    let warnings = check_fields(gv, directive, &obj, &[])?;
     let mut resp = (StatusCode::CREATED, axum::Json(obj)).into_response();
     add_warnings(&mut resp, &warnings);
     Ok(resp)

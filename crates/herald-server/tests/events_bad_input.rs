@@ -184,7 +184,16 @@ async fn bad_input_table() {
             ok.clone(),
             415,
             "UnsupportedMediaType",
-            "unknown format",
+            "accepted media types include: application/json, application/yaml; got",
+        ),
+        case(
+            "POST",
+            &cp,
+            Some("application/vnd.kubernetes.protobuf"),
+            ok.clone(),
+            415,
+            "UnsupportedMediaType",
+            "accepted media types include: application/json, application/yaml; got \"application/vnd.kubernetes.protobuf\"",
         ),
         case(
             "POST",
@@ -436,7 +445,7 @@ async fn bad_input_table() {
             "{}",
             415,
             "UnsupportedMediaType",
-            "",
+            "accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml; got \"application/json\"",
         ),
         case(
             "PATCH",
@@ -446,6 +455,24 @@ async fn bad_input_table() {
             400,
             "BadRequest",
             r#"unknown field "bogus""#,
+        ),
+        case(
+            "PATCH",
+            format!("{cp}/good.1?fieldValidation=Strict"),
+            Some("application/merge-patch+json"),
+            r#"{"count":1,"count":2}"#,
+            400,
+            "BadRequest",
+            r#"strict decoding error: duplicate field "count""#,
+        ),
+        case(
+            "POST",
+            format!("{cp}?fieldValidation=Strict"),
+            json,
+            r#"{"metadata":{"name":"dup.1","labels":{"a":"1","a":"2"}},"involvedObject":{"name":"p"},"reason":"A","reason":"B"}"#,
+            400,
+            "BadRequest",
+            r#"strict decoding error: duplicate field "metadata.labels.a", duplicate field "reason""#,
         ),
         case(
             "POST",
@@ -749,4 +776,53 @@ async fn garbage_never_breaks_the_server() {
     assert_eq!(http.get("/readyz").await.status, 200);
     assert_eq!(http.get("/api/v1/events").await.status, 200);
     server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_repeated_key_is_a_warning_unless_strict_and_the_last_value_counts() {
+    let (server, _) = memory().await;
+    let http = Http::new(&server);
+    let body =
+        r#"{"metadata":{"name":"dup.1"},"involvedObject":{"name":"p"},"reason":"A","reason":"B"}"#;
+    let r = http
+        .send(
+            "POST",
+            &core_path("default"),
+            Some("application/json"),
+            None,
+            body,
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let warnings: Vec<_> = r.headers.get_all("warning").iter().collect();
+    assert_eq!(warnings, [r#"299 - "duplicate field \"reason\"""#]);
+    assert_eq!(r.json()["reason"], "B");
+
+    let ignored = http
+        .send(
+            "POST",
+            &format!("{}?fieldValidation=Ignore", core_path("default")),
+            Some("application/json"),
+            None,
+            body.replace("dup.1", "dup.2"),
+        )
+        .await;
+    assert_eq!(ignored.status, 201, "{}", ignored.text());
+    assert!(ignored.headers.get("warning").is_none());
+
+    let patched = http
+        .send(
+            "PATCH",
+            &format!("{}/dup.1", core_path("default")),
+            Some("application/strategic-merge-patch+json"),
+            None,
+            r#"{"message":"x","message":"y"}"#,
+        )
+        .await;
+    assert_eq!(patched.status, 200, "{}", patched.text());
+    assert_eq!(
+        patched.headers["warning"],
+        r#"299 - "duplicate field \"message\"""#
+    );
+    assert_eq!(patched.json()["message"], "y");
 }

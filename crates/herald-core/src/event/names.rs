@@ -89,7 +89,7 @@ pub fn check_url_name(
 }
 
 /// The metadata steps of a create before validation (kube's `BeforeCreate`): namespace from
-/// the request (see [`ensure_namespace`]), deletion fields cleared, `uid` and
+/// the request (see [`ensure_namespace`]), `selfLink` and the deletion fields cleared, `uid` and
 /// `creationTimestamp` (whole seconds) assigned, and `generateName` expanded when `name` is
 /// empty (`name` wins when both are set). `generation` is left alone: events get none.
 /// `resourceVersion` is the caller's policy (kube rejects a client-set one on create).
@@ -101,6 +101,8 @@ pub fn prepare_for_create<R: Rng + ?Sized>(
     rng: &mut R,
 ) -> Result<(), ApiError> {
     ensure_namespace(meta, request_namespace)?;
+    // kube-apiserver has left selfLink unset on every object since 1.24 (RemoveSelfLink).
+    meta.self_link = None;
     meta.deletion_timestamp = None;
     meta.deletion_grace_period_seconds = None;
     meta.uid = Some(uid.to_string());
@@ -116,13 +118,15 @@ pub fn prepare_for_create<R: Rng + ?Sized>(
 /// The metadata steps of an update before validation (kube's `BeforeUpdate` and the store's
 /// unconditional-update rule): namespace from the request, an empty `resourceVersion` takes
 /// the stored one (events allow unconditional updates), an empty `uid` takes the stored one,
-/// `creationTimestamp`, `generation` and the deletion fields are carried over from `old`.
+/// `creationTimestamp`, `generation` and the deletion fields are carried over from `old`,
+/// and `selfLink` is cleared.
 pub fn prepare_for_update(
     new: &mut ObjectMeta,
     old: &ObjectMeta,
     request_namespace: &str,
 ) -> Result<(), ApiError> {
     ensure_namespace(new, request_namespace)?;
+    new.self_link = None;
     if st(&new.resource_version).is_empty() {
         new.resource_version = old.resource_version.clone();
     }

@@ -13,7 +13,7 @@
 //! The answer is sound by construction, not by agreement between `k8s-openapi` and the
 //! schema: the check follows the schema, whatever the decoder does. A value the decoder
 //! skips (`IgnoredAny`) but the schema would inspect makes the answer "not certain", and so
-//! does a repeated key where one value would hide another from the exact walk.
+//! does a repeated key (a `duplicate field`, which only the exact path reports).
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -469,7 +469,7 @@ struct KeyCheck<'t> {
     /// an object with more than 128 properties (none in the Event schemas) has no bit and
     /// makes the answer "not certain".
     seen_props: u128,
-    /// The keys seen in a free-form map whose values are inspected.
+    /// The keys seen in a free-form map (labels, annotations, …).
     seen_keys: Vec<String>,
     next: Next,
 }
@@ -494,14 +494,18 @@ impl KeyCheck<'_> {
                     Next::Skip
                 }
             },
-            (None, Some(item)) if at.shape.nodes[item].is_leaf() => Next::Skip,
             (None, Some(item)) => {
+                // A repeated map key is a `duplicate field` for fieldValidation to report.
                 if self.seen_keys.iter().any(|k| k == key) {
                     at.uncertain();
                 } else {
                     self.seen_keys.push(key.to_owned());
                 }
-                Next::Child(item)
+                if at.shape.nodes[item].is_leaf() {
+                    Next::Skip
+                } else {
+                    Next::Child(item)
+                }
             }
             (None, None) => Next::Skip,
         };
@@ -725,10 +729,15 @@ mod tests {
         // A key spelled with an escape is the key it spells.
         assert!(certain(core, r#"{"metadata":{"n\u0061me":"x"}}"#));
         assert!(!certain(core, r#"{"metadata":{"n\u0061mes":"x"}}"#));
-        // Repeated keys: fine in a map of strings, not among an object's properties.
-        assert!(certain(
+        // Repeated keys, in a map of strings or among an object's properties, are for the
+        // exact path to report.
+        assert!(!certain(
             core,
             r#"{"metadata":{"labels":{"a":"1","a":"2"}}}"#
+        ));
+        assert!(certain(
+            core,
+            r#"{"metadata":{"labels":{"a":"1","b":"2"}}}"#
         ));
         assert!(!certain(core, r#"{"metadata":{"name":"a","name":"b"}}"#));
         // Anything goes inside a free-form value (`fieldsV1`), however deep.

@@ -32,6 +32,7 @@ pub mod health;
 pub mod known_fields;
 pub mod negotiate;
 pub mod openapi;
+pub mod output;
 pub mod referenced;
 pub mod table;
 
@@ -123,13 +124,15 @@ pub fn static_routes(state: ApiState) -> Router {
     r.merge(referenced::routes())
 }
 
-/// Adds the catch-all behaviour to a complete router: a 404 `Status` for unknown paths and a
-/// 405 `Status` for unsupported methods on known paths. Call it last: the 405 handler only
-/// covers routes present when it is called.
+/// Adds the catch-all behaviour to a complete router: a 404 `Status` for unknown paths, a
+/// 405 `Status` for unsupported methods on known paths, and the [`output`] layer (standard
+/// headers, YAML and pretty JSON). Call it last: the 405 handler only covers routes present
+/// when it is called.
 pub fn finish(router: Router) -> Router {
     router
         .fallback(|| async { StatusError(error::path_not_found()) })
         .method_not_allowed_fallback(|| async { StatusError(error::method_not_allowed()) })
+        .layer(axum::middleware::from_fn(output::finish_response))
 }
 
 /// The static API as a complete router (static routes + [`finish`]).

@@ -795,17 +795,14 @@ pub fn unknown_fields(gv: GroupVersion, object: &Value) -> Vec<String> {
     out
 }
 
-/// The 400 kube-apiserver answers under `fieldValidation=Strict` for unknown fields, e.g.
+/// The 400 kube-apiserver answers under `fieldValidation=Strict`, from the body's problems
+/// as [`check_fields`](super::field_validation::check_fields) words them, e.g.
 /// `Event in version "v1" cannot be handled as a Event: strict decoding error: unknown field "spec"`.
-pub fn strict_decoding_error(gv: GroupVersion, fields: &[String]) -> ApiError {
-    let list = fields
-        .iter()
-        .map(|f| format!("unknown field {f:?}"))
-        .collect::<Vec<_>>()
-        .join(", ");
+pub fn strict_decoding_error(gv: GroupVersion, problems: &[String]) -> ApiError {
     ApiError::bad_request(format!(
-        "Event in version {:?} cannot be handled as a Event: strict decoding error: {list}",
-        gv.version
+        "Event in version {:?} cannot be handled as a Event: strict decoding error: {}",
+        gv.version,
+        problems.join(", ")
     ))
 }
 
@@ -905,11 +902,15 @@ mod tests {
 
     #[test]
     fn strict_error_message() {
-        let e = strict_decoding_error(GroupVersion::CORE_V1, &["spec".into(), "metadata.x".into()]);
+        let problems = [
+            r#"unknown field "spec""#.to_string(),
+            r#"duplicate field "metadata.name""#.to_string(),
+        ];
+        let e = strict_decoding_error(GroupVersion::CORE_V1, &problems);
         assert_eq!(e.code, 400);
         assert_eq!(
             e.message,
-            r#"Event in version "v1" cannot be handled as a Event: strict decoding error: unknown field "spec", unknown field "metadata.x""#
+            r#"Event in version "v1" cannot be handled as a Event: strict decoding error: unknown field "spec", duplicate field "metadata.name""#
         );
     }
 

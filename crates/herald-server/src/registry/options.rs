@@ -38,7 +38,7 @@ pub struct ListParams {
     pub watch: bool,
 }
 
-fn parse_bool(key: &str, v: &str) -> Result<bool, ApiError> {
+pub(crate) fn parse_bool(key: &str, v: &str) -> Result<bool, ApiError> {
     match v {
         "" | "true" | "True" | "TRUE" | "1" | "t" | "T" => Ok(true),
         "false" | "False" | "FALSE" | "0" | "f" | "F" => Ok(false),

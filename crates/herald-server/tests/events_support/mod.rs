@@ -127,6 +127,10 @@ impl Http {
         body: impl Into<Bytes>,
     ) -> Resp {
         let req = self.request(method, path, ct, accept, body);
+        self.exchange(req).await
+    }
+
+    async fn exchange(&self, req: http::Request<Full<Bytes>>) -> Resp {
         let resp = tokio::time::timeout(GUARD, self.client.request(req))
             .await
             .expect("response in time")
@@ -143,6 +147,18 @@ impl Http {
             headers,
             body,
         }
+    }
+
+    /// GET with extra request headers (user agent, audit ID, …).
+    pub async fn get_with(&self, path: &str, headers: &[(&str, &str)]) -> Resp {
+        let mut req = self.request("GET", path, None, None, Bytes::new());
+        for (k, v) in headers {
+            req.headers_mut().insert(
+                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                http::HeaderValue::from_str(v).unwrap(),
+            );
+        }
+        self.exchange(req).await
     }
 
     pub async fn get(&self, path: &str) -> Resp {

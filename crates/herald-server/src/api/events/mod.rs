@@ -50,7 +50,7 @@ use tokio_util::sync::CancellationToken;
 use self::metrics::{Metrics, WatchGuard};
 use super::discovery::GroupVersion;
 use super::error::StatusError;
-use super::field_validation::{FieldValidation, add_warnings, check_unknown_fields};
+use super::field_validation::{FieldValidation, add_warnings, check_fields, duplicate_fields};
 use super::known_fields::decode_if_known;
 use super::negotiate::{IncludeObject, Output, Target, accept_header, negotiate_output};
 use crate::registry::codec::{
@@ -478,7 +478,13 @@ fn event_body(
         return Ok((e, Vec::new()));
     }
     let v = parse_object(format, body)?;
-    let warnings = check_unknown_fields(gv(group), validation, &v)?;
+    let duplicates = if format == BodyFormat::Json && validation != FieldValidation::Ignore {
+        duplicate_fields(body)
+    } else {
+        // A YAML body with a repeated key does not parse at all.
+        Vec::new()
+    };
+    let warnings = check_fields(gv(group), validation, &v, &duplicates)?;
     let e = decode_body_as(group, v, Some((format, body)))?;
     Ok((e, warnings))
 }
@@ -553,7 +559,7 @@ async fn patch(
     let (headers, body) = read_body(req, st.api.max_body).await?;
     let ct = content_type(&headers);
     let Some(mut kind) = PatchKind::from_content_type(&ct) else {
-        return Err(ApiError::unsupported_media_type(&ct).into());
+        return Err(ApiError::unsupported_patch_type(&ct).into());
     };
     match &mut kind {
         PatchKind::Apply { force } => {
@@ -573,8 +579,15 @@ async fn patch(
     }
     let group = st.group;
     let validation = ctx.validation;
+    // The object paths of a merge, strategic-merge or apply patch are the object's own, so
+    // its repeated keys are reported as the object's.
+    let duplicates = match kind {
+        PatchKind::Json => Vec::new(),
+        _ if validation == FieldValidation::Ignore => Vec::new(),
+        _ => duplicate_fields(&body),
+    };
     ctx.opts.field_check = Some(Arc::new(move |v: &Value| {
-        check_unknown_fields(gv(group), validation, v)
+        check_fields(gv(group), validation, v, &duplicates)
     }));
     let w = Box::pin(
         st.api

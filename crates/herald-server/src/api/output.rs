@@ -1,0 +1,234 @@
+//! What every response gets on its way out, as kube-apiserver does it.
+//!
+//! - `Cache-Control: no-cache, private` (unless the handler set its own) and an `Audit-Id`:
+//!   the client's `Audit-ID` when it sent a usable one, else a fresh UUID, so a request can
+//!   be named in a bug report.
+//! - **YAML** when the `Accept` header prefers `application/yaml` to JSON: objects, lists,
+//!   Tables, discovery and error `Status`es alike. Watches are not transcoded: they stream
+//!   JSON lines, and a watch that accepts only YAML gets the handler's 406.
+//! - **Indented JSON** for `?pretty=true`, and, as kube-apiserver does, for `curl`, `Wget`
+//!   and browsers unless they pass `pretty=false`. Watches stay one event per line.
+//!
+//! Transcoding buffers the whole body (kube-apiserver encodes whole objects too) and keeps
+//! the field order. A body that is not the JSON it claims to be is sent unchanged.
+//!
+//! ```
+//! use axum::{Router, routing::get};
+//! use herald_server::api::output::finish_response;
+//! let app: Router = Router::new()
+//!     .route("/x", get(|| async { ([("content-type", "application/json")], r#"{"a":[1]}"#) }))
+//!     .layer(axum::middleware::from_fn(finish_response));
+//! # let _ = app;
+//! ```
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::middleware::Next;
+use axum::response::Response;
+use http::{HeaderMap, HeaderName, HeaderValue, header};
+
+use super::negotiate::{accept_header, parse_accept};
+use crate::registry::options::parse_bool;
+
+/// The response header naming the request (kube-apiserver's audit ID).
+pub const AUDIT_ID: HeaderName = HeaderName::from_static("audit-id");
+
+/// The longest client-sent `Audit-ID` that is echoed; a longer one is replaced by a UUID.
+pub const MAX_AUDIT_ID: usize = 128;
+
+/// How the JSON body of a response is re-encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Encoding {
+    Json,
+    PrettyJson,
+    Yaml,
+}
+
+/// The middleware: run it as the outermost layer (`axum::middleware::from_fn`).
+pub async fn finish_response(mut req: Request, next: Next) -> Response {
+    let watch = query_bool(req.uri(), "watch").unwrap_or(false);
+    let encoding = if watch {
+        Encoding::Json
+    } else if prefers_yaml(req.headers()) {
+        // The handlers negotiate JSON only; they produce it and this layer transcodes.
+        req.headers_mut()
+            .insert(header::ACCEPT, HeaderValue::from_static("application/json"));
+        Encoding::Yaml
+    } else if wants_pretty(&req) {
+        Encoding::PrettyJson
+    } else {
+        Encoding::Json
+    };
+    let audit_id = audit_id(req.headers());
+    let mut resp = next.run(req).await;
+    let h = resp.headers_mut();
+    h.entry(header::CACHE_CONTROL)
+        .or_insert(HeaderValue::from_static("no-cache, private"));
+    h.insert(AUDIT_ID, audit_id);
+    if encoding == Encoding::Json || !is_json(resp.headers()) {
+        return resp;
+    }
+    reencode(resp, encoding).await
+}
+
+/// `?key=…` parsed as kube parses booleans; `None` when absent or not a boolean.
+fn query_bool(uri: &http::Uri, key: &str) -> Option<bool> {
+    let query = uri.query()?;
+    if !query.contains(key) {
+        return None;
+    }
+    form_urlencoded::parse(query.as_bytes())
+        .filter(|(k, _)| k == key)
+        .last()
+        .and_then(|(k, v)| parse_bool(&k, &v).ok())
+}
+
+/// True when the first clause of `Accept` that Herald can serve is plain `application/yaml`.
+fn prefers_yaml(headers: &HeaderMap) -> bool {
+    let Some(accept) = accept_header(headers) else {
+        return false;
+    };
+    if !accept.contains("yaml") {
+        return false;
+    }
+    for m in parse_accept(&accept) {
+        match (m.type_.as_str(), m.subtype.as_str()) {
+            ("application", "yaml") if m.params.is_empty() => return true,
+            ("application", "json" | "*") | ("*", "*") => return false,
+            _ => {}
+        }
+    }
+    false
+}
+
+/// `pretty=true`, or no `pretty` and a user agent kube-apiserver pretty-prints for.
+fn wants_pretty(req: &Request) -> bool {
+    if let Some(p) = query_bool(req.uri(), "pretty") {
+        return p;
+    }
+    req.headers()
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ua| {
+            ["curl", "Wget", "Mozilla/5.0"]
+                .iter()
+                .any(|p| ua.starts_with(p))
+        })
+}
+
+fn audit_id(headers: &HeaderMap) -> HeaderValue {
+    headers
+        .get("audit-id")
+        .filter(|v| !v.is_empty() && v.len() <= MAX_AUDIT_ID)
+        .cloned()
+        .unwrap_or_else(|| {
+            let id = uuid::Uuid::new_v4();
+            let mut buf = uuid::Uuid::encode_buffer();
+            HeaderValue::from_str(id.hyphenated().encode_lower(&mut buf))
+                .unwrap_or(HeaderValue::from_static("unknown"))
+        })
+}
+
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.starts_with("application/json"))
+}
+
+async fn reencode(resp: Response, encoding: Encoding) -> Response {
+    let (mut parts, body) = resp.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        // The body failed mid-way: nothing sensible to re-encode, and the status is sent.
+        return Response::from_parts(parts, Body::empty());
+    };
+    let Some((out, content_type)) = transcode(&bytes, encoding) else {
+        return Response::from_parts(parts, Body::from(bytes));
+    };
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts
+        .headers
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    Response::from_parts(parts, Body::from(out))
+}
+
+/// `json` re-encoded, with the Content-Type to send; `None` if it is not one JSON value.
+fn transcode(json: &[u8], encoding: Encoding) -> Option<(Vec<u8>, &'static str)> {
+    let mut de = serde_json::Deserializer::from_slice(json);
+    let mut out = Vec::with_capacity(json.len() * 3 / 2);
+    let content_type = match encoding {
+        Encoding::Json => return None,
+        Encoding::PrettyJson => {
+            let mut ser = serde_json::Serializer::pretty(&mut out);
+            serde_transcode::transcode(&mut de, &mut ser).ok()?;
+            out.push(b'\n');
+            "application/json"
+        }
+        Encoding::Yaml => {
+            let mut ser = serde_yaml_ng::Serializer::new(&mut out);
+            serde_transcode::transcode(&mut de, &mut ser).ok()?;
+            "application/yaml"
+        }
+    };
+    de.end().ok()?;
+    Some((out, content_type))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(accept: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::ACCEPT, HeaderValue::from_str(accept).unwrap());
+        h
+    }
+
+    #[test]
+    fn yaml_only_when_it_comes_before_json() {
+        assert!(prefers_yaml(&headers("application/yaml")));
+        assert!(prefers_yaml(&headers("application/yaml, application/json")));
+        assert!(prefers_yaml(&headers(
+            "application/json;q=0.5, application/yaml"
+        )));
+        assert!(!prefers_yaml(&headers(
+            "application/json, application/yaml"
+        )));
+        assert!(!prefers_yaml(&headers("*/*, application/yaml")));
+        assert!(!prefers_yaml(&headers(
+            "application/yaml;as=Table;v=v1;g=meta.k8s.io"
+        )));
+        assert!(!prefers_yaml(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn query_booleans_as_kube_parses_them() {
+        let uri = |s: &str| s.parse::<http::Uri>().unwrap();
+        assert_eq!(query_bool(&uri("/x?pretty=true"), "pretty"), Some(true));
+        assert_eq!(query_bool(&uri("/x?pretty=1&a=b"), "pretty"), Some(true));
+        assert_eq!(query_bool(&uri("/x?pretty=false"), "pretty"), Some(false));
+        assert_eq!(query_bool(&uri("/x?pretty=maybe"), "pretty"), None);
+        assert_eq!(query_bool(&uri("/x?prettyish=1"), "pretty"), None);
+        assert_eq!(query_bool(&uri("/x?watch=%74rue"), "watch"), Some(true));
+        assert_eq!(query_bool(&uri("/x"), "watch"), None);
+    }
+
+    #[test]
+    fn transcoding_keeps_field_order() {
+        let json = br#"{"kind":"Event","metadata":{"name":"x"},"count":2,"a":[]}"#;
+        let (pretty, ct) = transcode(json, Encoding::PrettyJson).unwrap();
+        assert_eq!(ct, "application/json");
+        assert_eq!(
+            String::from_utf8(pretty).unwrap(),
+            "{\n  \"kind\": \"Event\",\n  \"metadata\": {\n    \"name\": \"x\"\n  },\n  \"count\": 2,\n  \"a\": []\n}\n"
+        );
+        let (yaml, ct) = transcode(json, Encoding::Yaml).unwrap();
+        assert_eq!(ct, "application/yaml");
+        assert_eq!(
+            String::from_utf8(yaml).unwrap(),
+            "kind: Event\nmetadata:\n  name: x\ncount: 2\na: []\n"
+        );
+        assert!(transcode(b"{\"a\":1} trailing", Encoding::Yaml).is_none());
+        assert!(transcode(b"not json", Encoding::PrettyJson).is_none());
+    }
+}

@@ -1,0 +1,162 @@
+//! What every response carries, over real HTTP: YAML when `Accept` prefers it, indented JSON
+//! for `pretty` (and for curl), `Cache-Control` and `Audit-Id` headers; and that a client's
+//! `selfLink` is never stored (kube-apiserver has left it unset since 1.24).
+
+mod events_support;
+
+use events_support::*;
+use serde_json::{Value, json};
+
+fn yaml(r: &Resp) -> Value {
+    assert_eq!(
+        r.headers["content-type"],
+        "application/yaml",
+        "{}",
+        r.text()
+    );
+    serde_yaml_ng::from_slice(&r.body).unwrap_or_else(|e| panic!("not YAML ({e}): {}", r.text()))
+}
+
+#[tokio::test]
+async fn yaml_when_accept_prefers_it() {
+    let (server, _clock) = memory().await;
+    let http = Http::new(&server);
+    let created = http
+        .post(&core_path("ns1"), &core_event("y.1", "ns1", "Started"))
+        .await;
+    assert_eq!(created.status, 201, "{}", created.text());
+
+    let one = http
+        .get_accept(&format!("{}/y.1", core_path("ns1")), "application/yaml")
+        .await;
+    assert_eq!(one.status, 200);
+    let v = yaml(&one);
+    assert_eq!(v, created.json(), "the same object, in YAML");
+    assert!(
+        one.text().starts_with("kind: Event\n") || one.text().starts_with("apiVersion: v1\n"),
+        "field order kept: {}",
+        one.text()
+    );
+
+    let list = http
+        .get_accept(&core_path("ns1"), "application/yaml, application/json")
+        .await;
+    assert_eq!(yaml(&list)["items"][0]["metadata"]["name"], "y.1");
+
+    // JSON first wins.
+    let json_first = http
+        .get_accept(&core_path("ns1"), "application/json, application/yaml")
+        .await;
+    assert_eq!(json_first.headers["content-type"], "application/json");
+
+    // Errors come back in the asked-for format too.
+    let missing = http
+        .get_accept(&format!("{}/nope", core_path("ns1")), "application/yaml")
+        .await;
+    assert_eq!(missing.status, 404);
+    let st = yaml(&missing);
+    assert_eq!(st["kind"], "Status");
+    assert_eq!(st["reason"], "NotFound");
+
+    // Watches stream JSON lines: YAML cannot be streamed.
+    let w = http
+        .watch(
+            &format!("{}?watch=true", core_path("ns1")),
+            Some("application/yaml"),
+        )
+        .await;
+    assert_eq!(w.status, 406);
+    let mut w = http
+        .watch(
+            &format!("{}?watch=true", core_path("ns1")),
+            Some("application/yaml, application/json"),
+        )
+        .await;
+    assert_eq!(w.status, 200);
+    let (kind, obj) = w.expect().await;
+    assert_eq!(
+        (kind.as_str(), &obj["metadata"]["name"]),
+        ("ADDED", &json!("y.1"))
+    );
+}
+
+#[tokio::test]
+async fn pretty_json_when_asked_and_for_curl() {
+    let (server, _clock) = memory().await;
+    let http = Http::new(&server);
+    let created = http
+        .post(&core_path("ns1"), &core_event("p.1", "ns1", "Started"))
+        .await;
+    assert_eq!(created.status, 201);
+    let path = format!("{}/p.1", core_path("ns1"));
+
+    let compact = http.get(&path).await;
+    assert!(!compact.text().contains('\n'), "{}", compact.text());
+
+    let pretty = http.get(&format!("{path}?pretty=true")).await;
+    assert!(
+        pretty.text().starts_with("{\n  \""),
+        "two-space indent: {}",
+        pretty.text()
+    );
+    assert!(pretty.text().ends_with("}\n"));
+    assert_eq!(pretty.json(), compact.json());
+
+    let curl = http.get_with(&path, &[("user-agent", "curl/8.5.0")]).await;
+    assert_eq!(curl.body, pretty.body, "curl gets kube's pretty output");
+    let curl_compact = http
+        .get_with(
+            &format!("{path}?pretty=false"),
+            &[("user-agent", "curl/8.5.0")],
+        )
+        .await;
+    assert_eq!(curl_compact.body, compact.body);
+    let kubectl = http
+        .get_with(&path, &[("user-agent", "kubectl/v1.32.4 (linux/amd64)")])
+        .await;
+    assert_eq!(kubectl.body, compact.body);
+}
+
+#[tokio::test]
+async fn every_response_names_itself_and_is_not_cached() {
+    let (server, _clock) = memory().await;
+    let http = Http::new(&server);
+    let mut ids = Vec::new();
+    for path in ["/version", "/api/v1/namespaces/ns1/events", "/no/such/path"] {
+        let r = http.get(path).await;
+        assert_eq!(r.headers["cache-control"], "no-cache, private", "{path}");
+        let id = r.headers["audit-id"].to_str().unwrap().to_string();
+        assert!(uuid::Uuid::parse_str(&id).is_ok(), "{path}: {id}");
+        ids.push(id);
+    }
+    ids.dedup();
+    assert_eq!(ids.len(), 3, "one ID per request");
+    let echoed = http
+        .get_with("/version", &[("audit-id", "my-request-7")])
+        .await;
+    assert_eq!(echoed.headers["audit-id"], "my-request-7");
+}
+
+#[tokio::test]
+async fn a_client_self_link_is_not_stored() {
+    let (server, _clock) = memory().await;
+    let http = Http::new(&server);
+    let mut ev = core_event("s.1", "ns1", "Started");
+    ev["metadata"]["selfLink"] = json!("/api/v1/namespaces/ns1/events/s.1");
+    let created = http.post(&core_path("ns1"), &ev).await;
+    assert_eq!(created.status, 201, "{}", created.text());
+    assert!(created.json()["metadata"].get("selfLink").is_none());
+
+    let path = format!("{}/s.1", core_path("ns1"));
+    let mut put = http.get(&path).await.json();
+    put["metadata"]["selfLink"] = json!("/somewhere/else");
+    put["message"] = json!("changed");
+    let updated = http.put(&path, &put).await;
+    assert_eq!(updated.status, 200, "{}", updated.text());
+    assert!(updated.json()["metadata"].get("selfLink").is_none());
+    assert!(
+        http.get(&path).await.json()["metadata"]
+            .get("selfLink")
+            .is_none()
+    );
+}
