@@ -449,3 +449,58 @@ async fn serve_over_tcp_and_shut_down() {
         .unwrap()
         .unwrap();
 }
+
+/// A writer the test's subscriber logs into.
+#[derive(Clone, Default)]
+struct LogBuf(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogBuf {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A 5xx reaches the operator's log with the request and the Status message; a 4xx is the
+/// client's business and is not logged.
+#[tokio::test(flavor = "current_thread")]
+async fn server_failures_are_logged_with_the_request() {
+    let buf = LogBuf::default();
+    let sink = buf.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || sink.clone())
+        .with_ansi(false)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let failing = Router::new().route(
+        "/api/v1/namespaces/{ns}/events",
+        get(|| async {
+            api::StatusError(herald_core::status::ApiError::internal("disk I/O error"))
+        }),
+    );
+    let app = api::router_with(state(), failing);
+    let r = call(&app, "GET", "/api/v1/namespaces/a/events?limit=1", None).await;
+    assert_status(&r, 500, "InternalError");
+    let missing = call(&app, "GET", "/api/v1/namespaces/a/widgets", None).await;
+    assert_status(&missing, 404, "NotFound");
+
+    let log = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+    let lines: Vec<&str> = log.lines().collect();
+    assert_eq!(lines.len(), 1, "{log}");
+    let line = lines[0];
+    assert!(line.contains("ERROR"), "{line}");
+    assert!(line.contains("request failed"), "{line}");
+    assert!(line.contains("method=GET"), "{line}");
+    assert!(
+        line.contains("path=\"/api/v1/namespaces/a/events\""),
+        "{line}"
+    );
+    assert!(line.contains("status=500"), "{line}");
+    assert!(line.contains("disk I/O error"), "{line}");
+    let audit_id = r.header(http::HeaderName::from_static("audit-id"));
+    assert!(!audit_id.is_empty());
+    assert!(line.contains(audit_id), "{line}");
+}

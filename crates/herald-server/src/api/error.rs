@@ -55,7 +55,24 @@ pub fn status_response(err: &ApiError) -> Response {
     if let Some(secs) = err.retry_after_seconds.filter(|s| *s > 0) {
         headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
     }
+    if code.is_server_error() {
+        resp.extensions_mut().insert(ServerFailure {
+            reason: err.reason.as_str().to_string(),
+            message: err.message.clone(),
+        });
+    }
     resp
+}
+
+/// The `Status` of a 5xx answer, kept on the response for the
+/// [`output`](super::output) layer to log with the request's method, path and audit ID:
+/// the server's operator needs to hear about its own failures, the client already has them.
+#[derive(Debug, Clone)]
+pub struct ServerFailure {
+    /// The Status reason (`InternalError`, `ServiceUnavailable`, …).
+    pub reason: String,
+    /// The Status message.
+    pub message: String,
 }
 
 /// The 404 kube-apiserver sends for a path it does not serve. kubectl prints its message as

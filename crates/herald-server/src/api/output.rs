@@ -3,6 +3,8 @@
 //! - `Cache-Control: no-cache, private` (unless the handler set its own) and an `Audit-Id`:
 //!   the client's `Audit-ID` when it sent a usable one, else a fresh UUID, so a request can
 //!   be named in a bug report.
+//! - Every 5xx answer is logged (`tracing` error) with its method, path, audit ID and
+//!   `Status` message: a server failure must not be known to the client alone.
 //! - **YAML** when the `Accept` header prefers `application/yaml` to JSON: objects, lists,
 //!   Tables, discovery and error `Status`es alike. Watches are not transcoded: they stream
 //!   JSON lines, and a watch that accepts only YAML gets the handler's 406.
@@ -27,6 +29,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 use http::{HeaderMap, HeaderName, HeaderValue, header};
 
+use super::error::ServerFailure;
 use super::negotiate::{accept_header, parse_accept};
 use crate::registry::options::parse_bool;
 
@@ -60,7 +63,13 @@ pub async fn finish_response(mut req: Request, next: Next) -> Response {
         Encoding::Json
     };
     let audit_id = audit_id(req.headers());
+    let method = req.method().clone();
+    // Cheap: the URI shares the request's bytes. Only a failure reads it.
+    let uri = req.uri().clone();
     let mut resp = next.run(req).await;
+    if resp.status().is_server_error() {
+        log_failure(&resp, &method, uri.path(), &audit_id);
+    }
     let h = resp.headers_mut();
     h.entry(header::CACHE_CONTROL)
         .or_insert(HeaderValue::from_static("no-cache, private"));
@@ -69,6 +78,18 @@ pub async fn finish_response(mut req: Request, next: Next) -> Response {
         return resp;
     }
     reencode(resp, encoding).await
+}
+
+fn log_failure(resp: &Response, method: &http::Method, path: &str, audit_id: &HeaderValue) {
+    let audit_id = audit_id.to_str().unwrap_or("");
+    let status = resp.status().as_u16();
+    match resp.extensions().get::<ServerFailure>() {
+        Some(f) => tracing::error!(
+            %method, path, status, audit_id, reason = %f.reason, message = %f.message,
+            "request failed"
+        ),
+        None => tracing::error!(%method, path, status, audit_id, "request failed"),
+    }
 }
 
 /// `?key=…` parsed as kube parses booleans; `None` when absent or not a boolean.
