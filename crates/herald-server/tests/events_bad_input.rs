@@ -79,6 +79,10 @@ async fn bad_input_table() {
     let vp = v1_path("default");
     let mut bad_name = v1_event("Bad_Name!", "default", "R");
     bad_name["metadata"]["name"] = json!("Bad_Name!");
+    let mut no_observed = v1_event("series.1", "default", "R");
+    no_observed["series"] = json!({"count": 3});
+    let mut null_series = v1_event("series.2", "default", "R");
+    null_series["series"] = json!({"count": null, "lastObservedTime": null});
     let mut slash = core_event("a/b", "default", "R");
     slash["metadata"]["name"] = json!("a/b");
     let mut bad_ns = core_event("x", "Bad_NS", "R");
@@ -221,6 +225,24 @@ async fn bad_input_table() {
             422,
             "Invalid",
             "metadata.name: Invalid value: \"Bad_Name!\"",
+        ),
+        case(
+            "POST",
+            &vp,
+            json,
+            serde_json::to_vec(&no_observed).unwrap(),
+            422,
+            "Invalid",
+            "series.lastObservedTime: Required value",
+        ),
+        case(
+            "POST",
+            &vp,
+            json,
+            serde_json::to_vec(&null_series).unwrap(),
+            422,
+            "Invalid",
+            "should be at least 2",
         ),
         case(
             "POST",

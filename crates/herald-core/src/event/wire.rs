@@ -11,8 +11,10 @@ use serde_json::{Map, Value};
 use super::convert::{core_to_events_v1, normalize_core, normalize_events_v1};
 use super::{ApiGroup, CoreEvent, EventsV1Event};
 
-/// How Go's zero `MicroTime` would be serialized by `k8s-openapi`; rendered as `null`.
-const ZERO_MICRO: &str = "0001-01-01T00:00:00.000000Z";
+/// How Go's zero `MicroTime` would be serialized by `k8s-openapi`; rendered as `null`, and
+/// what a missing or `null` required `MicroTime` decodes to (Go's decoder leaves the zero
+/// value, which validation then reports as `Required`).
+pub const ZERO_MICRO: &str = "0001-01-01T00:00:00.000000Z";
 
 fn object(v: Value) -> Map<String, Value> {
     match v {

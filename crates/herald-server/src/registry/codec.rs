@@ -6,6 +6,7 @@
 
 use bytes::Bytes;
 use herald_core::event::convert::{events_v1_to_core, normalize_core};
+use herald_core::event::wire::ZERO_MICRO;
 use herald_core::event::{ApiGroup, CoreEvent, EventsV1Event};
 use herald_core::status::ApiError;
 use serde::Deserialize;
@@ -266,6 +267,10 @@ pub fn decode_body_as(
             )));
         }
     }
+    if group == ApiGroup::EventsV1 && go_zero_series_fields(obj) {
+        // The body's text lacks the filled-in fields: decode errors must come from `v`.
+        typed_ok = false;
+    }
     // Typed decoding straight from the parsed value; only a body that fails it is decoded
     // again from text, whose parser says where the error is.
     let typed = match group {
@@ -298,6 +303,27 @@ pub fn decode_body_as(
             .map_err(cannot_handle),
     }?;
     Ok(drop_empty_maps(event))
+}
+
+/// Fills a missing or `null` `series.count` (0) and `series.lastObservedTime` (Go's zero
+/// time) of an `events.k8s.io/v1` body, as Go's decoder leaves them, so that validation
+/// answers 422 `series.lastObservedTime: Required value` rather than the typed decoder a 400
+/// `missing field`. True when something was filled in.
+fn go_zero_series_fields(obj: &mut serde_json::Map<String, Value>) -> bool {
+    let Some(Value::Object(series)) = obj.get_mut("series") else {
+        return false;
+    };
+    let mut filled = false;
+    for (field, zero) in [
+        ("count", Value::from(0)),
+        ("lastObservedTime", Value::from(ZERO_MICRO)),
+    ] {
+        if series.get(field).is_none_or(Value::is_null) {
+            series.insert(field.to_string(), zero);
+            filled = true;
+        }
+    }
+    filled
 }
 
 /// kube-apiserver never returns `"labels": {}` or `"annotations": {}` (the Go fields are
