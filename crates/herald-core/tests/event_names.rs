@@ -2,7 +2,8 @@
 
 use herald_core::event::names::{
     GENERATE_NAME_ALPHABET, MAX_GENERATE_NAME_BASE, check_url_name, ensure_namespace,
-    generate_name, prepare_for_create, prepare_for_update,
+    generate_name, mark_deleting, prepare_for_create, prepare_for_update,
+    should_delete_during_update,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -173,4 +174,63 @@ fn update_carries_identity_over() {
     prepare_for_update(&mut stale, &old, "ns").unwrap();
     assert_eq!(stale.resource_version.as_deref(), Some("2"));
     assert_eq!(stale.uid.as_deref(), Some("other"));
+}
+
+#[test]
+fn mark_deleting_stamps_whole_seconds_and_bumps_a_generation_once() {
+    let mut m = ObjectMeta {
+        generation: Some(2),
+        ..Default::default()
+    };
+    mark_deleting(&mut m, "2026-01-01T00:00:09.900Z".parse().unwrap());
+    assert_eq!(
+        m.deletion_timestamp,
+        Some(Time("2026-01-01T00:00:09Z".parse().unwrap()))
+    );
+    assert_eq!(m.deletion_grace_period_seconds, Some(0));
+    assert_eq!(m.generation, Some(3));
+    // A repeated delete moves the timestamp, not the generation.
+    mark_deleting(&mut m, "2026-01-01T00:01:00Z".parse().unwrap());
+    assert_eq!(
+        m.deletion_timestamp,
+        Some(Time("2026-01-01T00:01:00Z".parse().unwrap()))
+    );
+    assert_eq!(m.generation, Some(3));
+    // Events normally have no generation: none is invented.
+    let mut m = ObjectMeta::default();
+    mark_deleting(&mut m, Timestamp::UNIX_EPOCH);
+    assert_eq!(m.generation, None);
+}
+
+#[test]
+fn update_keeps_the_deletion_mark() {
+    let when = Some(Time("2026-01-01T00:00:00Z".parse().unwrap()));
+    let old = ObjectMeta {
+        deletion_timestamp: when.clone(),
+        deletion_grace_period_seconds: Some(0),
+        finalizers: Some(vec!["x/y".into()]),
+        ..Default::default()
+    };
+    let mut cleared = ObjectMeta::default();
+    prepare_for_update(&mut cleared, &old, "ns").unwrap();
+    assert_eq!(cleared.deletion_timestamp, when);
+    assert_eq!(cleared.deletion_grace_period_seconds, Some(0));
+    // A changed grace period is left for validation to reject as immutable.
+    let mut changed = ObjectMeta {
+        deletion_grace_period_seconds: Some(30),
+        ..Default::default()
+    };
+    prepare_for_update(&mut changed, &old, "ns").unwrap();
+    assert_eq!(changed.deletion_grace_period_seconds, Some(30));
+
+    // Only the update that leaves a deleting object without finalizers deletes it.
+    assert!(should_delete_during_update(&cleared, &old));
+    assert!(!should_delete_during_update(&old, &old));
+    let not_deleting = ObjectMeta::default();
+    assert!(!should_delete_during_update(&cleared, &not_deleting));
+    let graceful = ObjectMeta {
+        deletion_grace_period_seconds: Some(30),
+        ..old.clone()
+    };
+    assert!(!should_delete_during_update(&cleared, &graceful));
 }

@@ -1,6 +1,7 @@
 //! The real kubectl writing events to a live `herald serve`: `create -f` with validation on,
-//! server-side apply, the three patch types, label, annotate, delete (one and `--all`), and
-//! events.k8s.io/v1 objects read back through core/v1.
+//! server-side apply, the three patch types, label, annotate, delete (one, `--all`, and one
+//! a finalizer holds until it is patched away), and events.k8s.io/v1 objects read back
+//! through core/v1.
 //!
 //! Assertions are on what kubectl prints. kubectl must be on PATH (a missing kubectl fails).
 
@@ -640,6 +641,55 @@ async fn delete_one_and_all() {
     assert_eq!(o.ok(), "event \"drop.1\" deleted\n", "{}", o.show());
     let o = k.run(&["get", "events", "-o", "name"]).await;
     assert_eq!(o.ok(), "event/keep.1\n", "{}", o.show());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_of_an_event_with_a_finalizer_waits_for_the_finalizer() {
+    let server = Herald::memory().await;
+    let k = Kubectl::new(&server).await;
+    // The first `namespace: default` of the manifest is the event's own metadata.
+    let manifest = core_event("held.1", "web-1", "Normal", "Held", "kept by a finalizer").replacen(
+        "  namespace: default\n",
+        "  namespace: default\n  finalizers: [example.com/keep]\n",
+        1,
+    );
+    let f = k.write("held.yaml", &manifest);
+    let o = k.run(&["create", "-f", &f]).await;
+    assert_eq!(o.ok(), "event/held.1 created\n", "{}", o.show());
+
+    // kubectl reports the delete, but the finalizer keeps the event, marked as deleting.
+    let o = k.run(&["delete", "event", "held.1", "--wait=false"]).await;
+    assert_eq!(o.ok(), "event \"held.1\" deleted\n", "{}", o.show());
+    let o = k.run(&["get", "events", "-o", "name"]).await;
+    assert_eq!(o.ok(), "event/held.1\n", "{}", o.show());
+    let v = k
+        .run(&["get", "event", "held.1", "-o", "json"])
+        .await
+        .json();
+    assert!(
+        jsonpath(&v, &["metadata", "deletionTimestamp"]).is_string(),
+        "{v}"
+    );
+
+    // Removing the finalizer completes the delete.
+    let o = k
+        .run(&[
+            "patch",
+            "event",
+            "held.1",
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"finalizers":null}}"#,
+        ])
+        .await;
+    assert_eq!(o.ok(), "event/held.1 patched\n", "{}", o.show());
+    let o = k.run(&["get", "event", "held.1"]).await;
+    assert!(
+        o.failed()
+            .contains("Error from server (NotFound): events \"held.1\" not found"),
+        "{}",
+        o.show()
+    );
 }
 
 const NEW_STYLE: &str = "apiVersion: events.k8s.io/v1

@@ -10,7 +10,8 @@
 //! - [`validate`]: lax core/v1 and strict `events.k8s.io/v1` create/update validation, plus the
 //!   generic ObjectMeta rules, as 422 `Invalid` errors with kube-apiserver's field causes.
 //! - [`fields`]: field selectors, the field labels each group supports, and field values.
-//! - [`names`]: `generateName` expansion and the namespace/name checks of create and update.
+//! - [`names`]: `generateName` expansion, the namespace/name checks of create and update, and
+//!   the metadata of an object being deleted (deletion mark, delete-on-last-finalizer).
 //! - [`wire`]: the exact JSON kube-apiserver writes for each shape (zero times as `null`).
 //!
 //! ```

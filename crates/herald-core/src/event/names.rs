@@ -88,6 +88,12 @@ pub fn check_url_name(
     Ok(())
 }
 
+/// `now` cut to whole seconds, as kube-apiserver's metadata timestamps are serialized
+/// (RFC 3339, seconds, UTC).
+pub fn whole_seconds(now: Timestamp) -> Time {
+    Time(Timestamp::from_second(now.as_second()).unwrap_or(now))
+}
+
 /// The metadata steps of a create before validation (kube's `BeforeCreate`): namespace from
 /// the request (see [`ensure_namespace`]), `selfLink` and the deletion fields cleared, `uid` and
 /// `creationTimestamp` (whole seconds) assigned, and `generateName` expanded when `name` is
@@ -106,8 +112,7 @@ pub fn prepare_for_create<R: Rng + ?Sized>(
     meta.deletion_timestamp = None;
     meta.deletion_grace_period_seconds = None;
     meta.uid = Some(uid.to_string());
-    let secs = Timestamp::from_second(now.as_second()).unwrap_or(now);
-    meta.creation_timestamp = Some(Time(secs));
+    meta.creation_timestamp = Some(whole_seconds(now));
     let generate = st(&meta.generate_name);
     if st(&meta.name).is_empty() && !generate.is_empty() {
         meta.name = Some(generate_name(generate, rng));
@@ -118,8 +123,10 @@ pub fn prepare_for_create<R: Rng + ?Sized>(
 /// The metadata steps of an update before validation (kube's `BeforeUpdate` and the store's
 /// unconditional-update rule): namespace from the request, an empty `resourceVersion` takes
 /// the stored one (events allow unconditional updates), an empty `uid` takes the stored one,
-/// `creationTimestamp`, `generation` and the deletion fields are carried over from `old`,
-/// and `selfLink` is cleared.
+/// `creationTimestamp` and `generation` are carried over from `old`, `selfLink` is cleared. Once `old` is being
+/// deleted its `deletionTimestamp` is kept whatever the update says, and a
+/// `deletionGracePeriodSeconds` the update leaves out is taken from `old` (one it changes is
+/// left for validation to reject as immutable, as kube does).
 pub fn prepare_for_update(
     new: &mut ObjectMeta,
     old: &ObjectMeta,
@@ -139,7 +146,33 @@ pub fn prepare_for_update(
     }
     if old.deletion_timestamp.is_some() {
         new.deletion_timestamp = old.deletion_timestamp.clone();
+    }
+    if new.deletion_grace_period_seconds.is_none() {
         new.deletion_grace_period_seconds = old.deletion_grace_period_seconds;
     }
     Ok(())
+}
+
+/// kube's `markAsDeleting`, what a DELETE does to an object that still has finalizers (and
+/// no graceful-deletion strategy, as for events): `deletionTimestamp` becomes `now` (whole
+/// seconds; a repeated DELETE moves it again), `deletionGracePeriodSeconds` 0, and a positive
+/// `generation` is bumped on the first mark. The caller stores the result as an update.
+pub fn mark_deleting(meta: &mut ObjectMeta, now: Timestamp) {
+    if meta.deletion_timestamp.is_none()
+        && let Some(g) = meta.generation.filter(|g| *g > 0)
+    {
+        meta.generation = Some(g.saturating_add(1));
+    }
+    meta.deletion_timestamp = Some(whole_seconds(now));
+    meta.deletion_grace_period_seconds = Some(0);
+}
+
+/// Whether an update of `old` to `new` is really the end of a deletion (kube's
+/// `shouldDeleteDuringUpdate`): `old` is being deleted with no grace period left (absent or 0)
+/// and the update leaves no finalizer. The registry then deletes the object instead of
+/// storing `new`.
+pub fn should_delete_during_update(new: &ObjectMeta, old: &ObjectMeta) -> bool {
+    new.finalizers.as_ref().is_none_or(Vec::is_empty)
+        && old.deletion_timestamp.is_some()
+        && old.deletion_grace_period_seconds.is_none_or(|s| s == 0)
 }

@@ -9,7 +9,11 @@
 //! - **Validation** per request group (`herald_core::event::validate`), generateName,
 //!   uid/creationTimestamp, the namespace from the URL.
 //! - **TTL**: every write (create, update, patch) gives the key `event_ttl` again, so an event
-//!   disappears `event_ttl` after its last write; watchers see `DELETED`.
+//!   disappears `event_ttl` after its last write; watchers see `DELETED`. Finalizers do not
+//!   hold an expired event back (kube-apiserver's etcd leases ignore them too).
+//! - **Finalizers**: a DELETE of an event with finalizers only marks it (`deletionTimestamp`
+//!   from the injected clock, `deletionGracePeriodSeconds: 0`); the update that removes the
+//!   last finalizer deletes it. No finalizer can be added while it is being deleted.
 //! - **Lists** page with opaque, upstream-shaped continue tokens; every page of a list is read
 //!   at the snapshot revision of the first one. `resourceVersion`/`resourceVersionMatch`
 //!   follow kube's rules, including 410 `Expired` for compacted revisions.
@@ -159,6 +163,34 @@ pub struct Created {
     pub event: CoreEvent,
     /// The bytes stored for it (see [`codec::encode`]) and its revision; `None` for dry runs.
     pub stored: Option<(bytes::Bytes, crate::storage::Revision)>,
+}
+
+/// The result of a delete ([`EventRegistry::delete`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Deletion {
+    /// The event is gone: its last state, with the resourceVersion of the deletion (for dry
+    /// runs, the stored state).
+    Deleted(CoreEvent),
+    /// The event has finalizers, so it was only marked: `deletionTimestamp` set to now,
+    /// `deletionGracePeriodSeconds` 0, stored as an update (watchers see `MODIFIED`). It goes
+    /// away when an update leaves it without finalizers, or when its TTL runs out.
+    Marked(CoreEvent),
+}
+
+impl Deletion {
+    /// The event either way.
+    pub fn event(&self) -> &CoreEvent {
+        match self {
+            Deletion::Deleted(e) | Deletion::Marked(e) => e,
+        }
+    }
+
+    /// The event either way, by value.
+    pub fn into_event(self) -> CoreEvent {
+        match self {
+            Deletion::Deleted(e) | Deletion::Marked(e) => e,
+        }
+    }
 }
 
 /// One page of a list.
@@ -511,19 +543,22 @@ impl EventRegistry {
         write::patch(self, group, namespace, name, kind, body, opts).await
     }
 
-    /// DELETE `name`, honouring the preconditions; returns the last state.
+    /// DELETE `name`, honouring the preconditions: removes the event, or, while it has
+    /// finalizers, only marks it as being deleted (see [`Deletion`]).
     pub async fn delete(
         &self,
         group: ApiGroup,
         namespace: &str,
         name: &str,
         p: &DeleteParams,
-    ) -> Result<CoreEvent, ApiError> {
+    ) -> Result<Deletion, ApiError> {
         write::delete(self, group, namespace, name, p).await
     }
 
-    /// DELETE on the collection: deletes every event the list options select (all pages)
-    /// and returns them.
+    /// DELETE on the collection: deletes every event the list options select (all pages),
+    /// one by one as [`EventRegistry::delete`] does (events with finalizers are only
+    /// marked), and returns every selected event: removed ones in their last state, marked
+    /// ones as marked, ones another request removed meanwhile as listed.
     pub async fn delete_collection(
         &self,
         group: ApiGroup,

@@ -1,7 +1,7 @@
 //! List, watch and delete parameters, parsed from query strings and validated the way
 //! kube-apiserver validates `ListOptions` (422 `ListOptions.meta.k8s.io "" is invalid`).
 
-use herald_core::event::causes::{forbidden, not_supported};
+use herald_core::event::causes::{forbidden, invalid, not_supported};
 use herald_core::event::fields::FieldSelector;
 use herald_core::event::{ApiGroup, CoreEvent};
 use herald_core::labels::Selector;
@@ -38,7 +38,9 @@ pub struct ListParams {
     pub watch: bool,
 }
 
-pub(crate) fn parse_bool(key: &str, v: &str) -> Result<bool, ApiError> {
+/// A query-string boolean: Go's `strconv.ParseBool` spellings, and an empty value means
+/// true; anything else is a 400.
+pub fn parse_bool(key: &str, v: &str) -> Result<bool, ApiError> {
     match v {
         "" | "true" | "True" | "TRUE" | "1" | "t" | "T" => Ok(true),
         "false" | "False" | "FALSE" | "0" | "f" | "F" => Ok(false),
@@ -218,6 +220,12 @@ impl Filter {
 }
 
 /// The parameters of a delete (kube's `DeleteOptions`, from the body or the query).
+///
+/// Herald has no garbage collector and events have no dependents, so neither
+/// `propagationPolicy` nor `orphanDependents` changes what a delete does. In particular herald
+/// never adds the `orphan` or `foregroundDeletion` finalizers kube-apiserver would add for the
+/// garbage collector to remove later: with nobody to remove them, an event deleted with
+/// `propagationPolicy: Foreground` would stay until its TTL.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeleteParams {
     /// `dryRun=All`: check everything, delete nothing.
@@ -226,17 +234,31 @@ pub struct DeleteParams {
     pub precondition_uid: Option<String>,
     /// `preconditions.resourceVersion`: delete only at this resourceVersion (else 409).
     pub precondition_resource_version: Option<String>,
-    /// `propagationPolicy` (validated, otherwise irrelevant to events, which have no dependents).
+    /// `propagationPolicy` (validated; see the type docs for why it changes nothing).
     pub propagation_policy: Option<String>,
+    /// `orphanDependents` (deprecated in kube; validated). `Some(false)` makes the delete of
+    /// an event that is only marked for deletion (it has finalizers) answer 202 instead of
+    /// 200, as kube-apiserver does.
+    pub orphan_dependents: Option<bool>,
     /// `gracePeriodSeconds` (validated; events are deleted at once).
     pub grace_period_seconds: Option<i64>,
 }
 
 impl DeleteParams {
-    /// kube's DeleteOptions validation: propagationPolicy is one of Orphan, Background,
-    /// Foreground; gracePeriodSeconds is not negative... (422 `DeleteOptions`).
+    /// kube's `ValidateDeleteOptions`: `orphanDependents` and `propagationPolicy` are not both
+    /// set, and propagationPolicy is one of Orphan, Background, Foreground (422
+    /// `DeleteOptions`).
     pub fn validate(&self) -> Result<(), ApiError> {
         let mut causes = Vec::new();
+        if self.orphan_dependents.is_some()
+            && let Some(p) = self.propagation_policy.as_deref()
+        {
+            causes.push(invalid(
+                "propagationPolicy",
+                p,
+                "orphanDependents and deletionPropagation cannot be both set",
+            ));
+        }
         if let Some(p) = self.propagation_policy.as_deref()
             && !["Orphan", "Background", "Foreground"].contains(&p)
         {

@@ -1,7 +1,10 @@
 //! create, update, patch, delete and deletecollection.
 
 use herald_core::event::meta::NameRule;
-use herald_core::event::names::{check_url_name, prepare_for_create, prepare_for_update};
+use herald_core::event::names::{
+    check_url_name, mark_deleting, prepare_for_create, prepare_for_update,
+    should_delete_during_update,
+};
 use herald_core::event::validate::{validate_create, validate_update};
 use herald_core::event::wire::event_json;
 use herald_core::event::{ApiGroup, CoreEvent};
@@ -13,8 +16,8 @@ use super::errors::storage_error;
 use super::fieldmanager;
 use super::options::{DeleteParams, ListParams, options_invalid};
 use super::patch::{self, PatchKind};
-use super::{Created, EventRegistry, MAX_RETRIES, WriteOptions, Written};
-use crate::storage::StorageError;
+use super::{Created, Deletion, EventRegistry, MAX_RETRIES, WriteOptions, Written};
+use crate::storage::{KeyValue, StorageError};
 
 fn rv_of(e: &CoreEvent) -> Option<&str> {
     e.metadata
@@ -193,7 +196,7 @@ pub(super) async fn update(
         prepare_for_update(&mut e.metadata, &old.metadata, namespace)?;
         fieldmanager::track_update(group, Some(&old), &mut e, &opts.manager(), reg.clock.now());
         validate_update(&e, &old, group)?;
-        match store_update(reg, r, name, &old, e, kv.mod_revision, &kv.value, opts).await? {
+        match commit_update(reg, r, name, &old, e, &kv, opts.dry_run).await? {
             Some(e) => {
                 return Ok(Written {
                     event: e,
@@ -220,13 +223,13 @@ async fn store_update(
     mut new: CoreEvent,
     expected: u64,
     stored: &[u8],
-    opts: &WriteOptions,
+    dry_run: bool,
 ) -> Result<Option<CoreEvent>, ApiError> {
     let bytes = encode(&new);
     if bytes.as_ref() == stored {
         return Ok(Some(old.clone()));
     }
-    if opts.dry_run {
+    if dry_run {
         new.metadata.resource_version = old.metadata.resource_version.clone();
         return Ok(Some(new));
     }
@@ -246,6 +249,36 @@ async fn store_update(
             Ok(Some(new))
         }
         Err(StorageError::Conflict { .. } | StorageError::NotFound { .. }) => Ok(None),
+        Err(e) => Err(storage_error(e, r, name)),
+    }
+}
+
+/// Ends a validated update of the stored `old` (read as `kv`) to `new`: stores `new`
+/// ([`store_update`]), unless the update took the last finalizer off an event being deleted
+/// (kube's `shouldDeleteDuringUpdate`). Then the event is deleted instead, and the answer is
+/// still `new`, the object a PUT or PATCH expects back (kube's `deleteWithoutFinalizers`).
+/// `Ok(None)` when another write won the race.
+async fn commit_update(
+    reg: &EventRegistry,
+    r: Resource,
+    name: &str,
+    old: &CoreEvent,
+    new: CoreEvent,
+    kv: &KeyValue,
+    dry_run: bool,
+) -> Result<Option<CoreEvent>, ApiError> {
+    if !should_delete_during_update(&new.metadata, &old.metadata) {
+        return store_update(reg, r, name, old, new, kv.mod_revision, &kv.value, dry_run).await;
+    }
+    if dry_run {
+        return Ok(Some(new));
+    }
+    match reg.backend.delete(&kv.key, Some(kv.mod_revision)).await {
+        Ok(_) => Ok(Some(new)),
+        // Deleted by a concurrent update that emptied the finalizers too: same outcome, as
+        // kube-apiserver treats it.
+        Err(StorageError::NotFound { .. }) => Ok(Some(new)),
+        Err(StorageError::Conflict { .. }) => Ok(None),
         Err(e) => Err(storage_error(e, r, name)),
     }
 }
@@ -348,7 +381,7 @@ pub(super) async fn patch(
             fieldmanager::track_update(group, Some(&old), &mut e, &opts.manager(), now);
         }
         validate_update(&e, &old, group)?;
-        match store_update(reg, r, name, &old, e, kv.mod_revision, &kv.value, opts).await? {
+        match commit_update(reg, r, name, &old, e, &kv, opts.dry_run).await? {
             Some(e) => {
                 return Ok(Written {
                     event: e,
@@ -379,7 +412,7 @@ pub(super) async fn delete(
     namespace: &str,
     name: &str,
     p: &DeleteParams,
-) -> Result<CoreEvent, ApiError> {
+) -> Result<Deletion, ApiError> {
     check_segment("name", name)?;
     p.validate()?;
     let r = group.resource();
@@ -406,14 +439,40 @@ pub(super) async fn delete(
                 return Err(precondition_failed(r, name, "ResourceVersion", rv, &have));
             }
         }
+        if old
+            .metadata
+            .finalizers
+            .as_ref()
+            .is_some_and(|f| !f.is_empty())
+        {
+            // Finalizers hold the event: it is marked as being deleted, stored like any
+            // update, and removed once an update takes the last finalizer off.
+            let mut marked = old.clone();
+            mark_deleting(&mut marked.metadata, reg.clock.now());
+            match store_update(
+                reg,
+                r,
+                name,
+                &old,
+                marked,
+                kv.mod_revision,
+                &kv.value,
+                p.dry_run,
+            )
+            .await?
+            {
+                Some(e) => return Ok(Deletion::Marked(e)),
+                None => continue,
+            }
+        }
         if p.dry_run {
-            return Ok(old);
+            return Ok(Deletion::Deleted(old));
         }
         match reg.backend.delete(&key, Some(kv.mod_revision)).await {
             Ok(d) => {
                 let mut old = old;
                 old.metadata.resource_version = Some(d.revision.to_string());
-                return Ok(old);
+                return Ok(Deletion::Deleted(old));
             }
             Err(StorageError::NotFound { .. }) => return Err(ApiError::not_found(r, name)),
             Err(StorageError::Conflict { .. }) => continue,
@@ -445,8 +504,10 @@ pub(super) async fn delete_collection(
             ..DeleteParams::default()
         };
         match delete(reg, group, &ns, &name, &per_item).await {
-            Ok(e) => out.push(e),
-            Err(e) if e.code == 404 => {}
+            Ok(d) => out.push(d.into_event()),
+            // Removed by another request since the list: kube still answers with every item
+            // it listed.
+            Err(e) if e.code == 404 => out.push(ev),
             Err(e) => return Err(e),
         }
     }

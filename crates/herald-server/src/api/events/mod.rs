@@ -9,6 +9,8 @@
 //! - Writes take JSON or YAML bodies of at most [`MAX_BODY_BYTES`] (413 beyond), 415 for
 //!   other content types, `fieldValidation` (Strict/Warn/Ignore), `dryRun=All` and
 //!   `fieldManager` (recorded in `managedFields`; required for server-side apply).
+//! - DELETE answers a `Status` Success, or, for an event its finalizers keep (marked as being
+//!   deleted), the event itself: 200, or 202 when the request set `orphanDependents: false`.
 //! - Every failure is a `Status`; no input makes a handler panic.
 //!
 //! ```no_run
@@ -56,12 +58,12 @@ use super::negotiate::{IncludeObject, Output, Target, accept_header, negotiate_o
 use crate::registry::codec::{
     BodyFormat, EventSeed, decode_body_as, decode_json_body, parse_json_object, parse_object,
 };
-use crate::registry::options::options_invalid;
+use crate::registry::options::{options_invalid, parse_bool};
 use crate::registry::watch::{ChangeKind, change_parts};
 use crate::registry::write::check_segment;
 use crate::registry::{
-    DeleteParams, EventRegistry, ListParams, PatchKind, RawEventWatch, RawWatchItem, WatchItem,
-    WriteOptions,
+    DeleteParams, Deletion, EventRegistry, ListParams, PatchKind, RawEventWatch, RawWatchItem,
+    WatchItem, WriteOptions,
 };
 
 /// The largest request body accepted (kube-apiserver's 3 MiB); larger bodies get 413.
@@ -610,6 +612,9 @@ fn delete_params(pairs: &[(String, String)], body: &[u8]) -> Result<DeleteParams
     let mut p = DeleteParams {
         dry_run: dry_run(pairs)?,
         propagation_policy: q(pairs, "propagationPolicy").map(str::to_string),
+        orphan_dependents: q(pairs, "orphanDependents")
+            .map(|v| parse_bool("orphanDependents", v))
+            .transpose()?,
         grace_period_seconds: match q(pairs, "gracePeriodSeconds") {
             Some(s) => Some(s.parse().map_err(|_| {
                 ApiError::bad_request(format!("invalid gracePeriodSeconds: {s:?}"))
@@ -630,6 +635,9 @@ fn delete_params(pairs: &[(String, String)], body: &[u8]) -> Result<DeleteParams
                 .ok_or_else(|| bad("propagationPolicy"))?
                 .to_string(),
         );
+    }
+    if let Some(o) = v.get("orphanDependents").filter(|x| !x.is_null()) {
+        p.orphan_dependents = Some(o.as_bool().ok_or_else(|| bad("orphanDependents"))?);
     }
     if let Some(g) = v.get("gracePeriodSeconds").filter(|x| !x.is_null()) {
         p.grace_period_seconds = Some(g.as_i64().ok_or_else(|| bad("gracePeriodSeconds"))?);
@@ -675,7 +683,22 @@ async fn delete_one(
     let pairs = query_pairs(req.uri())?;
     let (_, body) = read_body(req, st.api.max_body).await?;
     let p = delete_params(&pairs, &body)?;
-    let gone = st.api.registry.delete(st.group, &ns, &name, &p).await?;
+    let gone = match st.api.registry.delete(st.group, &ns, &name, &p).await? {
+        Deletion::Deleted(e) => e,
+        Deletion::Marked(e) => {
+            // Still there (finalizers): kube answers with the object, 202 only when the
+            // client explicitly asked not to orphan dependents.
+            let code = if p.orphan_dependents == Some(false) {
+                StatusCode::ACCEPTED
+            } else {
+                StatusCode::OK
+            };
+            return Ok(json_response(
+                code,
+                &herald_core::event::wire::event_json(st.group, &e),
+            ));
+        }
+    };
     let mut details = json!({"name": name, "kind": "events", "uid": gone.metadata.uid.clone().unwrap_or_default()});
     if st.group == ApiGroup::EventsV1 {
         details["group"] = json!("events.k8s.io");
