@@ -567,7 +567,9 @@ async fn delete_preconditions_and_collection() {
     let body = json!({"preconditions": {"uid": cur["metadata"]["uid"], "resourceVersion": cur["metadata"]["resourceVersion"]}}).to_string();
     assert_eq!(http.delete(&path, &body).await.status, 200);
 
-    // deletecollection with a label selector returns the deleted items
+    // deletecollection with a label selector returns the deleted items, as a list read at
+    // the revision before the deletes
+    let before = rv(&http.get(&core_path("default")).await.json());
     let r = http
         .delete(
             &format!("{}?labelSelector=app%3Da", core_path("default")),
@@ -584,6 +586,7 @@ async fn delete_preconditions_and_collection() {
         .map(|i| i["metadata"]["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, vec!["d.1"]);
+    assert_eq!(rv(&v), before, "{v}");
     let left = http.get(&core_path("default")).await.json();
     assert_eq!(left["items"].as_array().unwrap().len(), 1);
     assert_eq!(left["items"][0]["metadata"]["name"], "d.2");

@@ -558,14 +558,15 @@ impl EventRegistry {
     /// DELETE on the collection: deletes every event the list options select (all pages),
     /// one by one as [`EventRegistry::delete`] does (events with finalizers are only
     /// marked), and returns every selected event: removed ones in their last state, marked
-    /// ones as marked, ones another request removed meanwhile as listed.
+    /// ones as marked, ones another request removed meanwhile as listed. The list's
+    /// resourceVersion is the one the selection was read at, as kube-apiserver answers.
     pub async fn delete_collection(
         &self,
         group: ApiGroup,
         namespace: Option<&str>,
         list: &ListParams,
         p: &DeleteParams,
-    ) -> Result<Vec<CoreEvent>, ApiError> {
+    ) -> Result<EventList, ApiError> {
         write::delete_collection(self, group, namespace, list, p).await
     }
 }

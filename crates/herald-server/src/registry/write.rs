@@ -16,7 +16,7 @@ use super::errors::storage_error;
 use super::fieldmanager;
 use super::options::{DeleteParams, ListParams, options_invalid};
 use super::patch::{self, PatchKind};
-use super::{Created, Deletion, EventRegistry, MAX_RETRIES, WriteOptions, Written};
+use super::{Created, Deletion, EventList, EventRegistry, MAX_RETRIES, WriteOptions, Written};
 use crate::storage::{KeyValue, StorageError};
 
 fn rv_of(e: &CoreEvent) -> Option<&str> {
@@ -488,7 +488,7 @@ pub(super) async fn delete_collection(
     namespace: Option<&str>,
     list: &ListParams,
     p: &DeleteParams,
-) -> Result<Vec<CoreEvent>, ApiError> {
+) -> Result<EventList, ApiError> {
     p.validate()?;
     let mut lp = list.clone();
     lp.watch = false;
@@ -511,5 +511,9 @@ pub(super) async fn delete_collection(
             Err(e) => return Err(e),
         }
     }
-    Ok(out)
+    Ok(EventList {
+        items: out,
+        resource_version: page.resource_version,
+        continue_: None,
+    })
 }

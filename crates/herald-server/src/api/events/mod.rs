@@ -728,6 +728,6 @@ async fn delete_collection(
     .await?;
     Ok(json_response(
         StatusCode::OK,
-        &render::event_list(st.group, &gone, None, None),
+        &render::event_list(st.group, &gone.items, Some(&gone.resource_version), None),
     ))
 }

@@ -1,13 +1,26 @@
-//! The exclusive lock that keeps two processes from writing one data directory.
+//! The exclusive lock that keeps two writers off one data directory.
 //!
-//! The lock is the operating system's advisory file lock (`flock` on Unix, `LockFileEx` on
-//! Windows) on `<dir>/herald.lock`, taken without waiting. The kernel drops it when the file
-//! is closed, which happens on every kind of exit, a `kill -9` included, so a crashed server
-//! never leaves a stale lock behind. The file's text names the holder (its pid, and once the
-//! server listens, its address) for the error the next opener gets; the text is only a
-//! description, the lock is what excludes.
+//! The lock is the operating system's advisory lock on `<dir>/herald.lock`, taken without
+//! waiting. The kernel drops it when the process exits, a `kill -9` included, so a crashed
+//! server never leaves a stale lock behind. The file's text names the holder (its pid, and
+//! once the server listens, its address) for the error the next opener gets; the text is
+//! only a description, the lock is what excludes.
+//!
+//! On Unix the lock is a POSIX record lock (`fcntl(F_SETLK)`) on the whole file, not a
+//! `flock`. A `flock` belongs to the open file, which every child process inherits between
+//! its `fork` and its `exec`: a process that spawns programs (a test harness, an application
+//! embedding the store) would, for that moment, have a child holding the lock, and a store
+//! it reopened in that instant was refused as "in use by" itself. A record lock belongs to
+//! the process and is not inherited. It has two other properties, both handled here:
+//! - it does not exclude within its own process, so the process keeps a table of the lock
+//!   files it holds (by device and inode), which is checked first;
+//! - closing *any* descriptor of the file releases it, so a held lock file is never opened a
+//!   second time (the holder's description for an in-process refusal comes from the table),
+//!   and the holder's descriptor is closed while the table is locked, before the entry goes.
+//!
+//! Elsewhere the lock is `File::try_lock` (`LockFileEx` on Windows).
 
-use std::fs::{File, OpenOptions, TryLockError};
+use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
@@ -22,18 +35,42 @@ const MAX_OWNER_TEXT: u64 = 512;
 /// An exclusive lock on a data directory, held until dropped.
 #[derive(Debug)]
 pub struct DataDirLock {
-    file: File,
+    // `Some` until dropped: `Drop` closes it while the table of held locks is locked.
+    file: Option<File>,
     path: PathBuf,
+    #[cfg(unix)]
+    id: held::FileId,
 }
 
 impl DataDirLock {
     /// Takes the lock of `dir` (which must exist) or fails at once with
-    /// [`StorageError::Locked`] naming the directory and the holder's description.
+    /// [`StorageError::Locked`] naming the directory and the holder's description. A second
+    /// lock of the same directory in the same process is refused too.
     pub fn acquire(dir: &Path) -> Result<DataDirLock, StorageError> {
         let path = dir.join(LOCK_FILE);
         let io = |what: &str, e: std::io::Error| {
             StorageError::Backend(format!("{what} {}: {e}", path.display()))
         };
+        let locked = |owner: &str| {
+            let owner = owner.lines().next().unwrap_or("").trim();
+            StorageError::Locked {
+                dir: dir.display().to_string(),
+                owner: if owner.is_empty() {
+                    "another process".to_string()
+                } else {
+                    owner.to_string()
+                },
+            }
+        };
+        #[cfg(unix)]
+        let mut table = held::table();
+        #[cfg(unix)]
+        if let Some(owner) = std::fs::metadata(&path)
+            .ok()
+            .and_then(|m| table.get(&held::FileId::of(&m)).cloned())
+        {
+            return Err(locked(&owner));
+        }
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -41,38 +78,55 @@ impl DataDirLock {
             .truncate(false)
             .open(&path)
             .map_err(|e| io("cannot open the lock file", e))?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => {
+        #[cfg(unix)]
+        let id = {
+            let id = held::FileId::of(&file.metadata().map_err(|e| io("cannot stat", e))?);
+            if let Some(owner) = table.get(&id).cloned() {
+                // The file was swapped for a held one since the check above. Closing this
+                // descriptor would release the holder's lock, so it stays open.
+                std::mem::forget(file);
+                return Err(locked(&owner));
+            }
+            id
+        };
+        match try_lock(&file) {
+            Ok(true) => {}
+            Ok(false) => {
                 let mut owner = String::new();
                 let _ = (&file).take(MAX_OWNER_TEXT).read_to_string(&mut owner);
-                let owner = owner.lines().next().unwrap_or("").trim();
-                return Err(StorageError::Locked {
-                    dir: dir.display().to_string(),
-                    owner: if owner.is_empty() {
-                        "another process".to_string()
-                    } else {
-                        owner.to_string()
-                    },
-                });
+                return Err(locked(&owner));
             }
-            Err(TryLockError::Error(e)) => return Err(io("cannot lock", e)),
+            Err(e) => return Err(io("cannot lock", e)),
         }
+        let description = format!("herald pid {}", std::process::id());
+        #[cfg(unix)]
+        table.insert(id, description.clone());
         let lock = DataDirLock {
-            file,
+            file: Some(file),
             path: path.clone(),
+            #[cfg(unix)]
+            id,
         };
-        lock.describe(&format!("herald pid {}", std::process::id()))
+        #[cfg(unix)]
+        drop(table);
+        lock.describe(&description)
             .map_err(|e| io("cannot write", e))?;
         Ok(lock)
     }
 
     /// Replaces the holder's description (one line) that a refused opener reports.
     pub fn describe(&self, text: &str) -> std::io::Result<()> {
-        let mut f = &self.file;
+        let text = text.replace('\n', " ");
+        #[cfg(unix)]
+        if let Some(owner) = held::table().get_mut(&self.id) {
+            owner.clone_from(&text);
+        }
+        let Some(mut f) = self.file.as_ref() else {
+            return Ok(());
+        };
         f.set_len(0)?;
         f.seek(SeekFrom::Start(0))?;
-        f.write_all(text.replace('\n', " ").as_bytes())?;
+        f.write_all(text.as_bytes())?;
         f.write_all(b"\n")?;
         f.flush()
     }
@@ -80,6 +134,77 @@ impl DataDirLock {
     /// The lock file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+impl Drop for DataDirLock {
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        {
+            let mut table = held::table();
+            // Closed first: once the entry is gone another opener in this process may take
+            // the file, and a close after that would release its lock.
+            drop(self.file.take());
+            table.remove(&self.id);
+        }
+        #[cfg(not(unix))]
+        drop(self.file.take());
+    }
+}
+
+/// `Ok(false)` when another process holds the lock.
+#[cfg(unix)]
+fn try_lock(file: &File) -> std::io::Result<bool> {
+    use std::os::fd::AsRawFd as _;
+    // SAFETY: `flock` is a plain C struct for which all-zero bytes are a valid value.
+    let mut whole: libc::flock = unsafe { std::mem::zeroed() };
+    whole.l_type = libc::F_WRLCK as libc::c_short;
+    whole.l_whence = libc::SEEK_SET as libc::c_short;
+    // l_start = 0, l_len = 0: from the start to the end of the file, however long it grows.
+    // SAFETY: the descriptor is open for the duration of the call (`file` is borrowed) and
+    // `whole` is a valid `flock` the call only reads.
+    let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETLK, &whole) };
+    if rc == 0 {
+        return Ok(true);
+    }
+    let e = std::io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EAGAIN | libc::EACCES) => Ok(false),
+        _ => Err(e),
+    }
+}
+
+#[cfg(not(unix))]
+fn try_lock(file: &File) -> std::io::Result<bool> {
+    match file.try_lock() {
+        Ok(()) => Ok(true),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(false),
+        Err(std::fs::TryLockError::Error(e)) => Err(e),
+    }
+}
+
+/// The lock files this process holds.
+#[cfg(unix)]
+mod held {
+    use std::collections::HashMap;
+    use std::sync::{LazyLock, Mutex, MutexGuard};
+
+    /// A file's identity: device and inode.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub(super) struct FileId(u64, u64);
+
+    impl FileId {
+        pub(super) fn of(m: &std::fs::Metadata) -> Self {
+            use std::os::unix::fs::MetadataExt as _;
+            FileId(m.dev(), m.ino())
+        }
+    }
+
+    static HELD: LazyLock<Mutex<HashMap<FileId, String>>> = LazyLock::new(Default::default);
+
+    /// The table, locked. Poisoning is ignored: every update leaves it consistent.
+    pub(super) fn table() -> MutexGuard<'static, HashMap<FileId, String>> {
+        HELD.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -106,5 +231,37 @@ mod tests {
         drop(first);
         let again = DataDirLock::acquire(dir.path()).unwrap();
         assert_eq!(again.path(), dir.path().join(LOCK_FILE));
+    }
+
+    /// The lock is a record lock (owned by the process, so children never inherit it), and a
+    /// refused second lock in the same process does not release it (closing any descriptor
+    /// of a record-locked file would): the kernel's lock table shows it until the drop.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_lock_is_the_process_record_lock_and_survives_refusals() {
+        use std::os::unix::fs::MetadataExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let first = DataDirLock::acquire(dir.path()).unwrap();
+        assert!(DataDirLock::acquire(dir.path()).is_err());
+        assert!(DataDirLock::acquire(dir.path()).is_err());
+        let ino = std::fs::metadata(first.path()).unwrap().ino();
+        let ours = || {
+            let table = std::fs::read_to_string("/proc/locks").unwrap();
+            table
+                .lines()
+                .filter(|l| l.contains(&format!(":{ino} ")))
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        };
+        let held = ours();
+        assert_eq!(held.len(), 1, "{held:?}");
+        assert!(held[0].contains(" POSIX "), "{}", held[0]);
+        assert!(
+            held[0].contains(&format!(" {} ", std::process::id())),
+            "{}",
+            held[0]
+        );
+        drop(first);
+        assert!(ours().is_empty(), "released on drop");
     }
 }
