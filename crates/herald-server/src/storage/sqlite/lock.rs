@@ -264,4 +264,46 @@ mod tests {
         drop(first);
         assert!(ours().is_empty(), "released on drop");
     }
+
+    /// The flake this lock design fixes, made deterministic: a child process is held between
+    /// its `fork` and its `exec` (where it has a copy of every open descriptor, the lock
+    /// file's included) while the parent drops its lock and takes it again. With a `flock`
+    /// the child's copy kept the lock and the second acquire failed as `Locked`.
+    #[cfg(unix)]
+    #[test]
+    fn a_child_between_fork_and_exec_does_not_hold_the_lock() {
+        use std::io::{Read as _, Write as _};
+        use std::os::fd::AsRawFd as _;
+        use std::os::unix::process::CommandExt as _;
+
+        let dir = tempfile::tempdir().unwrap();
+        let first = DataDirLock::acquire(dir.path()).unwrap();
+        let (mut forked_r, forked_w) = std::io::pipe().unwrap();
+        let (go_r, mut go_w) = std::io::pipe().unwrap();
+        let (forked_w, go_r) = (forked_w.as_raw_fd(), go_r.as_raw_fd());
+        let mut cmd = std::process::Command::new("true");
+        // SAFETY: the hook only calls `write` and `read`, which are async-signal-safe, on
+        // descriptors that stay open until the child has exec'd (the pipes live until the
+        // end of the test).
+        unsafe {
+            cmd.pre_exec(move || {
+                let mut b = [1u8];
+                libc::write(forked_w, b.as_ptr().cast(), 1);
+                libc::read(go_r, b.as_mut_ptr().cast(), 1);
+                Ok(())
+            });
+        }
+        // `spawn` returns only once the child has exec'd, so it runs on its own thread.
+        let spawner = std::thread::spawn(move || cmd.spawn().map(|mut c| c.wait()));
+        let mut b = [0u8];
+        forked_r.read_exact(&mut b).unwrap();
+
+        // The child now holds a copy of the lock file's descriptor.
+        drop(first);
+        let again = DataDirLock::acquire(dir.path());
+        go_w.write_all(b"x").unwrap();
+        let status = spawner.join().unwrap().unwrap().unwrap();
+        assert!(status.success());
+        assert!(again.is_ok(), "{again:?}");
+    }
 }
