@@ -31,7 +31,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::events::EventsApi;
-use crate::api::events::metrics::{Metrics, count_requests, metrics_handler};
+use crate::api::events::metrics::{Metrics, metrics_handler};
+use crate::api::output::OutputLayer;
 use crate::api::{self, ApiState};
 use crate::registry::{EventRegistry, RegistryOptions};
 use crate::storage::{
@@ -195,8 +196,10 @@ impl Server {
         let metrics_route = Router::new()
             .route("/metrics", get(metrics_handler))
             .with_state(metrics.clone());
-        let app = api::router_with(ApiState::new(clock), events.merge(metrics_route)).layer(
-            axum::middleware::from_fn_with_state(metrics.clone(), count_requests),
+        let app = api::router_with_output(
+            ApiState::new(clock),
+            events.merge(metrics_route),
+            OutputLayer::default().counting(metrics.clone()),
         );
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await

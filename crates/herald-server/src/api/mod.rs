@@ -126,13 +126,18 @@ pub fn static_routes(state: ApiState) -> Router {
 
 /// Adds the catch-all behaviour to a complete router: a 404 `Status` for unknown paths, a
 /// 405 `Status` for unsupported methods on known paths, and the [`output`] layer (standard
-/// headers, YAML and pretty JSON). Call it last: the 405 handler only covers routes present
-/// when it is called.
+/// headers, YAML and pretty JSON, the 5xx log). Call it last: the 405 handler only covers
+/// routes present when it is called.
 pub fn finish(router: Router) -> Router {
+    finish_with(router, output::OutputLayer::default())
+}
+
+/// [`finish`] with a configured output layer (one that also counts requests).
+pub fn finish_with(router: Router, output: output::OutputLayer) -> Router {
     router
         .fallback(|| async { StatusError(error::path_not_found()) })
         .method_not_allowed_fallback(|| async { StatusError(error::method_not_allowed()) })
-        .layer(axum::middleware::from_fn(output::finish_response))
+        .layer(output)
 }
 
 /// The static API as a complete router (static routes + [`finish`]).
@@ -147,6 +152,11 @@ pub fn router(state: ApiState) -> Router {
 /// `/{check}` sub-paths); axum panics at construction otherwise.
 pub fn router_with(state: ApiState, extra: Router) -> Router {
     finish(static_routes(state).merge(extra))
+}
+
+/// [`router_with`] with a configured output layer.
+pub fn router_with_output(state: ApiState, extra: Router, output: output::OutputLayer) -> Router {
+    finish_with(static_routes(state).merge(extra), output)
 }
 
 /// Serves `app` on `listener` until `shutdown` completes, then finishes in-flight requests

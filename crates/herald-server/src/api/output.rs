@@ -5,6 +5,8 @@
 //!   be named in a bug report.
 //! - Every 5xx answer is logged (`tracing` error) with its method, path, audit ID and
 //!   `Status` message: a server failure must not be known to the client alone.
+//! - Optionally ([`OutputLayer::counting`]), every answer is counted in the `/metrics`
+//!   requests family by verb and code.
 //! - **YAML** when the `Accept` header prefers `application/yaml` to JSON: objects, lists,
 //!   Tables, discovery and error `Status`es alike. Watches are not transcoded: they stream
 //!   JSON lines, and a watch that accepts only YAML gets the handler's 406.
@@ -14,22 +16,34 @@
 //! Transcoding buffers the whole body (kube-apiserver encodes whole objects too) and keeps
 //! the field order. A body that is not the JSON it claims to be is sent unchanged.
 //!
+//! It is a tower layer rather than an `axum::middleware::from_fn`, and it counts the metrics
+//! too: every request passes through it, and each `from_fn` layer cost about 5,600
+//! instructions per create (callgrind), 6 % of the server's.
+//!
 //! ```
 //! use axum::{Router, routing::get};
-//! use herald_server::api::output::finish_response;
+//! use herald_server::api::output::OutputLayer;
 //! let app: Router = Router::new()
 //!     .route("/x", get(|| async { ([("content-type", "application/json")], r#"{"a":[1]}"#) }))
-//!     .layer(axum::middleware::from_fn(finish_response));
+//!     .layer(OutputLayer::default());
 //! # let _ = app;
 //! ```
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
 use axum::body::Body;
 use axum::extract::Request;
-use axum::middleware::Next;
 use axum::response::Response;
 use http::{HeaderMap, HeaderName, HeaderValue, header};
+use pin_project_lite::pin_project;
+use tower_layer::Layer;
+use tower_service::Service;
 
 use super::error::ServerFailure;
+use super::events::metrics::Metrics;
 use super::negotiate::{accept_header, parse_accept};
 use crate::registry::options::parse_bool;
 
@@ -47,37 +61,150 @@ enum Encoding {
     Yaml,
 }
 
-/// The middleware: run it as the outermost layer (`axum::middleware::from_fn`).
-pub async fn finish_response(mut req: Request, next: Next) -> Response {
-    let watch = query_bool(req.uri(), "watch").unwrap_or(false);
-    let encoding = if watch {
+/// The layer; apply it outermost (`Router::layer`).
+#[derive(Debug, Clone, Default)]
+pub struct OutputLayer {
+    metrics: Option<Arc<Metrics>>,
+}
+
+impl OutputLayer {
+    /// Also counts every answered request in `metrics` (by verb and code), in the same pass
+    /// rather than in a layer of its own.
+    pub fn counting(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+}
+
+impl<S> Layer<S> for OutputLayer {
+    type Service = Output<S>;
+
+    fn layer(&self, inner: S) -> Output<S> {
+        Output {
+            inner,
+            metrics: self.metrics.clone(),
+        }
+    }
+}
+
+/// The service [`OutputLayer`] wraps around the router.
+#[derive(Debug, Clone)]
+pub struct Output<S> {
+    inner: S,
+    metrics: Option<Arc<Metrics>>,
+}
+
+impl<S> Service<Request> for Output<S>
+where
+    S: Service<Request, Response = Response>,
+{
+    type Response = Response;
+    type Error = S::Error;
+    type Future = OutputFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: Request) -> Self::Future {
+        let encoding = encoding(&mut req);
+        let seen = Seen {
+            audit_id: audit_id(req.headers()),
+            method: req.method().clone(),
+            // Cheap: the URI shares the request's bytes. Only a failure reads it.
+            uri: req.uri().clone(),
+            encoding,
+            metrics: self.metrics.clone(),
+        };
+        OutputFuture {
+            state: State::Inner {
+                future: self.inner.call(req),
+                seen: Some(seen),
+            },
+        }
+    }
+}
+
+/// What the request said that the response needs.
+struct Seen {
+    audit_id: HeaderValue,
+    method: http::Method,
+    uri: http::Uri,
+    encoding: Encoding,
+    metrics: Option<Arc<Metrics>>,
+}
+
+pin_project! {
+    /// The response future of [`Output`]: the inner future, then, only for YAML or pretty
+    /// JSON, the re-encoding of the body.
+    pub struct OutputFuture<F> {
+        #[pin]
+        state: State<F>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<F> {
+        Inner { #[pin] future: F, seen: Option<Seen> },
+        Reencode { future: Pin<Box<dyn Future<Output = Response> + Send>> },
+    }
+}
+
+impl<F, E> Future for OutputFuture<F>
+where
+    F: Future<Output = Result<Response, E>>,
+{
+    type Output = Result<Response, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            match this.state.as_mut().project() {
+                StateProj::Inner { future, seen } => {
+                    let mut resp = std::task::ready!(future.poll(cx))?;
+                    let Some(seen) = seen.take() else {
+                        return Poll::Ready(Ok(resp));
+                    };
+                    if let Some(m) = &seen.metrics {
+                        m.count_request(&seen.method, &seen.uri, resp.status().as_u16());
+                    }
+                    if resp.status().is_server_error() {
+                        log_failure(&resp, &seen.method, seen.uri.path(), &seen.audit_id);
+                    }
+                    let h = resp.headers_mut();
+                    h.entry(header::CACHE_CONTROL)
+                        .or_insert(HeaderValue::from_static("no-cache, private"));
+                    h.insert(AUDIT_ID, seen.audit_id);
+                    if seen.encoding == Encoding::Json || !is_json(resp.headers()) {
+                        return Poll::Ready(Ok(resp));
+                    }
+                    this.state.set(State::Reencode {
+                        future: Box::pin(reencode(resp, seen.encoding)),
+                    });
+                }
+                StateProj::Reencode { future } => {
+                    return future.as_mut().poll(cx).map(Ok);
+                }
+            }
+        }
+    }
+}
+
+/// The encoding `req` asks for; a YAML request is rewritten to ask the handlers for JSON.
+fn encoding(req: &mut Request) -> Encoding {
+    if query_bool(req.uri(), "watch").unwrap_or(false) {
         Encoding::Json
     } else if prefers_yaml(req.headers()) {
         // The handlers negotiate JSON only; they produce it and this layer transcodes.
         req.headers_mut()
             .insert(header::ACCEPT, HeaderValue::from_static("application/json"));
         Encoding::Yaml
-    } else if wants_pretty(&req) {
+    } else if wants_pretty(req) {
         Encoding::PrettyJson
     } else {
         Encoding::Json
-    };
-    let audit_id = audit_id(req.headers());
-    let method = req.method().clone();
-    // Cheap: the URI shares the request's bytes. Only a failure reads it.
-    let uri = req.uri().clone();
-    let mut resp = next.run(req).await;
-    if resp.status().is_server_error() {
-        log_failure(&resp, &method, uri.path(), &audit_id);
     }
-    let h = resp.headers_mut();
-    h.entry(header::CACHE_CONTROL)
-        .or_insert(HeaderValue::from_static("no-cache, private"));
-    h.insert(AUDIT_ID, audit_id);
-    if encoding == Encoding::Json || !is_json(resp.headers()) {
-        return resp;
-    }
-    reencode(resp, encoding).await
 }
 
 fn log_failure(resp: &Response, method: &http::Method, path: &str, audit_id: &HeaderValue) {
@@ -106,12 +233,16 @@ fn query_bool(uri: &http::Uri, key: &str) -> Option<bool> {
 
 /// True when the first clause of `Accept` that Herald can serve is plain `application/yaml`.
 fn prefers_yaml(headers: &HeaderMap) -> bool {
+    let mentions_yaml = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .any(|v| v.as_bytes().windows(4).any(|w| w == b"yaml"));
+    if !mentions_yaml {
+        return false;
+    }
     let Some(accept) = accept_header(headers) else {
         return false;
     };
-    if !accept.contains("yaml") {
-        return false;
-    }
     for m in parse_accept(&accept) {
         match (m.type_.as_str(), m.subtype.as_str()) {
             ("application", "yaml") if m.params.is_empty() => return true,

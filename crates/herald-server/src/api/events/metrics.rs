@@ -4,8 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::AtomicI64;
 
-use axum::extract::{Request, State};
-use axum::middleware::Next;
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, header};
 use prometheus_client::encoding::EncodeLabelSet;
@@ -157,17 +156,16 @@ pub fn verb_of(method: &http::Method, path: &str, query: Option<&str>) -> &'stat
     }
 }
 
-/// Middleware counting every request by verb and code.
-pub async fn count_requests(State(m): State<Arc<Metrics>>, req: Request, next: Next) -> Response {
-    let verb = verb_of(req.method(), req.uri().path(), req.uri().query());
-    let resp = next.run(req).await;
-    m.requests
-        .get_or_create(&RequestLabels {
-            verb,
-            code: resp.status().as_u16(),
-        })
-        .inc();
-    resp
+impl Metrics {
+    /// Counts one answered request of `method` on `uri` with HTTP `code`
+    /// ([`OutputLayer::counting`](crate::api::output::OutputLayer::counting) calls it for
+    /// every request).
+    pub fn count_request(&self, method: &http::Method, uri: &http::Uri, code: u16) {
+        let verb = verb_of(method, uri.path(), uri.query());
+        self.requests
+            .get_or_create(&RequestLabels { verb, code })
+            .inc();
+    }
 }
 
 /// `GET /metrics`.
