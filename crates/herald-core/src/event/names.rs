@@ -95,9 +95,9 @@ pub fn whole_seconds(now: Timestamp) -> Time {
 }
 
 /// The metadata steps of a create before validation (kube's `BeforeCreate`): namespace from
-/// the request (see [`ensure_namespace`]), `selfLink` and the deletion fields cleared, `uid` and
-/// `creationTimestamp` (whole seconds) assigned, and `generateName` expanded when `name` is
-/// empty (`name` wins when both are set). `generation` is left alone: events get none.
+/// the request (see [`ensure_namespace`]), `selfLink` and the deletion fields cleared, `uid`
+/// and `creationTimestamp` (whole seconds) assigned, and `generateName` expanded when `name`
+/// is empty (`name` wins when both are set). `generation` is left alone: events get none.
 /// `resourceVersion` is the caller's policy (kube rejects a client-set one on create).
 pub fn prepare_for_create<R: Rng + ?Sized>(
     meta: &mut ObjectMeta,
@@ -123,10 +123,10 @@ pub fn prepare_for_create<R: Rng + ?Sized>(
 /// The metadata steps of an update before validation (kube's `BeforeUpdate` and the store's
 /// unconditional-update rule): namespace from the request, an empty `resourceVersion` takes
 /// the stored one (events allow unconditional updates), an empty `uid` takes the stored one,
-/// `creationTimestamp` and `generation` are carried over from `old`, `selfLink` is cleared. Once `old` is being
-/// deleted its `deletionTimestamp` is kept whatever the update says, and a
-/// `deletionGracePeriodSeconds` the update leaves out is taken from `old` (one it changes is
-/// left for validation to reject as immutable, as kube does).
+/// `creationTimestamp` and `generation` are carried over from `old`, and `selfLink` is
+/// cleared. Once `old` is being deleted its `deletionTimestamp` is kept whatever the update
+/// says, and a `deletionGracePeriodSeconds` the update leaves out is taken from `old` (one it
+/// changes is left for validation to reject as immutable, as kube does).
 pub fn prepare_for_update(
     new: &mut ObjectMeta,
     old: &ObjectMeta,

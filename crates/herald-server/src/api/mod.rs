@@ -151,7 +151,7 @@ pub fn router(state: ApiState) -> Router {
 /// `/apis/events.k8s.io[/v1]`, `/openapi/...`, `/healthz`, `/livez`, `/readyz` and their
 /// `/{check}` sub-paths); axum panics at construction otherwise.
 pub fn router_with(state: ApiState, extra: Router) -> Router {
-    finish(static_routes(state).merge(extra))
+    router_with_output(state, extra, output::OutputLayer::default())
 }
 
 /// [`router_with`] with a configured output layer.

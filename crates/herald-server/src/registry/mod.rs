@@ -178,13 +178,6 @@ pub enum Deletion {
 }
 
 impl Deletion {
-    /// The event either way.
-    pub fn event(&self) -> &CoreEvent {
-        match self {
-            Deletion::Deleted(e) | Deletion::Marked(e) => e,
-        }
-    }
-
     /// The event either way, by value.
     pub fn into_event(self) -> CoreEvent {
         match self {
