@@ -243,7 +243,14 @@ impl ApiError {
     /// 415 UnsupportedMediaType for the body of a create or update, naming the types that
     /// are accepted (JSON and YAML; Herald does not decode protobuf).
     pub fn unsupported_media_type(content_type: &str) -> Self {
-        Self::unsupported_media_type_of(&["application/json", "application/yaml"], content_type)
+        Self::unsupported_media_type_of(
+            &[
+                "application/json",
+                "application/yaml",
+                "application/vnd.kubernetes.protobuf",
+            ],
+            content_type,
+        )
     }
 
     /// 415 UnsupportedMediaType for the body of a PATCH, naming the four patch types.

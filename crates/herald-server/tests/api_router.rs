@@ -179,6 +179,15 @@ async fn legacy_discovery_documents() {
 #[tokio::test]
 async fn unacceptable_discovery_is_a_406_status() {
     let app = api::router(state());
+    let r = call(&app, "GET", "/api", Some("application/xml")).await;
+    assert_status(&r, 406, "NotAcceptable");
+}
+
+/// Herald encodes events, their lists and `Status`es as protobuf; other documents go out as
+/// JSON even to a protobuf-only Accept, labelled so (client-go decodes by Content-Type).
+#[tokio::test]
+async fn protobuf_only_discovery_is_answered_in_json() {
+    let app = api::router(state());
     let r = call(
         &app,
         "GET",
@@ -186,7 +195,9 @@ async fn unacceptable_discovery_is_a_406_status() {
         Some("application/vnd.kubernetes.protobuf"),
     )
     .await;
-    assert_status(&r, 406, "NotAcceptable");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.headers["content-type"], "application/json");
+    assert_eq!(r.json()["kind"], "APIVersions");
 }
 
 #[tokio::test]

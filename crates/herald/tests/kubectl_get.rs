@@ -538,6 +538,20 @@ async fn kubectl_events_lists_filters_types_and_watches() {
         o.show()
     );
 
+    // kubectl events reads through client-go's typed clientset, which asks for protobuf
+    // first: the table above was decoded from Herald's protobuf EventList.
+    let o = k.run(&["events", "-v=8"]).await;
+    assert!(
+        o.stderr
+            .contains("Content-Type: application/vnd.kubernetes.protobuf"),
+        "{}",
+        o.show()
+    );
+    assert_eq!(
+        o.table().column("REASON"),
+        ["Scheduled", "FailedMount", "BackOff"]
+    );
+
     let o = k.run(&["events", "--types=Warning"]).await;
     let t = o.table();
     assert_eq!(

@@ -33,6 +33,7 @@ pub mod known_fields;
 pub mod negotiate;
 pub mod openapi;
 pub mod output;
+pub mod protobuf;
 pub mod referenced;
 pub mod table;
 

@@ -1,9 +1,11 @@
 //! Content negotiation: which representation a request's `Accept` header asks for.
 //!
-//! Herald speaks JSON only. Clients that prefer protobuf (client-go's typed clientset sends
-//! `application/vnd.kubernetes.protobuf,application/json`) list JSON as a fallback, so the
-//! protobuf clause is skipped and JSON is chosen. Besides the plain object, the server offers
-//! the transforms kube-apiserver offers on GET/LIST/WATCH, selected by media-type parameters:
+//! The handlers negotiate JSON. A client that prefers YAML or protobuf (client-go's typed
+//! clientset sends `application/vnd.kubernetes.protobuf,application/json`) is served by the
+//! [output layer](super::output), which asks the handlers for JSON and re-encodes it; a
+//! protobuf clause that reaches this module is skipped. Besides the plain object, the server
+//! offers the transforms kube-apiserver offers on GET/LIST/WATCH, selected by media-type
+//! parameters:
 //!
 //! | Accept clause | [`Output`] |
 //! |---|---|

@@ -10,6 +10,12 @@
 //! - **YAML** when the `Accept` header prefers `application/yaml` to JSON: objects, lists,
 //!   Tables, discovery and error `Status`es alike. Watches are not transcoded: they stream
 //!   JSON lines, and a watch that accepts only YAML gets the handler's 406.
+//! - **Protobuf** when `Accept` prefers `application/vnd.kubernetes.protobuf` to JSON (as
+//!   client-go's typed clientset does): events, event lists and `Status`es are re-encoded
+//!   ([`protobuf::transcode_json`]); other documents (discovery, OpenAPI) stay JSON, labelled
+//!   so, which client-go decodes by their Content-Type. A watch is marked
+//!   ([`WatchAsProtobuf`]) and the handler streams protobuf frames itself, so that each
+//!   change is encoded once for all watchers.
 //! - **Indented JSON** for `?pretty=true`, and, as kube-apiserver does, for `curl`, `Wget`
 //!   and browsers unless they pass `pretty=false`. Watches stay one event per line.
 //!
@@ -45,6 +51,7 @@ use tower_service::Service;
 use super::error::ServerFailure;
 use super::events::metrics::Metrics;
 use super::negotiate::{accept_header, parse_accept};
+use super::protobuf::{self, WatchAsProtobuf, transcode_json};
 use crate::registry::options::parse_bool;
 
 /// The response header naming the request (kube-apiserver's audit ID).
@@ -59,6 +66,7 @@ enum Encoding {
     Json,
     PrettyJson,
     Yaml,
+    Protobuf,
 }
 
 /// The layer; apply it outermost (`Router::layer`).
@@ -191,20 +199,28 @@ where
     }
 }
 
-/// The encoding `req` asks for; a YAML request is rewritten to ask the handlers for JSON.
+/// The encoding `req` asks for. A YAML or protobuf request is rewritten to ask the handlers
+/// for JSON, which this layer then transcodes; a protobuf watch is marked
+/// ([`WatchAsProtobuf`]) for the handler, which streams frames itself.
 fn encoding(req: &mut Request) -> Encoding {
-    if query_bool(req.uri(), "watch").unwrap_or(false) {
-        Encoding::Json
-    } else if prefers_yaml(req.headers()) {
-        // The handlers negotiate JSON only; they produce it and this layer transcodes.
+    let watch = query_bool(req.uri(), "watch").unwrap_or(false);
+    let (encoding, rewrite) = match (preferred(req.headers()), watch) {
+        (Preferred::Protobuf, true) => {
+            req.extensions_mut().insert(WatchAsProtobuf);
+            (Encoding::Json, true)
+        }
+        (Preferred::Protobuf, false) => (Encoding::Protobuf, true),
+        // Watches are JSON lines; the handler answers a YAML-only one with 406.
+        (_, true) => (Encoding::Json, false),
+        (Preferred::Yaml, false) => (Encoding::Yaml, true),
+        (Preferred::Json, false) if wants_pretty(req) => (Encoding::PrettyJson, false),
+        (Preferred::Json, false) => (Encoding::Json, false),
+    };
+    if rewrite {
         req.headers_mut()
             .insert(header::ACCEPT, HeaderValue::from_static("application/json"));
-        Encoding::Yaml
-    } else if wants_pretty(req) {
-        Encoding::PrettyJson
-    } else {
-        Encoding::Json
     }
+    encoding
 }
 
 fn log_failure(resp: &Response, method: &http::Method, path: &str, audit_id: &HeaderValue) {
@@ -231,26 +247,42 @@ fn query_bool(uri: &http::Uri, key: &str) -> Option<bool> {
         .and_then(|(k, v)| parse_bool(&k, &v).ok())
 }
 
-/// True when the first clause of `Accept` that Herald can serve is plain `application/yaml`.
-fn prefers_yaml(headers: &HeaderMap) -> bool {
-    let mentions_yaml = headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .any(|v| v.as_bytes().windows(4).any(|w| w == b"yaml"));
-    if !mentions_yaml {
-        return false;
+/// What the first clause of `Accept` that Herald can serve names, as far as this layer is
+/// concerned: plain `application/yaml`, plain protobuf, or JSON (any JSON clause, a
+/// transform such as `as=Table` included, `*/*`, or no header).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Preferred {
+    Json,
+    Yaml,
+    Protobuf,
+}
+
+fn preferred(headers: &HeaderMap) -> Preferred {
+    // Most requests name neither; they are answered without parsing the header.
+    let mentions_other = headers.get_all(header::ACCEPT).iter().any(|v| {
+        let v = v.as_bytes();
+        memchr::memmem::find(v, b"yaml").is_some() || memchr::memmem::find(v, b"protobuf").is_some()
+    });
+    if !mentions_other {
+        return Preferred::Json;
     }
     let Some(accept) = accept_header(headers) else {
-        return false;
+        return Preferred::Json;
     };
     for m in parse_accept(&accept) {
         match (m.type_.as_str(), m.subtype.as_str()) {
-            ("application", "yaml") if m.params.is_empty() => return true,
-            ("application", "json" | "*") | ("*", "*") => return false,
+            ("application", "yaml") if m.params.is_empty() => return Preferred::Yaml,
+            // `stream=watch` is how a watch may name it; a transform (`as=…`) is JSON only.
+            ("application", "vnd.kubernetes.protobuf")
+                if m.params.iter().all(|(k, _)| k == "stream") =>
+            {
+                return Preferred::Protobuf;
+            }
+            ("application", "json" | "*") | ("*", "*") => return Preferred::Json,
             _ => {}
         }
     }
-    false
+    Preferred::Json
 }
 
 /// `pretty=true`, or no `pretty` and a user agent kube-apiserver pretty-prints for.
@@ -321,6 +353,7 @@ fn transcode(json: &[u8], encoding: Encoding) -> Option<(Vec<u8>, &'static str)>
             serde_transcode::transcode(&mut de, &mut ser).ok()?;
             "application/yaml"
         }
+        Encoding::Protobuf => return transcode_json(json).map(|pb| (pb, protobuf::MEDIA_TYPE)),
     };
     de.end().ok()?;
     Some((out, content_type))
@@ -337,20 +370,35 @@ mod tests {
     }
 
     #[test]
-    fn yaml_only_when_it_comes_before_json() {
-        assert!(prefers_yaml(&headers("application/yaml")));
-        assert!(prefers_yaml(&headers("application/yaml, application/json")));
-        assert!(prefers_yaml(&headers(
-            "application/json;q=0.5, application/yaml"
-        )));
-        assert!(!prefers_yaml(&headers(
-            "application/json, application/yaml"
-        )));
-        assert!(!prefers_yaml(&headers("*/*, application/yaml")));
-        assert!(!prefers_yaml(&headers(
-            "application/yaml;as=Table;v=v1;g=meta.k8s.io"
-        )));
-        assert!(!prefers_yaml(&HeaderMap::new()));
+    fn yaml_or_protobuf_only_when_it_comes_before_json() {
+        use Preferred::*;
+        for (accept, want) in [
+            ("application/yaml", Yaml),
+            ("application/yaml, application/json", Yaml),
+            ("application/json;q=0.5, application/yaml", Yaml),
+            ("application/json, application/yaml", Json),
+            ("*/*, application/yaml", Json),
+            ("application/yaml;as=Table;v=v1;g=meta.k8s.io", Json),
+            ("application/vnd.kubernetes.protobuf", Protobuf),
+            (
+                "application/vnd.kubernetes.protobuf,application/json",
+                Protobuf,
+            ),
+            ("application/vnd.kubernetes.protobuf;stream=watch", Protobuf),
+            ("application/json,application/vnd.kubernetes.protobuf", Json),
+            (
+                "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json",
+                Json,
+            ),
+            (
+                "application/vnd.kubernetes.protobuf;q=0.1,application/yaml",
+                Yaml,
+            ),
+            ("text/html", Json),
+        ] {
+            assert_eq!(preferred(&headers(accept)), want, "{accept}");
+        }
+        assert_eq!(preferred(&HeaderMap::new()), Json);
     }
 
     #[test]

@@ -73,7 +73,8 @@ impl ChangeKind {
         }
     }
 
-    fn item(self, e: CoreEvent) -> WatchItem {
+    /// The watch item of this kind for `e`.
+    pub fn item(self, e: CoreEvent) -> WatchItem {
         match self {
             ChangeKind::Added => WatchItem::Added(e),
             ChangeKind::Modified => WatchItem::Modified(e),

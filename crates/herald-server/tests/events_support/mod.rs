@@ -240,6 +240,11 @@ pub struct Watch {
 }
 
 impl Watch {
+    /// The response body, for a reader of another framing (protobuf watches).
+    pub fn into_body(self) -> hyper::body::Incoming {
+        self.body
+    }
+
     /// The next watch line as JSON; `None` when the stream ended.
     pub async fn next(&mut self) -> Option<Value> {
         loop {

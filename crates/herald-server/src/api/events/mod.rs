@@ -6,9 +6,12 @@
 //!   event over chunked transfer encoding, Table-transformed when asked. The lines of the
 //!   events that are ready together go out as one chunk; a plain JSON line of a change is
 //!   encoded once and the bytes shared by every watcher without selectors.
-//! - Writes take JSON or YAML bodies of at most [`MAX_BODY_BYTES`] (413 beyond), 415 for
-//!   other content types, `fieldValidation` (Strict/Warn/Ignore), `dryRun=All` and
-//!   `fieldManager` (recorded in `managedFields`; required for server-side apply).
+//! - Writes take JSON, YAML or protobuf bodies of at most [`MAX_BODY_BYTES`] (413 beyond),
+//!   415 for other content types, `fieldValidation` (Strict/Warn/Ignore), `dryRun=All` and
+//!   `fieldManager` (recorded in `managedFields`; required for server-side apply). A protobuf
+//!   body is decoded to JSON first ([`protobuf::event_body_json`]) and takes the JSON path.
+//! - A protobuf watch (the output layer marks it) streams length-framed `WatchEvent`s; the
+//!   frame of a change is made once and shared, as the JSON line is.
 //! - DELETE answers a `Status` Success, or, for an event its finalizers keep (marked as being
 //!   deleted), the event itself: 200, or 202 when the request set `orphanDependents: false`.
 //! - Every failure is a `Status`; no input makes a handler panic.
@@ -55,6 +58,7 @@ use super::error::StatusError;
 use super::field_validation::{FieldValidation, add_warnings, check_fields, duplicate_fields};
 use super::known_fields::decode_if_known;
 use super::negotiate::{IncludeObject, Output, Target, accept_header, negotiate_output};
+use super::protobuf::{self, WatchAsProtobuf};
 use crate::registry::codec::{
     BodyFormat, EventSeed, decode_body_as, decode_json_body, parse_json_object, parse_object,
 };
@@ -290,11 +294,15 @@ async fn read(st: GroupState, ns: Option<String>, name: Option<String>, req: Req
     let group = st.group;
     if p.watch {
         let out = negotiate_output(accept.as_deref(), Target::Object)?;
+        let as_protobuf = req.extensions().get::<WatchAsProtobuf>().is_some();
         let w = st
             .api
             .registry
             .watch_raw(group, ns.as_deref(), name.as_deref(), &p)
             .await?;
+        if as_protobuf && out == Output::Object {
+            return Ok(protobuf_watch_response(&st.api, group, w));
+        }
         return Ok(watch_response(&st.api, group, w, out, include));
     }
     let now = st.api.clock.now();
@@ -430,6 +438,71 @@ fn watch_response(
     resp
 }
 
+/// A watch as protobuf frames ([`protobuf::watch_frame`]): the frame of a change is made once
+/// and shared by every watcher without selectors, as the JSON line is.
+fn protobuf_watch_response(api: &EventsApi, group: ApiGroup, w: RawEventWatch) -> Response {
+    let guard = api.metrics.clone().map(WatchGuard::new);
+    let frame_of = move |item: WatchItem| -> Vec<u8> {
+        match item {
+            WatchItem::Added(e) => {
+                protobuf::watch_frame("ADDED", protobuf::event_object(group, &e))
+            }
+            WatchItem::Modified(e) => {
+                protobuf::watch_frame("MODIFIED", protobuf::event_object(group, &e))
+            }
+            WatchItem::Deleted(e) => {
+                protobuf::watch_frame("DELETED", protobuf::event_object(group, &e))
+            }
+            WatchItem::Bookmark {
+                resource_version,
+                initial_events_end,
+            } => protobuf::watch_frame(
+                "BOOKMARK",
+                protobuf::bookmark_object(group, &resource_version, initial_events_end),
+            ),
+            WatchItem::Error(e) => protobuf::watch_frame("ERROR", protobuf::status_object(&e)),
+        }
+    };
+    let stream = w
+        .take_until(api.shutdown.clone().cancelled_owned())
+        .map(move |batch| {
+            let _keep = &guard;
+            let mut out = Vec::new();
+            for item in batch {
+                match item {
+                    RawWatchItem::Change(ev) => {
+                        let frame = ev.encoding(render::frame_slot(group), |e| {
+                            let (kind, value, rev) = change_parts(e);
+                            match crate::registry::codec::decode_at(value, rev) {
+                                Ok(event) => Bytes::from(frame_of(kind.item(event))),
+                                Err(err) => {
+                                    tracing::warn!(error = %err, revision = rev, "skipping undecodable stored event in watch");
+                                    Bytes::new()
+                                }
+                            }
+                        });
+                        out.extend_from_slice(&frame);
+                    }
+                    item => {
+                        if let Some(item) = item.into_item() {
+                            out.extend_from_slice(&frame_of(item));
+                        }
+                    }
+                }
+            }
+            Bytes::from(out)
+        })
+        // An empty chunk would end a chunked body.
+        .filter(|chunk| std::future::ready(!chunk.is_empty()))
+        .map(Ok::<_, Infallible>);
+    let mut resp = Response::new(Body::from_stream(stream));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(protobuf::WATCH_MEDIA_TYPE),
+    );
+    resp
+}
+
 // ---- writes ------------------------------------------------------------------------------
 
 struct WriteCtx {
@@ -465,6 +538,20 @@ fn event_body(
     validation: FieldValidation,
 ) -> Result<(herald_core::event::CoreEvent, Vec<String>), ApiError> {
     let ct = content_type(headers);
+    if protobuf::is_protobuf(&ct) {
+        // Decoded to JSON, the body takes the JSON path: its checks and messages. It has no
+        // unknown or repeated fields to report.
+        let json = protobuf::event_body_json(group, body)?;
+        if let Some(e) = std::str::from_utf8(&json)
+            .ok()
+            .and_then(|text| decode_json_body(group, text))
+        {
+            return Ok((e, Vec::new()));
+        }
+        let v = parse_json_object(&json)?;
+        let e = decode_body_as(group, v, Some((BodyFormat::Json, &json)))?;
+        return Ok((e, Vec::new()));
+    }
     let Some(format) = BodyFormat::from_content_type(&ct) else {
         return Err(ApiError::unsupported_media_type(&ct));
     };
@@ -607,8 +694,13 @@ async fn patch(
     Ok(resp)
 }
 
-/// DeleteOptions from the query and the (optional) JSON body; the body wins.
-fn delete_params(pairs: &[(String, String)], body: &[u8]) -> Result<DeleteParams, ApiError> {
+/// DeleteOptions from the query and the (optional) body, JSON, YAML or protobuf by its
+/// Content-Type; the body wins.
+fn delete_params(
+    pairs: &[(String, String)],
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<DeleteParams, ApiError> {
     let mut p = DeleteParams {
         dry_run: dry_run(pairs)?,
         propagation_policy: q(pairs, "propagationPolicy").map(str::to_string),
@@ -626,7 +718,15 @@ fn delete_params(pairs: &[(String, String)], body: &[u8]) -> Result<DeleteParams
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(p);
     }
-    let v = parse_json_object(body)?;
+    let ct = content_type(headers);
+    let v = if protobuf::is_protobuf(&ct) {
+        parse_json_object(&protobuf::delete_options_json(body)?)?
+    } else {
+        let Some(format) = BodyFormat::from_content_type(&ct) else {
+            return Err(ApiError::unsupported_media_type(&ct));
+        };
+        parse_object(format, body)?
+    };
     let bad =
         |f: &str| ApiError::bad_request(format!("invalid DeleteOptions: {f} has the wrong type"));
     if let Some(pp) = v.get("propagationPolicy").filter(|x| !x.is_null()) {
@@ -681,8 +781,8 @@ async fn delete_one(
 ) -> Res {
     segments(&ns, Some(&name))?;
     let pairs = query_pairs(req.uri())?;
-    let (_, body) = read_body(req, st.api.max_body).await?;
-    let p = delete_params(&pairs, &body)?;
+    let (headers, body) = read_body(req, st.api.max_body).await?;
+    let p = delete_params(&pairs, &headers, &body)?;
     let gone = match st.api.registry.delete(st.group, &ns, &name, &p).await? {
         Deletion::Deleted(e) => e,
         Deletion::Marked(e) => {
@@ -718,8 +818,8 @@ async fn delete_collection(
     segments(&ns, None)?;
     let pairs = query_pairs(req.uri())?;
     let lp = list_params(&pairs)?;
-    let (_, body) = read_body(req, st.api.max_body).await?;
-    let p = delete_params(&pairs, &body)?;
+    let (headers, body) = read_body(req, st.api.max_body).await?;
+    let p = delete_params(&pairs, &headers, &body)?;
     let gone = Box::pin(
         st.api
             .registry

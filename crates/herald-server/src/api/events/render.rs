@@ -170,6 +170,16 @@ pub fn line_slot(group: ApiGroup) -> usize {
     }
 }
 
+/// The [`CachedEvent`](crate::storage::CachedEvent) encoding slot that holds the protobuf
+/// watch frame of a change in `group`'s shape
+/// ([`watch_frame`](crate::api::protobuf::watch_frame)).
+pub fn frame_slot(group: ApiGroup) -> usize {
+    match group {
+        ApiGroup::Core => 2,
+        ApiGroup::EventsV1 => 3,
+    }
+}
+
 /// The JSON watch line (`{"type":…,"object":…}\n`) of the event stored as `stored`, shown at
 /// `revision`: the same bytes [`watch_line`] makes for the decoded event. On core/v1 the stored
 /// bytes are spliced in without decoding; on `events.k8s.io/v1` they are decoded and

@@ -1,0 +1,356 @@
+//! Kubernetes' protobuf encoding (`application/vnd.kubernetes.protobuf`) for the events API,
+//! so client-go programs configured for protobuf (kube's own components, and controllers that
+//! set `ContentType` on their `rest.Config`) read and write events unchanged.
+//!
+//! The wire format is `k8s.io/apimachinery`'s:
+//!
+//! - An object is the 4-byte magic `k8s\0` followed by a `runtime.Unknown` message whose
+//!   `typeMeta` names the kind and `raw` holds the object's own message ([`wrap`], [`unwrap`]).
+//! - A watch (`application/vnd.kubernetes.protobuf;stream=watch`) is a sequence of frames,
+//!   each a 4-byte big-endian length and a bare `metav1.WatchEvent` message whose
+//!   `object.raw` is a wrapped object ([`watch_frame`]).
+//!
+//! Requests: create and update bodies (an `Event` of the URL's group) and delete bodies
+//! (`DeleteOptions`) are decoded here into the JSON the handlers already take
+//! ([`event_body_json`], [`delete_options_json`]), so every check and message is the JSON
+//! path's. Protobuf has no unknown or repeated fields, so `fieldValidation` finds nothing in
+//! them, as in kube-apiserver. Patch bodies are JSON or YAML by their content types.
+//!
+//! Responses: objects, lists and `Status`es are re-encoded from the handlers' JSON
+//! ([`transcode_json`], by the output layer); watch frames are made from the stored event
+//! ([`event_object`]) once per change and shared between watchers. `Table` and
+//! `PartialObjectMetadata` are offered as JSON only; a client that lists them with protobuf
+//! (client-go's metadata client) names JSON as well.
+//!
+//! ```
+//! use herald_core::event::ApiGroup;
+//! use herald_server::api::protobuf::{event_body_json, wrap};
+//! // An empty core/v1 Event, as client-go sends it.
+//! let body = wrap("v1", "Event", Vec::new());
+//! assert!(body.starts_with(b"k8s\0"));
+//! let json = event_body_json(ApiGroup::Core, &body).unwrap();
+//! let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+//! assert_eq!(v["kind"], "Event");
+//! ```
+
+mod convert;
+
+use herald_core::event::convert::{core_to_events_v1, normalize_core, normalize_events_v1};
+use herald_core::event::wire::ZERO_MICRO;
+use herald_core::event::{ApiGroup, CoreEvent};
+use herald_core::status::ApiError;
+use k8s_openapi::api::core::v1 as oc;
+use k8s_openapi::api::events::v1 as oe;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as om;
+use k8s_pb::apimachinery::pkg::apis::meta::v1 as pm;
+use k8s_pb::apimachinery::pkg::runtime::{RawExtension, TypeMeta, Unknown};
+use prost::Message;
+use serde::Deserialize;
+use serde_json::Value;
+
+use self::convert::{
+    core_event_from_pb, core_event_to_pb, delete_options_from_pb, events_event_from_pb,
+    events_event_to_pb, list_meta_to_pb, object_meta_to_pb, status_to_pb,
+};
+use crate::registry::INITIAL_EVENTS_END_ANNOTATION;
+
+/// The protobuf media type.
+pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
+
+/// The Content-Type of a protobuf watch stream.
+pub const WATCH_MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf;stream=watch";
+
+/// The bytes every wrapped object starts with.
+pub const MAGIC: [u8; 4] = *b"k8s\0";
+
+/// A request extension the output layer sets on a watch whose client prefers protobuf: the
+/// handler then streams [`watch_frame`]s instead of JSON lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WatchAsProtobuf;
+
+/// True for a Content-Type (parameters ignored) that is the protobuf media type.
+pub fn is_protobuf(content_type: &str) -> bool {
+    content_type
+        .split(';')
+        .next()
+        .is_some_and(|base| base.trim().eq_ignore_ascii_case(MEDIA_TYPE))
+}
+
+/// `raw` (an object's message) wrapped as kube-apiserver sends it: [`MAGIC`], then a
+/// `runtime.Unknown` naming `api_version` and `kind`.
+pub fn wrap(api_version: &str, kind: &str, raw: Vec<u8>) -> Vec<u8> {
+    let unknown = Unknown {
+        type_meta: Some(TypeMeta {
+            api_version: Some(api_version.to_string()),
+            kind: Some(kind.to_string()),
+        }),
+        raw: Some(raw),
+        content_encoding: Some(String::new()),
+        content_type: Some(String::new()),
+    };
+    let mut out = Vec::with_capacity(MAGIC.len() + unknown.encoded_len());
+    out.extend_from_slice(&MAGIC);
+    unknown.encode(&mut out).unwrap_or_default();
+    out
+}
+
+/// A wrapped object, unwrapped: its `apiVersion`, `kind` and message bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unwrapped {
+    /// `typeMeta.apiVersion` (empty when absent).
+    pub api_version: String,
+    /// `typeMeta.kind` (empty when absent).
+    pub kind: String,
+    /// The object's own message.
+    pub raw: Vec<u8>,
+}
+
+/// Reads a wrapped object. A body without [`MAGIC`], one that is not a `runtime.Unknown`,
+/// or one with a `contentEncoding` is a 400 that says which.
+pub fn unwrap(body: &[u8]) -> Result<Unwrapped, ApiError> {
+    let Some(rest) = body.strip_prefix(&MAGIC) else {
+        return Err(ApiError::bad_request(format!(
+            "provided data does not appear to be a protobuf message, expected prefix {:?}",
+            MAGIC
+        )));
+    };
+    let unknown = Unknown::decode(rest).map_err(|e| {
+        ApiError::bad_request(format!("the protobuf body is not a runtime.Unknown: {e}"))
+    })?;
+    if let Some(enc) = unknown.content_encoding.filter(|e| !e.is_empty()) {
+        return Err(ApiError::bad_request(format!(
+            "the protobuf body has contentEncoding {enc:?}; only an unencoded body is supported"
+        )));
+    }
+    let type_meta = unknown.type_meta.unwrap_or_default();
+    Ok(Unwrapped {
+        api_version: type_meta.api_version.unwrap_or_default(),
+        kind: type_meta.kind.unwrap_or_default(),
+        raw: unknown.raw.unwrap_or_default(),
+    })
+}
+
+/// Sets or removes `apiVersion` and `kind` in `v` as the envelope named them, so the JSON
+/// path's checks compare the client's own type with the URL's.
+fn with_type_meta(mut v: Value, u: &Unwrapped) -> Value {
+    if let Some(m) = v.as_object_mut() {
+        for (key, val) in [("apiVersion", &u.api_version), ("kind", &u.kind)] {
+            if val.is_empty() {
+                m.remove(key);
+            } else {
+                m.insert(key.into(), Value::String(val.clone()));
+            }
+        }
+    }
+    v
+}
+
+fn cannot_handle(group: ApiGroup, e: prost::DecodeError) -> ApiError {
+    let version = match group {
+        ApiGroup::Core => "v1",
+        ApiGroup::EventsV1 => "events.k8s.io/v1",
+    };
+    ApiError::bad_request(format!(
+        "Event in version \"{version}\" cannot be handled as a Event: {e}"
+    ))
+}
+
+/// The JSON of the `Event` in a protobuf create or update body sent to `group`'s URL; a 400
+/// for a body that is not one, or whose envelope names another type.
+pub fn event_body_json(group: ApiGroup, body: &[u8]) -> Result<Vec<u8>, ApiError> {
+    let u = unwrap(body)?;
+    // The envelope says how to read the message, so its type is checked first (with the
+    // JSON path's messages).
+    if !u.api_version.is_empty() && u.api_version != group.api_version() {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({}) does not match the expected API version ({})",
+            u.api_version,
+            group.api_version()
+        )));
+    }
+    if !u.kind.is_empty() && u.kind != "Event" {
+        return Err(ApiError::bad_request(format!(
+            "the kind in the data ({}) does not match the expected kind (Event)",
+            u.kind
+        )));
+    }
+    let v = match group {
+        ApiGroup::Core => {
+            let pb = k8s_pb::api::core::v1::Event::decode(&u.raw[..])
+                .map_err(|e| cannot_handle(group, e))?;
+            serde_json::to_value(core_event_from_pb(pb))
+        }
+        ApiGroup::EventsV1 => {
+            let pb = k8s_pb::api::events::v1::Event::decode(&u.raw[..])
+                .map_err(|e| cannot_handle(group, e))?;
+            serde_json::to_value(events_event_from_pb(pb))
+        }
+    }
+    .map_err(|e| ApiError::internal(format!("encoding the decoded event: {e}")))?;
+    serde_json::to_vec(&with_type_meta(v, &u))
+        .map_err(|e| ApiError::internal(format!("encoding the decoded event: {e}")))
+}
+
+/// The JSON of the `DeleteOptions` in a protobuf DELETE body; a 400 for a body that is not
+/// one.
+pub fn delete_options_json(body: &[u8]) -> Result<Vec<u8>, ApiError> {
+    let u = unwrap(body)?;
+    if !u.kind.is_empty() && u.kind != "DeleteOptions" {
+        return Err(ApiError::bad_request(format!(
+            "the kind in the data ({}) does not match the expected kind (DeleteOptions)",
+            u.kind
+        )));
+    }
+    let pb = pm::DeleteOptions::decode(&u.raw[..]).map_err(|e| {
+        ApiError::bad_request(format!("the protobuf body is not a DeleteOptions: {e}"))
+    })?;
+    serde_json::to_vec(&delete_options_from_pb(pb))
+        .map_err(|e| ApiError::internal(format!("encoding the decoded options: {e}")))
+}
+
+/// The wrapped message of a stored event in `group`'s shape: what a protobuf GET returns.
+pub fn event_object(group: ApiGroup, e: &CoreEvent) -> Vec<u8> {
+    match group {
+        ApiGroup::Core => wrap(
+            group.api_version(),
+            "Event",
+            core_event_to_pb(normalize_core(e.clone())).encode_to_vec(),
+        ),
+        ApiGroup::EventsV1 => wrap(
+            group.api_version(),
+            "Event",
+            events_event_to_pb(normalize_events_v1(core_to_events_v1(e.clone()))).encode_to_vec(),
+        ),
+    }
+}
+
+/// The wrapped `Status` of an error.
+pub fn status_object(e: &ApiError) -> Vec<u8> {
+    wrap("v1", "Status", status_to_pb(e.to_status()).encode_to_vec())
+}
+
+/// The wrapped object of a BOOKMARK: an `Event` carrying only `metadata.resourceVersion`
+/// (and the initial-events-end annotation).
+pub fn bookmark_object(
+    group: ApiGroup,
+    resource_version: &str,
+    initial_events_end: bool,
+) -> Vec<u8> {
+    let mut meta = om::ObjectMeta {
+        resource_version: Some(resource_version.to_string()),
+        ..om::ObjectMeta::default()
+    };
+    if initial_events_end {
+        meta.annotations = Some(
+            [(
+                INITIAL_EVENTS_END_ANNOTATION.to_string(),
+                "true".to_string(),
+            )]
+            .into_iter()
+            .collect(),
+        );
+    }
+    let meta = Some(object_meta_to_pb(meta));
+    let raw = match group {
+        ApiGroup::Core => k8s_pb::api::core::v1::Event {
+            metadata: meta,
+            ..Default::default()
+        }
+        .encode_to_vec(),
+        ApiGroup::EventsV1 => k8s_pb::api::events::v1::Event {
+            metadata: meta,
+            ..Default::default()
+        }
+        .encode_to_vec(),
+    };
+    wrap(group.api_version(), "Event", raw)
+}
+
+/// One frame of a protobuf watch: the length, then a `WatchEvent` of `type_` (`ADDED`,
+/// `MODIFIED`, `DELETED`, `BOOKMARK`, `ERROR`) holding `object` (a wrapped object).
+pub fn watch_frame(type_: &str, object: Vec<u8>) -> Vec<u8> {
+    let ev = pm::WatchEvent {
+        r#type: Some(type_.to_string()),
+        object: Some(RawExtension { raw: Some(object) }),
+    };
+    let len = ev.encoded_len();
+    let mut out = Vec::with_capacity(4 + len);
+    // A frame longer than 4 GiB cannot be; events are at most a few MiB.
+    out.extend_from_slice(&u32::try_from(len).unwrap_or(u32::MAX).to_be_bytes());
+    ev.encode(&mut out).unwrap_or_default();
+    out
+}
+
+/// The head of a JSON response: which type it is.
+#[derive(Deserialize)]
+struct Head<'a> {
+    #[serde(rename = "apiVersion", borrow, default)]
+    api_version: &'a str,
+    #[serde(borrow, default)]
+    kind: &'a str,
+}
+
+/// A JSON list's fields, items without their type.
+#[derive(Deserialize)]
+struct JsonList<T> {
+    #[serde(default)]
+    metadata: om::ListMeta,
+    #[serde(default = "Vec::new")]
+    items: Vec<T>,
+}
+
+/// An `events.k8s.io/v1` event from its JSON. The JSON writes an unset
+/// `series.lastObservedTime` as `null`, which the `k8s-openapi` type (where it is required)
+/// cannot take: it becomes Go's zero time, which the protobuf encodes as an empty message.
+fn events_v1_event(mut v: Value) -> Option<oe::Event> {
+    if let Some(last) = v.pointer_mut("/series/lastObservedTime")
+        && last.is_null()
+    {
+        *last = Value::String(ZERO_MICRO.to_string());
+    }
+    serde_json::from_value(v).ok()
+}
+
+/// The protobuf form of a JSON response body: an `Event` or `EventList` of either group, or
+/// a `Status`. `None` for anything else (discovery, OpenAPI, …), which is then sent as JSON:
+/// client-go decodes a response by its Content-Type, whatever it asked for.
+pub fn transcode_json(json: &[u8]) -> Option<Vec<u8>> {
+    let head: Head<'_> = serde_json::from_slice(json).ok()?;
+    let raw = match (head.api_version, head.kind) {
+        ("v1", "Event") => {
+            core_event_to_pb(serde_json::from_slice::<oc::Event>(json).ok()?).encode_to_vec()
+        }
+        ("events.k8s.io/v1", "Event") => {
+            events_event_to_pb(events_v1_event(serde_json::from_slice(json).ok()?)?).encode_to_vec()
+        }
+        ("v1", "EventList") => {
+            let l: JsonList<oc::Event> = serde_json::from_slice(json).ok()?;
+            k8s_pb::api::core::v1::EventList {
+                metadata: Some(list_meta_to_pb(l.metadata)),
+                items: l.items.into_iter().map(core_event_to_pb).collect(),
+            }
+            .encode_to_vec()
+        }
+        ("events.k8s.io/v1", "EventList") => {
+            let l: JsonList<Value> = serde_json::from_slice(json).ok()?;
+            let items = l
+                .items
+                .into_iter()
+                .map(|v| events_v1_event(v).map(events_event_to_pb))
+                .collect::<Option<Vec<_>>>()?;
+            k8s_pb::api::events::v1::EventList {
+                metadata: Some(list_meta_to_pb(l.metadata)),
+                items,
+            }
+            .encode_to_vec()
+        }
+        ("v1", "Status") => {
+            status_to_pb(serde_json::from_slice::<om::Status>(json).ok()?).encode_to_vec()
+        }
+        _ => return None,
+    };
+    Some(wrap(head.api_version, head.kind, raw))
+}
+
+#[cfg(test)]
+mod tests;

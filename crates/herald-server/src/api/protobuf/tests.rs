@@ -1,0 +1,321 @@
+//! Unit tests of the protobuf codec. The golden byte strings are assembled by hand from the
+//! field numbers in `k8s.io/apimachinery`'s and `k8s.io/api`'s `generated.proto`, not by prost,
+//! so they check the wire format itself.
+
+use super::convert::*;
+use super::*;
+
+/// A varint, as the protobuf wire format writes it.
+fn varint(mut n: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let b = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            out.push(b);
+            return out;
+        }
+        out.push(b | 0x80);
+    }
+}
+
+/// Field `tag` as a length-delimited value (wire type 2).
+fn ld(tag: u64, bytes: &[u8]) -> Vec<u8> {
+    let mut out = varint(tag << 3 | 2);
+    out.extend(varint(bytes.len() as u64));
+    out.extend_from_slice(bytes);
+    out
+}
+
+/// Field `tag` as a varint value (wire type 0).
+fn vi(tag: u64, n: u64) -> Vec<u8> {
+    let mut out = varint(tag << 3);
+    out.extend(varint(n));
+    out
+}
+
+#[test]
+fn the_envelope_is_magic_then_runtime_unknown() {
+    let got = wrap("v1", "Event", vec![0xAA]);
+    let mut want = b"k8s\0".to_vec();
+    // Unknown: typeMeta = 1 {apiVersion = 1, kind = 2}, raw = 2, contentEncoding = 3,
+    // contentType = 4 (kube-apiserver writes the empty strings too).
+    let type_meta = [ld(1, b"v1"), ld(2, b"Event")].concat();
+    want.extend([ld(1, &type_meta), ld(2, &[0xAA]), ld(3, b""), ld(4, b"")].concat());
+    assert_eq!(got, want);
+    let u = unwrap(&got).unwrap();
+    assert_eq!((u.api_version.as_str(), u.kind.as_str()), ("v1", "Event"));
+    assert_eq!(u.raw, vec![0xAA]);
+}
+
+#[test]
+fn a_watch_frame_is_a_big_endian_length_then_a_bare_watch_event() {
+    let got = watch_frame("ADDED", vec![1, 2, 3]);
+    // WatchEvent: type = 1, object = 2 (RawExtension: raw = 1).
+    let body = [ld(1, b"ADDED"), ld(2, &ld(1, &[1, 2, 3]))].concat();
+    let mut want = (body.len() as u32).to_be_bytes().to_vec();
+    want.extend(body);
+    assert_eq!(got, want);
+}
+
+/// A core/v1 Event as client-go would send it, assembled field by field.
+fn hand_made_core_event() -> Vec<u8> {
+    let t = 1_700_000_000u64;
+    let meta = [
+        ld(1, b"pod-a.1"),
+        ld(3, b"ns"),
+        ld(11, &[ld(1, b"app"), ld(2, b"web")].concat()),
+    ]
+    .concat();
+    let involved = [ld(1, b"Pod"), ld(3, b"pod-a"), ld(2, b"ns")].concat();
+    [
+        ld(1, &meta),
+        ld(2, &involved),
+        ld(3, b"Started"),
+        ld(4, b"Started container"),
+        ld(5, &ld(1, b"kubelet")),
+        ld(6, &vi(1, t)),
+        // lastTimestamp: Go's zero time is an empty message.
+        ld(7, b""),
+        vi(8, 3),
+        ld(9, b"Normal"),
+        ld(10, &[vi(1, t), vi(2, 123_456_000)].concat()),
+    ]
+    .concat()
+}
+
+#[test]
+fn a_hand_made_core_event_decodes_to_its_json() {
+    let body = wrap("v1", "Event", hand_made_core_event());
+    let json: Value =
+        serde_json::from_slice(&event_body_json(ApiGroup::Core, &body).unwrap()).unwrap();
+    assert_eq!(json["apiVersion"], "v1");
+    assert_eq!(json["kind"], "Event");
+    assert_eq!(json["metadata"]["name"], "pod-a.1");
+    assert_eq!(json["metadata"]["namespace"], "ns");
+    assert_eq!(json["metadata"]["labels"]["app"], "web");
+    assert_eq!(json["involvedObject"]["kind"], "Pod");
+    assert_eq!(json["involvedObject"]["name"], "pod-a");
+    assert_eq!(json["reason"], "Started");
+    assert_eq!(json["message"], "Started container");
+    assert_eq!(json["source"]["component"], "kubelet");
+    assert_eq!(json["firstTimestamp"], "2023-11-14T22:13:20Z");
+    assert!(
+        json.get("lastTimestamp").is_none_or(Value::is_null),
+        "{json}"
+    );
+    assert_eq!(json["count"], 3);
+    assert_eq!(json["type"], "Normal");
+    assert_eq!(json["eventTime"], "2023-11-14T22:13:20.123456Z");
+}
+
+#[test]
+fn the_envelope_names_the_type() {
+    let e =
+        event_body_json(ApiGroup::Core, &wrap("v1", "Pod", hand_made_core_event())).unwrap_err();
+    assert_eq!(e.code, 400);
+    assert_eq!(
+        e.message,
+        "the kind in the data (Pod) does not match the expected kind (Event)"
+    );
+    let e = event_body_json(
+        ApiGroup::EventsV1,
+        &wrap("v1", "Event", hand_made_core_event()),
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.message,
+        "the API version in the data (v1) does not match the expected API version (events.k8s.io/v1)"
+    );
+    // An envelope without a type is read as the URL's.
+    let untyped = wrap("", "", hand_made_core_event());
+    let json: Value =
+        serde_json::from_slice(&event_body_json(ApiGroup::Core, &untyped).unwrap()).unwrap();
+    assert!(
+        json.get("kind").is_none() && json.get("apiVersion").is_none(),
+        "{json}"
+    );
+    assert_eq!(json["reason"], "Started");
+}
+
+#[test]
+fn bodies_that_are_not_protobuf_are_400s_that_say_why() {
+    let e = unwrap(br#"{"kind":"Event"}"#).unwrap_err();
+    assert_eq!(e.code, 400);
+    assert!(
+        e.message.contains("expected prefix [107, 56, 115, 0]"),
+        "{}",
+        e.message
+    );
+
+    let mut truncated = b"k8s\0".to_vec();
+    truncated.extend([0x0a, 0x7f, 0x01]);
+    let e = unwrap(&truncated).unwrap_err();
+    assert_eq!(e.code, 400);
+    assert!(e.message.contains("not a runtime.Unknown"), "{}", e.message);
+
+    let mut gz = b"k8s\0".to_vec();
+    gz.extend([ld(2, b"x"), ld(3, b"gzip")].concat());
+    let e = unwrap(&gz).unwrap_err();
+    assert!(
+        e.message.contains("contentEncoding \"gzip\""),
+        "{}",
+        e.message
+    );
+
+    // The envelope is fine but its raw bytes are not an Event.
+    let e = event_body_json(
+        ApiGroup::EventsV1,
+        &wrap("events.k8s.io/v1", "Event", vec![0x0a, 0x09]),
+    )
+    .unwrap_err();
+    assert_eq!(e.code, 400);
+    assert!(
+        e.message
+            .starts_with("Event in version \"events.k8s.io/v1\" cannot be handled as a Event"),
+        "{}",
+        e.message
+    );
+}
+
+const CORE_JSON: &str = r#"{
+  "apiVersion": "v1", "kind": "Event",
+  "metadata": {
+    "name": "pod-a.1", "namespace": "ns", "uid": "u-1", "resourceVersion": "42",
+    "generateName": "pod-a.", "generation": 2,
+    "creationTimestamp": "2024-01-02T03:04:05Z",
+    "deletionTimestamp": "2024-01-02T03:04:06Z", "deletionGracePeriodSeconds": 0,
+    "labels": {"a": "1"}, "annotations": {"b": "2"}, "finalizers": ["example.com/hold"],
+    "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "pod-a", "uid": "p-1", "controller": true}],
+    "managedFields": [{"manager": "kubectl", "operation": "Update", "apiVersion": "v1",
+      "time": "2024-01-02T03:04:05Z", "fieldsType": "FieldsV1",
+      "fieldsV1": {"f:reason": {}, "f:count": {}}}]
+  },
+  "involvedObject": {"kind": "Pod", "namespace": "ns", "name": "pod-a", "uid": "p-1",
+    "apiVersion": "v1", "resourceVersion": "7", "fieldPath": "spec.containers{c}"},
+  "reason": "BackOff", "message": "Back-off restarting failed container",
+  "source": {"component": "kubelet", "host": "node-1"},
+  "firstTimestamp": "2024-01-02T03:04:05Z", "lastTimestamp": "2024-01-02T03:05:05Z",
+  "count": 5, "type": "Warning", "eventTime": "2024-01-02T03:04:05.123456Z",
+  "series": {"count": 4, "lastObservedTime": "2024-01-02T03:05:05.654321Z"},
+  "action": "Restart",
+  "related": {"kind": "Node", "name": "node-1"},
+  "reportingComponent": "kubelet", "reportingInstance": "node-1"
+}"#;
+
+#[test]
+fn every_core_field_survives_the_round_trip() {
+    let e: oc::Event = serde_json::from_str(CORE_JSON).unwrap();
+    let bytes = core_event_to_pb(e.clone()).encode_to_vec();
+    let back = core_event_from_pb(k8s_pb::api::core::v1::Event::decode(&bytes[..]).unwrap());
+    assert_eq!(back, e);
+}
+
+#[test]
+fn every_events_v1_field_survives_the_round_trip() {
+    let e: oe::Event = serde_json::from_str(
+        r#"{
+          "apiVersion": "events.k8s.io/v1", "kind": "Event",
+          "metadata": {"name": "x.1", "namespace": "ns", "labels": {"a": "1"}},
+          "eventTime": "2024-01-02T03:04:05.123456Z",
+          "series": {"count": 2, "lastObservedTime": "2024-01-02T03:05:05.000001Z"},
+          "reportingController": "example.com/ctl", "reportingInstance": "ctl-1",
+          "action": "Sync", "reason": "Synced",
+          "regarding": {"kind": "Deployment", "name": "web", "namespace": "ns"},
+          "related": {"kind": "ReplicaSet", "name": "web-1"},
+          "note": "synced", "type": "Normal",
+          "deprecatedSource": {"component": "ctl"},
+          "deprecatedFirstTimestamp": "2024-01-02T03:04:05Z",
+          "deprecatedLastTimestamp": "2024-01-02T03:04:06Z",
+          "deprecatedCount": 3
+        }"#,
+    )
+    .unwrap();
+    let bytes = events_event_to_pb(e.clone()).encode_to_vec();
+    let back = events_event_from_pb(k8s_pb::api::events::v1::Event::decode(&bytes[..]).unwrap());
+    assert_eq!(back, e);
+}
+
+#[test]
+fn go_zero_time_is_an_empty_message_and_reads_back_as_unset() {
+    let mut e: oc::Event = serde_json::from_str(CORE_JSON).unwrap();
+    e.first_timestamp = Some(om::Time(herald_core::event::convert::GO_ZERO_TIME));
+    let pb = core_event_to_pb(e);
+    assert_eq!(pb.first_timestamp, Some(pm::Time::default()));
+    assert!(pb.encode_to_vec().windows(2).any(|w| w == [6 << 3 | 2, 0]));
+    assert_eq!(core_event_from_pb(pb).first_timestamp, None);
+}
+
+#[test]
+fn json_responses_transcode_by_kind() {
+    // A Status, as every error is sent.
+    let err = ApiError::bad_request("nope");
+    let json = serde_json::to_vec(&err.to_json()).unwrap();
+    let pb = transcode_json(&json).unwrap();
+    let u = unwrap(&pb).unwrap();
+    assert_eq!((u.api_version.as_str(), u.kind.as_str()), ("v1", "Status"));
+    let status = pm::Status::decode(&u.raw[..]).unwrap();
+    assert_eq!(status.code, Some(400));
+    assert_eq!(status.reason.as_deref(), Some("BadRequest"));
+    assert_eq!(status.message.as_deref(), Some("nope"));
+
+    // An events.k8s.io list whose series has no lastObservedTime (written as null).
+    let list = br#"{"kind":"EventList","apiVersion":"events.k8s.io/v1","metadata":{"resourceVersion":"9","continue":"c"},
+      "items":[{"metadata":{"name":"a"},"eventTime":null,"series":{"count":2,"lastObservedTime":null}}]}"#;
+    let u = unwrap(&transcode_json(list).unwrap()).unwrap();
+    assert_eq!(u.kind, "EventList");
+    let l = k8s_pb::api::events::v1::EventList::decode(&u.raw[..]).unwrap();
+    let meta = l.metadata.unwrap();
+    assert_eq!(meta.resource_version.as_deref(), Some("9"));
+    assert_eq!(meta.r#continue.as_deref(), Some("c"));
+    assert_eq!(l.items.len(), 1);
+    let series = l.items[0].series.unwrap();
+    assert_eq!(series.count, Some(2));
+    assert_eq!(series.last_observed_time, Some(pm::MicroTime::default()));
+
+    // What is not an event, a list of them or a Status stays JSON.
+    assert!(transcode_json(br#"{"kind":"APIResourceList","apiVersion":"v1"}"#).is_none());
+    assert!(transcode_json(b"not json").is_none());
+}
+
+#[test]
+fn delete_options_decode_to_their_json() {
+    let opts = pm::DeleteOptions {
+        preconditions: Some(pm::Preconditions {
+            uid: Some("u-1".into()),
+            resource_version: None,
+        }),
+        propagation_policy: Some("Background".into()),
+        dry_run: vec!["All".into()],
+        grace_period_seconds: Some(0),
+        ..Default::default()
+    };
+    let body = wrap("v1", "DeleteOptions", opts.encode_to_vec());
+    let v: Value = serde_json::from_slice(&delete_options_json(&body).unwrap()).unwrap();
+    assert_eq!(v["preconditions"]["uid"], "u-1");
+    assert_eq!(v["propagationPolicy"], "Background");
+    assert_eq!(v["dryRun"], serde_json::json!(["All"]));
+    assert_eq!(v["gracePeriodSeconds"], 0);
+
+    let e = delete_options_json(&wrap("v1", "Event", Vec::new())).unwrap_err();
+    assert_eq!(e.code, 400);
+    assert!(
+        e.message
+            .contains("(Event) does not match the expected kind (DeleteOptions)")
+    );
+}
+
+#[test]
+fn a_bookmark_carries_only_its_resource_version_and_the_end_annotation() {
+    let u = unwrap(&bookmark_object(ApiGroup::Core, "17", true)).unwrap();
+    let e = k8s_pb::api::core::v1::Event::decode(&u.raw[..]).unwrap();
+    let meta = e.metadata.unwrap();
+    assert_eq!(meta.resource_version.as_deref(), Some("17"));
+    assert_eq!(
+        meta.annotations
+            .get(INITIAL_EVENTS_END_ANNOTATION)
+            .map(String::as_str),
+        Some("true")
+    );
+    assert_eq!(e.involved_object, None);
+}
