@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::events::EventsApi;
 use crate::api::events::metrics::{Metrics, metrics_handler};
+use crate::api::health::{HealthChecks, check_fn};
 use crate::api::output::OutputLayer;
 use crate::api::{self, ApiState};
 use crate::registry::{EventRegistry, RegistryOptions};
@@ -187,7 +188,7 @@ impl Server {
         });
         let mut ropts = config.registry;
         ropts.event_ttl = config.event_ttl;
-        let registry = EventRegistry::new(backend, clock.clone(), ropts);
+        let registry = EventRegistry::new(backend.clone(), clock.clone(), ropts);
         let shutdown = CancellationToken::new();
         let events = EventsApi::new(registry.clone(), clock.clone())
             .with_shutdown(shutdown.clone())
@@ -196,8 +197,13 @@ impl Server {
         let metrics_route = Router::new()
             .route("/metrics", get(metrics_handler))
             .with_state(metrics.clone());
+        // Not ready while the store cannot take writes (a dead writer, a failing commit):
+        // a load balancer then sends clients elsewhere.
+        let store = backend.clone();
+        let health =
+            HealthChecks::default().with_readiness(check_fn("storage", move || store.health()));
         let app = api::router_with_output(
-            ApiState::new(clock),
+            ApiState::new(clock).with_health(health),
             events.merge(metrics_route),
             OutputLayer::default().counting(metrics.clone()),
         );
@@ -388,5 +394,8 @@ impl Backend for MeteredBackend {
     }
     fn compact(&self, revision: Revision) -> BoxFuture<'_, crate::storage::Result<()>> {
         self.inner.compact(revision)
+    }
+    fn health(&self) -> Result<(), String> {
+        self.inner.health()
     }
 }

@@ -132,4 +132,11 @@ pub trait Backend: Send + Sync + 'static {
     /// A revision beyond the current one is clamped to it. Backends also compact on their own
     /// to keep the history window bounded (see [`HistoryOptions`](super::HistoryOptions)).
     fn compact(&self, revision: Revision) -> BoxFuture<'_, Result<()>>;
+
+    /// Why this backend cannot store writes right now, if it cannot: `/readyz` runs it on
+    /// every probe, so it must answer at once from state the backend already keeps (no I/O).
+    /// The default is always ready.
+    fn health(&self) -> std::result::Result<(), String> {
+        Ok(())
+    }
 }

@@ -335,6 +335,30 @@ impl Backend for SqliteBackend {
         }
         .boxed()
     }
+
+    /// Not ready when the writer thread has stopped, or while commits fail (until one
+    /// succeeds again).
+    fn health(&self) -> std::result::Result<(), String> {
+        if self.tx.as_ref().is_none_or(|tx| tx.is_closed()) {
+            return Err(format!(
+                "the writer of {} has stopped: writes cannot be stored",
+                self.path.display()
+            ));
+        }
+        if self.counters.failing.load(Ordering::Relaxed) {
+            let why = self
+                .counters
+                .failure
+                .lock()
+                .map(|f| f.clone())
+                .unwrap_or_default();
+            return Err(format!(
+                "the last commit to {} failed: {why}",
+                self.path.display()
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl Drop for SqliteBackend {

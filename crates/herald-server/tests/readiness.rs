@@ -1,0 +1,83 @@
+//! `/readyz` reports the store: a live server on a real SQLite file stops being ready while
+//! its commits fail, says so only as `[-]storage failed` (the reason goes to the log), stays
+//! live, loses nothing it acknowledged, and is ready again once a commit succeeds.
+
+mod events_support;
+
+use events_support::*;
+use herald_server::server::StoreKind;
+
+#[tokio::test]
+async fn readiness_follows_the_store_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(
+        StoreKind::Sqlite {
+            dir: dir.path().to_path_buf(),
+        },
+        fake_clock(),
+    )
+    .await;
+    let http = Http::new(&server);
+    let path = core_path("ns1");
+    assert_eq!(
+        http.post(&path, &core_event("a.1", "ns1", "Started"))
+            .await
+            .status,
+        201
+    );
+    let ready = http.get("/readyz?verbose").await;
+    assert_eq!(ready.status, 200);
+    assert!(ready.text().contains("[+]storage ok\n"), "{}", ready.text());
+
+    // Another process makes every insert fail, as a full disk or a broken file would.
+    let db = rusqlite::Connection::open(dir.path().join("herald.db")).unwrap();
+    db.busy_timeout(GUARD).unwrap();
+    db.execute_batch(
+        "CREATE TRIGGER fail_inserts BEFORE INSERT ON versions
+         BEGIN SELECT RAISE(ABORT, 'injected failure'); END;",
+    )
+    .unwrap();
+    let failed = http.post(&path, &core_event("b.1", "ns1", "Started")).await;
+    assert_eq!(failed.status, 500, "{}", failed.text());
+    let not_ready = http.get("/readyz?verbose").await;
+    assert_eq!(not_ready.status, 500);
+    assert!(
+        not_ready
+            .text()
+            .contains("[-]storage failed: reason withheld\n")
+            && not_ready.text().ends_with("readyz check failed\n"),
+        "{}",
+        not_ready.text()
+    );
+    assert_eq!(http.get("/readyz/storage").await.status, 500);
+    // Alive (a restart would not help a failing disk), and reads still work.
+    assert_eq!(http.get("/livez").await.status, 200);
+    assert_eq!(http.get(&format!("{path}/a.1")).await.status, 200);
+
+    db.execute_batch("DROP TRIGGER fail_inserts").unwrap();
+    assert_eq!(
+        http.post(&path, &core_event("b.1", "ns1", "Started"))
+            .await
+            .status,
+        201
+    );
+    let ready = http.get("/readyz").await;
+    assert_eq!((ready.status, ready.text().as_str()), (200, "ok"));
+    let names: Vec<String> = http.get(&path).await.json()["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names, ["a.1", "b.1"]);
+    drop(db);
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_memory_store_is_ready() {
+    let (server, _clock) = memory().await;
+    let ready = Http::new(&server).get("/readyz?verbose").await;
+    assert_eq!(ready.status, 200);
+    assert!(ready.text().contains("[+]storage ok\n"), "{}", ready.text());
+}
