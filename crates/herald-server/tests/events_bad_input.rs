@@ -197,7 +197,7 @@ async fn bad_input_table() {
             ok.clone(),
             400,
             "BadRequest",
-            "provided data does not appear to be a protobuf message, expected prefix [107, 56, 115, 0]",
+            "the object provided is unrecognized (must be of type Event): provided data does not appear to be a protobuf message, expected prefix [107 56 115 0] ({",
         ),
         case(
             "POST",

@@ -153,16 +153,13 @@ impl BodyFormat {
     /// The format of a create/update body's Content-Type (parameters ignored); `None` for one
     /// kube-apiserver would answer 415 to.
     pub fn from_content_type(ct: &str) -> Option<Self> {
-        let base = ct
-            .split(';')
-            .next()
-            .unwrap_or("")
-            .trim()
-            .to_ascii_lowercase();
-        match base.as_str() {
-            "" | "application/json" | "*/*" => Some(BodyFormat::Json),
-            "application/yaml" => Some(BodyFormat::Yaml),
-            _ => None,
+        let base = ct.split(';').next().unwrap_or("").trim();
+        if base.is_empty() || base == "*/*" || base.eq_ignore_ascii_case("application/json") {
+            Some(BodyFormat::Json)
+        } else if base.eq_ignore_ascii_case("application/yaml") {
+            Some(BodyFormat::Yaml)
+        } else {
+            None
         }
     }
 }

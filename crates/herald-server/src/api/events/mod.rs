@@ -538,21 +538,21 @@ fn event_body(
     validation: FieldValidation,
 ) -> Result<(herald_core::event::CoreEvent, Vec<String>), ApiError> {
     let ct = content_type(headers);
-    if protobuf::is_protobuf(&ct) {
-        // Decoded to JSON, the body takes the JSON path: its checks and messages. It has no
-        // unknown or repeated fields to report.
-        let json = protobuf::event_body_json(group, body)?;
-        if let Some(e) = std::str::from_utf8(&json)
-            .ok()
-            .and_then(|text| decode_json_body(group, text))
-        {
+    let Some(format) = BodyFormat::from_content_type(&ct) else {
+        if protobuf::is_protobuf(&ct) {
+            // Decoded to JSON, the body takes the JSON path: its checks and messages. It has
+            // no unknown or repeated fields to report.
+            let json = protobuf::event_body_json(group, body)?;
+            if let Some(e) = std::str::from_utf8(&json)
+                .ok()
+                .and_then(|text| decode_json_body(group, text))
+            {
+                return Ok((e, Vec::new()));
+            }
+            let v = parse_json_object(&json)?;
+            let e = decode_body_as(group, v, Some((BodyFormat::Json, &json)))?;
             return Ok((e, Vec::new()));
         }
-        let v = parse_json_object(&json)?;
-        let e = decode_body_as(group, v, Some((BodyFormat::Json, &json)))?;
-        return Ok((e, Vec::new()));
-    }
-    let Some(format) = BodyFormat::from_content_type(&ct) else {
         return Err(ApiError::unsupported_media_type(&ct));
     };
     // The common case in one pass over the text: a JSON body that decodes and has no unknown
@@ -719,13 +719,12 @@ fn delete_params(
         return Ok(p);
     }
     let ct = content_type(headers);
-    let v = if protobuf::is_protobuf(&ct) {
-        parse_json_object(&protobuf::delete_options_json(body)?)?
-    } else {
-        let Some(format) = BodyFormat::from_content_type(&ct) else {
-            return Err(ApiError::unsupported_media_type(&ct));
-        };
-        parse_object(format, body)?
+    let v = match BodyFormat::from_content_type(&ct) {
+        Some(format) => parse_object(format, body)?,
+        None if protobuf::is_protobuf(&ct) => {
+            parse_json_object(&protobuf::delete_options_json(body)?)?
+        }
+        None => return Err(ApiError::unsupported_media_type(&ct)),
     };
     let bad =
         |f: &str| ApiError::bad_request(format!("invalid DeleteOptions: {f} has the wrong type"));

@@ -35,13 +35,17 @@ fn stamp_from_pb(seconds: Option<i64>, nanos: Option<i32>) -> Option<Timestamp> 
     Timestamp::new(seconds?, nanos.unwrap_or(0)).ok()
 }
 
+/// `Time` is whole seconds on the wire: Go writes `nanos` as 0 and ignores it when reading.
 fn time_to_pb(t: om::Time) -> pm::Time {
     let (seconds, nanos) = stamp_to_pb(t.0);
-    pm::Time { seconds, nanos }
+    pm::Time {
+        seconds,
+        nanos: nanos.map(|_| 0),
+    }
 }
 
 fn time_from_pb(t: pm::Time) -> Option<om::Time> {
-    stamp_from_pb(t.seconds, t.nanos).map(om::Time)
+    stamp_from_pb(t.seconds, Some(0)).map(om::Time)
 }
 
 fn micro_to_pb(t: om::MicroTime) -> pm::MicroTime {

@@ -105,13 +105,14 @@ pub struct Unwrapped {
     pub raw: Vec<u8>,
 }
 
-/// Reads a wrapped object. A body without [`MAGIC`], one that is not a `runtime.Unknown`,
-/// or one with a `contentEncoding` is a 400 that says which.
-pub fn unwrap(body: &[u8]) -> Result<Unwrapped, ApiError> {
+/// Reads a wrapped object, expected to be a `kind`. A body without [`MAGIC`] (kube's wording,
+/// with the start of the body), one that is not a `runtime.Unknown`, or one with a
+/// `contentEncoding` is a 400 that says which.
+pub fn unwrap(body: &[u8], kind: &str) -> Result<Unwrapped, ApiError> {
     let Some(rest) = body.strip_prefix(&MAGIC) else {
         return Err(ApiError::bad_request(format!(
-            "provided data does not appear to be a protobuf message, expected prefix {:?}",
-            MAGIC
+            "the object provided is unrecognized (must be of type {kind}): provided data does not appear to be a protobuf message, expected prefix [107 56 115 0] ({})",
+            summarize(body)
         )));
     };
     let unknown = Unknown::decode(rest).map_err(|e| {
@@ -145,20 +146,33 @@ fn with_type_meta(mut v: Value, u: &Unwrapped) -> Value {
     v
 }
 
-fn cannot_handle(group: ApiGroup, e: prost::DecodeError) -> ApiError {
-    let version = match group {
-        ApiGroup::Core => "v1",
-        ApiGroup::EventsV1 => "events.k8s.io/v1",
-    };
+/// kube-apiserver's wording, which names the version without its group.
+fn cannot_handle(e: prost::DecodeError) -> ApiError {
     ApiError::bad_request(format!(
-        "Event in version \"{version}\" cannot be handled as a Event: {e}"
+        "Event in version \"v1\" cannot be handled as a Event: {e}"
     ))
+}
+
+/// kube-apiserver's `summarizeData`: a body's first 30 bytes, as text when it looks like
+/// JSON, else in hex, with ` ...` when there is more.
+fn summarize(body: &[u8]) -> String {
+    const MAX: usize = 30;
+    let head = &body[..body.len().min(MAX)];
+    let more = if body.len() > MAX { " ..." } else { "" };
+    match body.first() {
+        None => "<empty>".to_string(),
+        Some(b'{') => format!("{}{more}", String::from_utf8_lossy(head)),
+        Some(_) => {
+            let hex: String = head.iter().map(|b| format!("{b:02x}")).collect();
+            format!("{hex}{more}")
+        }
+    }
 }
 
 /// The JSON of the `Event` in a protobuf create or update body sent to `group`'s URL; a 400
 /// for a body that is not one, or whose envelope names another type.
 pub fn event_body_json(group: ApiGroup, body: &[u8]) -> Result<Vec<u8>, ApiError> {
-    let u = unwrap(body)?;
+    let u = unwrap(body, "Event")?;
     // The envelope says how to read the message, so its type is checked first (with the
     // JSON path's messages).
     if !u.api_version.is_empty() && u.api_version != group.api_version() {
@@ -176,13 +190,11 @@ pub fn event_body_json(group: ApiGroup, body: &[u8]) -> Result<Vec<u8>, ApiError
     }
     let v = match group {
         ApiGroup::Core => {
-            let pb = k8s_pb::api::core::v1::Event::decode(&u.raw[..])
-                .map_err(|e| cannot_handle(group, e))?;
+            let pb = k8s_pb::api::core::v1::Event::decode(&u.raw[..]).map_err(cannot_handle)?;
             serde_json::to_value(core_event_from_pb(pb))
         }
         ApiGroup::EventsV1 => {
-            let pb = k8s_pb::api::events::v1::Event::decode(&u.raw[..])
-                .map_err(|e| cannot_handle(group, e))?;
+            let pb = k8s_pb::api::events::v1::Event::decode(&u.raw[..]).map_err(cannot_handle)?;
             serde_json::to_value(events_event_from_pb(pb))
         }
     }
@@ -194,7 +206,7 @@ pub fn event_body_json(group: ApiGroup, body: &[u8]) -> Result<Vec<u8>, ApiError
 /// The JSON of the `DeleteOptions` in a protobuf DELETE body; a 400 for a body that is not
 /// one.
 pub fn delete_options_json(body: &[u8]) -> Result<Vec<u8>, ApiError> {
-    let u = unwrap(body)?;
+    let u = unwrap(body, "DeleteOptions")?;
     if !u.kind.is_empty() && u.kind != "DeleteOptions" {
         return Err(ApiError::bad_request(format!(
             "the kind in the data ({}) does not match the expected kind (DeleteOptions)",

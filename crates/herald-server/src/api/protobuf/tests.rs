@@ -43,7 +43,7 @@ fn the_envelope_is_magic_then_runtime_unknown() {
     let type_meta = [ld(1, b"v1"), ld(2, b"Event")].concat();
     want.extend([ld(1, &type_meta), ld(2, &[0xAA]), ld(3, b""), ld(4, b"")].concat());
     assert_eq!(got, want);
-    let u = unwrap(&got).unwrap();
+    let u = unwrap(&got, "Event").unwrap();
     assert_eq!((u.api_version.as_str(), u.kind.as_str()), ("v1", "Event"));
     assert_eq!(u.raw, vec![0xAA]);
 }
@@ -140,23 +140,37 @@ fn the_envelope_names_the_type() {
 
 #[test]
 fn bodies_that_are_not_protobuf_are_400s_that_say_why() {
-    let e = unwrap(br#"{"kind":"Event"}"#).unwrap_err();
+    let e = unwrap(br#"{"kind":"Event"}"#, "Event").unwrap_err();
     assert_eq!(e.code, 400);
+    assert_eq!(
+        e.message,
+        r#"the object provided is unrecognized (must be of type Event): provided data does not appear to be a protobuf message, expected prefix [107 56 115 0] ({"kind":"Event"})"#
+    );
+    let long: Vec<u8> = (0u8..40).collect();
+    let e = unwrap(&long, "DeleteOptions").unwrap_err();
     assert!(
-        e.message.contains("expected prefix [107, 56, 115, 0]"),
+        e.message.ends_with(
+            "(must be of type DeleteOptions): provided data does not appear to be a protobuf message, expected prefix [107 56 115 0] (000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d ...)"
+        ),
         "{}",
         e.message
+    );
+    assert!(
+        unwrap(b"", "Event")
+            .unwrap_err()
+            .message
+            .ends_with("(<empty>)")
     );
 
     let mut truncated = b"k8s\0".to_vec();
     truncated.extend([0x0a, 0x7f, 0x01]);
-    let e = unwrap(&truncated).unwrap_err();
+    let e = unwrap(&truncated, "Event").unwrap_err();
     assert_eq!(e.code, 400);
     assert!(e.message.contains("not a runtime.Unknown"), "{}", e.message);
 
     let mut gz = b"k8s\0".to_vec();
     gz.extend([ld(2, b"x"), ld(3, b"gzip")].concat());
-    let e = unwrap(&gz).unwrap_err();
+    let e = unwrap(&gz, "Event").unwrap_err();
     assert!(
         e.message.contains("contentEncoding \"gzip\""),
         "{}",
@@ -172,7 +186,7 @@ fn bodies_that_are_not_protobuf_are_400s_that_say_why() {
     assert_eq!(e.code, 400);
     assert!(
         e.message
-            .starts_with("Event in version \"events.k8s.io/v1\" cannot be handled as a Event"),
+            .starts_with("Event in version \"v1\" cannot be handled as a Event"),
         "{}",
         e.message
     );
@@ -252,7 +266,7 @@ fn json_responses_transcode_by_kind() {
     let err = ApiError::bad_request("nope");
     let json = serde_json::to_vec(&err.to_json()).unwrap();
     let pb = transcode_json(&json).unwrap();
-    let u = unwrap(&pb).unwrap();
+    let u = unwrap(&pb, "Status").unwrap();
     assert_eq!((u.api_version.as_str(), u.kind.as_str()), ("v1", "Status"));
     let status = pm::Status::decode(&u.raw[..]).unwrap();
     assert_eq!(status.code, Some(400));
@@ -262,7 +276,7 @@ fn json_responses_transcode_by_kind() {
     // An events.k8s.io list whose series has no lastObservedTime (written as null).
     let list = br#"{"kind":"EventList","apiVersion":"events.k8s.io/v1","metadata":{"resourceVersion":"9","continue":"c"},
       "items":[{"metadata":{"name":"a"},"eventTime":null,"series":{"count":2,"lastObservedTime":null}}]}"#;
-    let u = unwrap(&transcode_json(list).unwrap()).unwrap();
+    let u = unwrap(&transcode_json(list).unwrap(), "EventList").unwrap();
     assert_eq!(u.kind, "EventList");
     let l = k8s_pb::api::events::v1::EventList::decode(&u.raw[..]).unwrap();
     let meta = l.metadata.unwrap();
@@ -307,7 +321,7 @@ fn delete_options_decode_to_their_json() {
 
 #[test]
 fn a_bookmark_carries_only_its_resource_version_and_the_end_annotation() {
-    let u = unwrap(&bookmark_object(ApiGroup::Core, "17", true)).unwrap();
+    let u = unwrap(&bookmark_object(ApiGroup::Core, "17", true), "Event").unwrap();
     let e = k8s_pb::api::core::v1::Event::decode(&u.raw[..]).unwrap();
     let meta = e.metadata.unwrap();
     assert_eq!(meta.resource_version.as_deref(), Some("17"));
@@ -318,4 +332,26 @@ fn a_bookmark_carries_only_its_resource_version_and_the_end_annotation() {
         Some("true")
     );
     assert_eq!(e.involved_object, None);
+}
+
+#[test]
+fn time_is_whole_seconds_and_micro_time_keeps_its_fraction() {
+    let mut e: oc::Event = serde_json::from_str(CORE_JSON).unwrap();
+    let t = k8s_openapi::jiff::Timestamp::new(1_700_000_000, 123_456_789).unwrap();
+    e.first_timestamp = Some(om::Time(t));
+    e.event_time = Some(om::MicroTime(t));
+    let pb = core_event_to_pb(e);
+    let first = pb.first_timestamp.unwrap();
+    assert_eq!((first.seconds, first.nanos), (Some(1_700_000_000), Some(0)));
+    let event_time = pb.event_time.unwrap();
+    assert_eq!(event_time.nanos, Some(123_456_789));
+    // Go ignores a Time's nanos when reading; so does Herald.
+    let back = core_event_from_pb(k8s_pb::api::core::v1::Event {
+        first_timestamp: Some(pm::Time {
+            seconds: Some(1_700_000_000),
+            nanos: Some(999),
+        }),
+        ..Default::default()
+    });
+    assert_eq!(back.first_timestamp.unwrap().0.subsec_nanosecond(), 0);
 }
