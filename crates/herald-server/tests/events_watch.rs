@@ -367,12 +367,11 @@ async fn selector_transitions_follow_the_etcd_watcher() {
         ("ADDED", Some("s.2"))
     );
 
-    // single-object watch through the name URL
+    // single-object watch through the (deprecated) name URL
     let mut one = http
         .watch(
             &format!(
-                "{}/s.2?watch=true&resourceVersion={}",
-                core_path("default"),
+                "/api/v1/watch/namespaces/default/events/s.2?resourceVersion={}",
                 rv(&obj)
             ),
             None,
@@ -827,4 +826,80 @@ async fn an_empty_store_reports_a_resumable_resource_version() {
             other => panic!("expected ADDED z.1, got {other:?}"),
         }
     }
+}
+
+/// The deprecated `/watch/` paths kube-apiserver still serves stream watches (the item form
+/// narrowed to its event); a GET of one event with `?watch` is a plain GET, as in kube.
+#[tokio::test]
+async fn deprecated_watch_paths_stream_and_an_item_get_ignores_watch() {
+    let (server, _clock) = memory().await;
+    let http = Http::new(&server);
+    let first = http
+        .post(&core_path("ns1"), &core_event("a.1", "ns1", "Started"))
+        .await
+        .json();
+    let from = rv(&first);
+
+    let got = http
+        .get(&format!("{}/a.1?watch=true", core_path("ns1")))
+        .await;
+    assert_eq!(got.status, 200);
+    assert_eq!(
+        got.json()["metadata"]["name"],
+        "a.1",
+        "the object, not a stream"
+    );
+
+    let mut all = http
+        .watch(
+            &format!("/apis/events.k8s.io/v1/watch/events?resourceVersion={from}"),
+            None,
+        )
+        .await;
+    let mut ns = http
+        .watch(
+            &format!("/api/v1/watch/namespaces/ns1/events?resourceVersion={from}"),
+            None,
+        )
+        .await;
+    let mut one = http
+        .watch(
+            &format!("/api/v1/watch/namespaces/ns1/events/b.1?resourceVersion={from}"),
+            None,
+        )
+        .await;
+    for w in [&all, &ns, &one] {
+        assert_eq!(w.status, 200);
+        assert_eq!(w.headers["content-type"], "application/json");
+    }
+    for (name, ns_) in [("a.2", "ns1"), ("b.1", "ns1"), ("c.1", "ns2")] {
+        assert_eq!(
+            http.post(&core_path(ns_), &core_event(name, ns_, "Started"))
+                .await
+                .status,
+            201
+        );
+    }
+    let names = |v: &serde_json::Value| v["metadata"]["name"].as_str().unwrap().to_string();
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let (ty, obj) = all.expect().await;
+        assert_eq!(ty, "ADDED");
+        assert_eq!(obj["apiVersion"], "events.k8s.io/v1");
+        seen.push(names(&obj));
+    }
+    assert_eq!(seen, ["a.2", "b.1", "c.1"]);
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        seen.push(names(&ns.expect().await.1));
+    }
+    assert_eq!(seen, ["a.2", "b.1"]);
+    // Only b.1: a.2 came first and was not delivered.
+    assert_eq!(names(&one.expect().await.1), "b.1");
+
+    // The item form refuses a field selector naming another event, as kube does.
+    let bad = http
+        .get("/api/v1/watch/namespaces/ns1/events/b.1?fieldSelector=metadata.name%3Dz")
+        .await;
+    bad.status_failure(400, "BadRequest");
 }

@@ -49,6 +49,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use super::error::ServerFailure;
+use super::events::is_watch;
 use super::events::metrics::Metrics;
 use super::negotiate::{accept_header, parse_accept};
 use super::protobuf::{self, WatchAsProtobuf, transcode_json};
@@ -203,7 +204,10 @@ where
 /// for JSON, which this layer then transcodes; a protobuf watch is marked
 /// ([`WatchAsProtobuf`]) for the handler, which streams frames itself.
 fn encoding(req: &mut Request) -> Encoding {
-    let watch = query_bool(req.uri(), "watch").unwrap_or(false);
+    let watch = is_watch(
+        req.uri().path(),
+        query_bool(req.uri(), "watch").unwrap_or(false),
+    );
     let (encoding, rewrite) = match (preferred(req.headers()), watch) {
         (Preferred::Protobuf, true) => {
             req.extensions_mut().insert(WatchAsProtobuf);

@@ -139,10 +139,13 @@ pub fn verb_of(method: &http::Method, path: &str, query: Option<&str>) -> &'stat
         };
     }
     let collection = path.trim_end_matches('/').ends_with("/events");
-    let watch = query
-        .unwrap_or("")
-        .split('&')
-        .any(|kv| kv == "watch=true" || kv == "watch=1" || kv == "watch");
+    let watch = super::is_watch(
+        path,
+        query
+            .unwrap_or("")
+            .split('&')
+            .any(|kv| kv == "watch=true" || kv == "watch=1" || kv == "watch"),
+    );
     match (method.as_str(), collection) {
         ("GET", _) if watch => "watch",
         ("GET", true) => "list",
@@ -176,4 +179,59 @@ pub async fn metrics_handler(State(m): State<Arc<Metrics>>) -> Response {
         HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
     );
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::verb_of;
+    use http::Method;
+
+    #[test]
+    fn verbs_as_kube_names_them() {
+        let ns = "/api/v1/namespaces/ns1/events";
+        for (method, path, query, want) in [
+            (Method::GET, ns, None, "list"),
+            (Method::GET, ns, Some("watch=true"), "watch"),
+            (
+                Method::GET,
+                "/api/v1/namespaces/ns1/events/a.1",
+                None,
+                "get",
+            ),
+            // kube-apiserver ignores `watch` on one object's path.
+            (
+                Method::GET,
+                "/api/v1/namespaces/ns1/events/a.1",
+                Some("watch=1"),
+                "get",
+            ),
+            (
+                Method::GET,
+                "/api/v1/watch/namespaces/ns1/events/a.1",
+                None,
+                "watch",
+            ),
+            (
+                Method::GET,
+                "/apis/events.k8s.io/v1/watch/events",
+                None,
+                "watch",
+            ),
+            (Method::POST, ns, None, "create"),
+            (Method::DELETE, ns, None, "deletecollection"),
+            (
+                Method::DELETE,
+                "/api/v1/namespaces/ns1/events/a.1",
+                None,
+                "delete",
+            ),
+            (Method::GET, "/api/v1", None, "get"),
+        ] {
+            assert_eq!(
+                verb_of(&method, path, query),
+                want,
+                "{method} {path}?{query:?}"
+            );
+        }
+    }
 }

@@ -154,6 +154,16 @@ impl EventsApi {
                     &format!("{base}/namespaces/{{ns}}/events/{{name}}"),
                     get(get_one).put(update).patch(patch).delete(delete_one),
                 )
+                // The deprecated watch paths kube-apiserver still serves.
+                .route(&format!("{base}/watch/events"), get(watch_all))
+                .route(
+                    &format!("{base}/watch/namespaces/{{ns}}/events"),
+                    get(watch_ns),
+                )
+                .route(
+                    &format!("{base}/watch/namespaces/{{ns}}/events/{{name}}"),
+                    get(watch_one),
+                )
                 .with_state(st);
             r = r.merge(g);
         }
@@ -268,22 +278,58 @@ fn content_type(headers: &HeaderMap) -> String {
 // ---- reads -------------------------------------------------------------------------------
 
 async fn list_all(State(st): State<GroupState>, req: Request) -> Res {
-    read(st, None, None, req).await
+    read(st, None, None, false, req).await
 }
 
 async fn list_ns(State(st): State<GroupState>, Path(ns): Path<String>, req: Request) -> Res {
-    read(st, Some(ns), None, req).await
+    read(st, Some(ns), None, false, req).await
 }
 
+/// GET of one event. As in kube-apiserver, `?watch` does not apply here: a watch of one
+/// event is a list path with `fieldSelector=metadata.name=…`, or the deprecated
+/// `/watch/…/events/{name}`.
 async fn get_one(
     State(st): State<GroupState>,
     Path((ns, name)): Path<(String, String)>,
     req: Request,
 ) -> Res {
-    read(st, Some(ns), Some(name), req).await
+    read(st, Some(ns), Some(name), false, req).await
 }
 
-async fn read(st: GroupState, ns: Option<String>, name: Option<String>, req: Request) -> Res {
+async fn watch_all(State(st): State<GroupState>, req: Request) -> Res {
+    read(st, None, None, true, req).await
+}
+
+async fn watch_ns(State(st): State<GroupState>, Path(ns): Path<String>, req: Request) -> Res {
+    read(st, Some(ns), None, true, req).await
+}
+
+/// The deprecated watch of one event: the watch of its namespace narrowed to its name (a
+/// field selector naming another is a 400).
+async fn watch_one(
+    State(st): State<GroupState>,
+    Path((ns, name)): Path<(String, String)>,
+    req: Request,
+) -> Res {
+    read(st, Some(ns), Some(name), true, req).await
+}
+
+/// The paths that stream a watch: a collection with `?watch`, or a deprecated `/watch/` path
+/// (with or without `?watch`). A GET of one event with `?watch` is a plain GET.
+pub fn is_watch(path: &str, query_watch: bool) -> bool {
+    let path = path.trim_end_matches('/');
+    path.starts_with("/api/v1/watch/")
+        || path.starts_with("/apis/events.k8s.io/v1/watch/")
+        || (query_watch && path.ends_with("/events"))
+}
+
+async fn read(
+    st: GroupState,
+    ns: Option<String>,
+    name: Option<String>,
+    watch_path: bool,
+    req: Request,
+) -> Res {
     if let Some(ns) = &ns {
         segments(ns, name.as_deref())?;
     }
@@ -292,7 +338,7 @@ async fn read(st: GroupState, ns: Option<String>, name: Option<String>, req: Req
     let include = IncludeObject::from_query(q(&pairs, "includeObject"))?;
     let accept = accept_header(req.headers());
     let group = st.group;
-    if p.watch {
+    if watch_path || (p.watch && name.is_none()) {
         let out = negotiate_output(accept.as_deref(), Target::Object)?;
         let as_protobuf = req.extensions().get::<WatchAsProtobuf>().is_some();
         let w = st
