@@ -160,3 +160,49 @@ async fn a_client_self_link_is_not_stored() {
             .is_none()
     );
 }
+
+/// Responses of 128 KiB or more are gzipped for clients that accept it (kube-apiserver's
+/// `APIResponseCompression`); small ones and watches are not.
+#[tokio::test]
+async fn large_responses_are_gzipped_for_clients_that_ask() {
+    use std::io::Read as _;
+    let (server, _clock) = memory().await;
+    let http = Http::new(&server);
+    for i in 0..300 {
+        let name = format!("big-{i:03}.1");
+        let mut e = core_event(&name, "ns1", "Started");
+        e["message"] = json!("x".repeat(400));
+        assert_eq!(http.post(&core_path("ns1"), &e).await.status, 201);
+    }
+    let gzip = [("accept-encoding", "gzip")];
+    let plain = http.get(&core_path("ns1")).await;
+    assert!(plain.body.len() >= 128 * 1024, "{} bytes", plain.body.len());
+    assert!(plain.headers.get("content-encoding").is_none());
+
+    let zipped = http.get_with(&core_path("ns1"), &gzip).await;
+    assert_eq!(zipped.status, 200);
+    assert_eq!(zipped.headers["content-encoding"], "gzip");
+    assert!(
+        zipped.body.len() * 10 < plain.body.len(),
+        "{} bytes",
+        zipped.body.len()
+    );
+    let mut unzipped = Vec::new();
+    flate2::read::GzDecoder::new(&zipped.body[..])
+        .read_to_end(&mut unzipped)
+        .unwrap();
+    assert_eq!(unzipped, plain.body);
+
+    let one = http
+        .get_with(&format!("{}/big-000.1", core_path("ns1")), &gzip)
+        .await;
+    assert_eq!(one.status, 200);
+    assert!(one.headers.get("content-encoding").is_none());
+    assert_eq!(one.json()["metadata"]["name"], "big-000.1");
+
+    let mut w = http
+        .watch_with(&format!("{}?watch=true", core_path("ns1")), &gzip)
+        .await;
+    assert!(w.headers.get("content-encoding").is_none());
+    assert_eq!(w.expect().await.0, "ADDED");
+}

@@ -822,3 +822,30 @@ async fn a_missing_kubectl_fails_the_test_with_a_clear_message() {
     let msg = msg.downcast_ref::<String>().cloned().unwrap_or_default();
     assert!(msg.contains("kubectl is not on PATH"), "{msg}");
 }
+
+/// A list of more than 128 KiB comes back gzipped (kubectl's Go transport asks for it and
+/// unpacks it); kubectl prints every event of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_events_reads_a_large_compressed_list() {
+    let server = Herald::memory().await;
+    let k = Kubectl::new(&server).await;
+    let manifests: Vec<String> = (0..300)
+        .map(|i| {
+            core_event(
+                &format!("web-{i:03}.a"),
+                &format!("web-{i:03}"),
+                "Warning",
+                "BackOff",
+                &format!("Back-off restarting failed container {}", "x".repeat(300)),
+            )
+        })
+        .collect();
+    let f = k.write("big.yaml", &manifests.join("---\n"));
+    k.run(&["create", "-f", &f]).await.ok();
+    let o = k.run(&["get", "events", "-o", "name"]).await;
+    let names: Vec<&str> = o.ok().lines().collect();
+    assert_eq!(names.len(), 300, "{}", o.show());
+    assert_eq!(names[0], "event/web-000.a");
+    let o = k.run(&["get", "events", "-o", "json"]).await;
+    assert_eq!(o.json()["items"].as_array().map(Vec::len), Some(300));
+}

@@ -24,6 +24,7 @@
 // errors are the cold path, so the size of `ApiError` is not worth a box.
 #![allow(clippy::result_large_err)]
 
+pub mod compression;
 pub mod discovery;
 pub mod error;
 pub mod events;
@@ -126,8 +127,9 @@ pub fn static_routes(state: ApiState) -> Router {
 }
 
 /// Adds the catch-all behaviour to a complete router: a 404 `Status` for unknown paths, a
-/// 405 `Status` for unsupported methods on known paths, and the [`output`] layer (standard
-/// headers, YAML and pretty JSON, the 5xx log). Call it last: the 405 handler only covers
+/// 405 `Status` for unsupported methods on known paths, the [`output`] layer (standard
+/// headers, YAML, protobuf and pretty JSON, the 5xx log) and [`compression`] of large
+/// responses. Call it last: the 405 handler only covers
 /// routes present when it is called.
 pub fn finish(router: Router) -> Router {
     finish_with(router, output::OutputLayer::default())
@@ -139,6 +141,7 @@ pub fn finish_with(router: Router, output: output::OutputLayer) -> Router {
         .fallback(|| async { StatusError(error::path_not_found()) })
         .method_not_allowed_fallback(|| async { StatusError(error::method_not_allowed()) })
         .layer(output)
+        .layer(compression::layer())
 }
 
 /// The static API as a complete router (static routes + [`finish`]).

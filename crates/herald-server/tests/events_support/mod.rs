@@ -217,6 +217,22 @@ impl Http {
     /// Opens a watch; returns the response head and a line reader.
     pub async fn watch(&self, path: &str, accept: Option<&str>) -> Watch {
         let req = self.request("GET", path, None, accept, Bytes::new());
+        self.open_watch(req).await
+    }
+
+    /// Opens a watch with extra request headers.
+    pub async fn watch_with(&self, path: &str, headers: &[(&str, &str)]) -> Watch {
+        let mut req = self.request("GET", path, None, None, Bytes::new());
+        for (k, v) in headers {
+            req.headers_mut().insert(
+                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                http::HeaderValue::from_str(v).unwrap(),
+            );
+        }
+        self.open_watch(req).await
+    }
+
+    async fn open_watch(&self, req: http::Request<Full<Bytes>>) -> Watch {
         let resp = tokio::time::timeout(GUARD, self.client.request(req))
             .await
             .expect("watch in time")

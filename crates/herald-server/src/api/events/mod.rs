@@ -53,6 +53,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use self::metrics::{Metrics, WatchGuard};
+use super::compression::Streaming;
 use super::discovery::GroupVersion;
 use super::error::StatusError;
 use super::field_validation::{FieldValidation, add_warnings, check_fields, duplicate_fields};
@@ -472,6 +473,7 @@ fn watch_response(
         .filter(|chunk| std::future::ready(!chunk.is_empty()))
         .map(Ok::<_, Infallible>);
     let mut resp = Response::new(Body::from_stream(stream));
+    resp.extensions_mut().insert(Streaming);
     let h = resp.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
@@ -546,6 +548,7 @@ fn protobuf_watch_response(api: &EventsApi, group: ApiGroup, w: RawEventWatch) -
         header::CONTENT_TYPE,
         HeaderValue::from_static(protobuf::WATCH_MEDIA_TYPE),
     );
+    resp.extensions_mut().insert(Streaming);
     resp
 }
 
