@@ -240,8 +240,8 @@ impl ApiError {
         Self::new(413, Reason::RequestEntityTooLarge, message)
     }
 
-    /// 415 UnsupportedMediaType for the body of a create or update, naming the types that
-    /// are accepted (JSON and YAML; Herald does not decode protobuf).
+    /// 415 UnsupportedMediaType for the body of a create, update or delete, naming the types
+    /// that are accepted (JSON, YAML and protobuf, in kube-apiserver's order).
     pub fn unsupported_media_type(content_type: &str) -> Self {
         Self::unsupported_media_type_of(
             &[

@@ -206,3 +206,53 @@ async fn large_responses_are_gzipped_for_clients_that_ask() {
     assert!(w.headers.get("content-encoding").is_none());
     assert_eq!(w.expect().await.0, "ADDED");
 }
+
+/// A watch is streamed whatever else the request asks for: a percent-encoded `watch` key
+/// with a curl user agent (pretty JSON) or a YAML preference must not make the server hold
+/// the stream back to re-encode it.
+#[tokio::test]
+async fn watches_are_never_held_back_for_re_encoding() {
+    let (server, _clock) = memory().await;
+    let http = Http::new(&server);
+    let path = core_path("ns1");
+    let mut curl = http
+        .watch_with(
+            &format!("{path}?wat%63h=1"),
+            &[("user-agent", "curl/8.5.0")],
+        )
+        .await;
+    let mut yaml = http
+        .watch_with(
+            &format!("{path}?wat%63h=true"),
+            &[("accept", "application/yaml, application/json")],
+        )
+        .await;
+    let mut legacy = http
+        .watch_with(
+            "/api/v1/watch/namespaces/ns1/events",
+            &[("user-agent", "curl/8.5.0"), ("accept-encoding", "gzip")],
+        )
+        .await;
+    for w in [&curl, &yaml, &legacy] {
+        assert_eq!(w.status, 200);
+        assert_eq!(w.headers["content-type"], "application/json");
+        assert!(w.headers.get("content-encoding").is_none());
+    }
+    assert_eq!(
+        http.post(&path, &core_event("a.1", "ns1", "Started"))
+            .await
+            .status,
+        201
+    );
+    for w in [&mut curl, &mut yaml, &mut legacy] {
+        assert_eq!(w.expect().await.0, "ADDED");
+    }
+    // A watch that accepts only YAML is refused, on the deprecated path too.
+    let only_yaml = http
+        .watch(
+            "/api/v1/watch/namespaces/ns1/events",
+            Some("application/yaml"),
+        )
+        .await;
+    assert_eq!(only_yaml.status, 406);
+}

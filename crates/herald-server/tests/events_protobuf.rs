@@ -671,3 +671,96 @@ async fn a_go_written_message_stores_as_its_json_twin_does() {
     assert!(one["metadata"].get("generateName").is_none(), "{one}");
     assert!(one["metadata"].get("generation").is_none(), "{one}");
 }
+
+#[tokio::test]
+async fn patches_deprecated_watch_paths_and_deletecollection_speak_protobuf() {
+    let (server, _clock) = memory().await;
+    let http = Http::new(&server);
+    let path = core_path("ns1");
+    let first = http
+        .post(&path, &core_event("a.1", "ns1", "Started"))
+        .await
+        .json();
+
+    // A merge patch (JSON body, as every patch is) answered in protobuf.
+    let patched = http
+        .send(
+            "PATCH",
+            &format!("{path}/a.1"),
+            Some("application/merge-patch+json"),
+            Some(PB_JSON),
+            br#"{"count":7}"#.to_vec(),
+        )
+        .await;
+    assert_eq!(patched.status, 200, "{:?}", patched.body);
+    let (_, kind, raw) = unwrap(&patched);
+    assert_eq!(kind, "Event");
+    assert_eq!(pc::Event::decode(&raw[..]).unwrap().count, Some(7));
+
+    // The deprecated watch path streams frames to a protobuf client…
+    let mut w = watch_pb(
+        &http,
+        &format!(
+            "/api/v1/watch/namespaces/ns1/events/b.1?resourceVersion={}",
+            rv(&first)
+        ),
+    )
+    .await;
+    assert_eq!(
+        http.post(&path, &core_event("b.1", "ns1", "Pulled"))
+            .await
+            .status,
+        201
+    );
+    assert_eq!(
+        w.expect_event("ADDED").await.reason.as_deref(),
+        Some("Pulled")
+    );
+    // …and an error before the stream starts is a protobuf Status.
+    let bad = http
+        .get_accept(
+            "/api/v1/watch/namespaces/ns1/events/b.1?fieldSelector=metadata.name%3Dz",
+            PB_JSON,
+        )
+        .await;
+    pb_status(&bad, 400, "BadRequest");
+
+    // deletecollection with protobuf DeleteOptions: a dry run deletes nothing.
+    let dry = pm::DeleteOptions {
+        dry_run: vec!["All".into()],
+        ..Default::default()
+    };
+    let r = send_pb(
+        &http,
+        "DELETE",
+        &path,
+        PB_JSON,
+        wrap("v1", "DeleteOptions", &dry),
+    )
+    .await;
+    let (_, kind, raw) = unwrap(&r);
+    assert_eq!(kind, "EventList");
+    assert_eq!(pc::EventList::decode(&raw[..]).unwrap().items.len(), 2);
+    assert_eq!(
+        http.get(&path).await.json()["items"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    let r = send_pb(
+        &http,
+        "DELETE",
+        &path,
+        PB_JSON,
+        wrap("v1", "DeleteOptions", &pm::DeleteOptions::default()),
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert!(
+        http.get(&path).await.json()["items"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+}

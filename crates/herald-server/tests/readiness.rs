@@ -1,20 +1,26 @@
-//! `/readyz` reports the store: a live server on a real SQLite file stops being ready while
-//! its commits fail, says so only as `[-]storage failed` (the reason goes to the log), stays
-//! live, loses nothing it acknowledged, and is ready again once a commit succeeds.
+//! `/readyz` reports the store: a live server on a real SQLite file stops being ready when a
+//! write fails in the database, says so only as `[-]storage failed` (the reason goes to the
+//! log), stays live, and loses nothing it acknowledged. It is ready again after
+//! `RETRY_READY` without another failure (so that writes can show whether the store
+//! recovered), and at once when a write succeeds.
 
 mod events_support;
 
 use events_support::*;
+use std::time::Duration;
+
 use herald_server::server::StoreKind;
+use herald_server::storage::RETRY_READY;
 
 #[tokio::test]
 async fn readiness_follows_the_store_commits() {
     let dir = tempfile::tempdir().unwrap();
+    let clock = fake_clock();
     let server = start(
         StoreKind::Sqlite {
             dir: dir.path().to_path_buf(),
         },
-        fake_clock(),
+        clock.clone(),
     )
     .await;
     let http = Http::new(&server);
@@ -53,6 +59,16 @@ async fn readiness_follows_the_store_commits() {
     // Alive (a restart would not help a failing disk), and reads still work.
     assert_eq!(http.get("/livez").await.status, 200);
     assert_eq!(http.get(&format!("{path}/a.1")).await.status, 200);
+
+    // Half-open: after RETRY_READY without a failure it takes writes again; one more failure
+    // closes it again.
+    clock.advance(RETRY_READY - Duration::from_millis(1));
+    assert_eq!(http.get("/readyz").await.status, 500);
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(http.get("/readyz").await.status, 200);
+    let failed = http.post(&path, &core_event("b.1", "ns1", "Started")).await;
+    assert_eq!(failed.status, 500, "{}", failed.text());
+    assert_eq!(http.get("/readyz").await.status, 500);
 
     db.execute_batch("DROP TRIGGER fail_inserts").unwrap();
     assert_eq!(

@@ -141,7 +141,6 @@ pub fn finish_with(router: Router, output: output::OutputLayer) -> Router {
         .fallback(|| async { StatusError(error::path_not_found()) })
         .method_not_allowed_fallback(|| async { StatusError(error::method_not_allowed()) })
         .layer(output)
-        .layer(compression::layer())
 }
 
 /// The static API as a complete router (static routes + [`finish`]).

@@ -19,8 +19,11 @@
 //! - **Indented JSON** for `?pretty=true`, and, as kube-apiserver does, for `curl`, `Wget`
 //!   and browsers unless they pass `pretty=false`. Watches stay one event per line.
 //!
+//! - **gzip** for a GET of 128 KiB or more whose client accepts it ([`super::compression`]).
+//!
 //! Transcoding buffers the whole body (kube-apiserver encodes whole objects too) and keeps
-//! the field order. A body that is not the JSON it claims to be is sent unchanged.
+//! the field order. A body that is not the JSON it claims to be is sent unchanged. A response
+//! marked [`Streaming`] (a watch) is never buffered, transcoded or compressed.
 //!
 //! It is a tower layer rather than an `axum::middleware::from_fn`, and it counts the metrics
 //! too: every request passes through it, and each `from_fn` layer cost about 5,600
@@ -48,6 +51,7 @@ use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
+use super::compression::{Streaming, accepts_gzip, gzip};
 use super::error::ServerFailure;
 use super::events::is_watch;
 use super::events::metrics::Metrics;
@@ -117,7 +121,9 @@ where
 
     fn call(&mut self, mut req: Request) -> Self::Future {
         let encoding = encoding(&mut req);
+        let gzip = req.method() == http::Method::GET && accepts_gzip(req.headers());
         let seen = Seen {
+            gzip,
             audit_id: audit_id(req.headers()),
             method: req.method().clone(),
             // Cheap: the URI shares the request's bytes. Only a failure reads it.
@@ -136,6 +142,8 @@ where
 
 /// What the request said that the response needs.
 struct Seen {
+    /// A GET whose client accepts gzip.
+    gzip: bool,
     audit_id: HeaderValue,
     method: http::Method,
     uri: http::Uri,
@@ -144,8 +152,8 @@ struct Seen {
 }
 
 pin_project! {
-    /// The response future of [`Output`]: the inner future, then, only for YAML or pretty
-    /// JSON, the re-encoding of the body.
+    /// The response future of [`Output`]: the inner future, then, only for YAML, protobuf or
+    /// pretty JSON, the re-encoding of the body (and its compression).
     pub struct OutputFuture<F> {
         #[pin]
         state: State<F>,
@@ -185,11 +193,28 @@ where
                     h.entry(header::CACHE_CONTROL)
                         .or_insert(HeaderValue::from_static("no-cache, private"));
                     h.insert(AUDIT_ID, seen.audit_id);
-                    if seen.encoding == Encoding::Json || !is_json(resp.headers()) {
+                    // A stream (a watch) goes out as it is made, whatever the request said.
+                    if resp.extensions().get::<Streaming>().is_some() {
                         return Poll::Ready(Ok(resp));
                     }
+                    let transcode = seen.encoding != Encoding::Json && is_json(resp.headers());
+                    if !transcode && !seen.gzip {
+                        return Poll::Ready(Ok(resp));
+                    }
+                    if !transcode {
+                        return Poll::Ready(Ok(gzip(resp).unwrap_or_else(|r| r)));
+                    }
+                    let encoding = seen.encoding;
+                    let zip = seen.gzip;
                     this.state.set(State::Reencode {
-                        future: Box::pin(reencode(resp, seen.encoding)),
+                        future: Box::pin(async move {
+                            let resp = reencode(resp, encoding).await;
+                            if zip {
+                                gzip(resp).unwrap_or_else(|r| r)
+                            } else {
+                                resp
+                            }
+                        }),
                     });
                 }
                 StateProj::Reencode { future } => {
@@ -206,12 +231,14 @@ where
 fn encoding(req: &mut Request) -> Encoding {
     let watch = is_watch(
         req.uri().path(),
-        query_bool(req.uri(), "watch").unwrap_or(false),
+        query_bool(req.uri().query(), "watch").unwrap_or(false),
     );
     let (encoding, rewrite) = match (preferred(req.headers()), watch) {
         (Preferred::Protobuf, true) => {
+            // The handler streams frames (untouched here); an error before the stream is a
+            // JSON Status this layer transcodes.
             req.extensions_mut().insert(WatchAsProtobuf);
-            (Encoding::Json, true)
+            (Encoding::Protobuf, true)
         }
         (Preferred::Protobuf, false) => (Encoding::Protobuf, true),
         // Watches are JSON lines; the handler answers a YAML-only one with 406.
@@ -239,10 +266,12 @@ fn log_failure(resp: &Response, method: &http::Method, path: &str, audit_id: &He
     }
 }
 
-/// `?key=…` parsed as kube parses booleans; `None` when absent or not a boolean.
-fn query_bool(uri: &http::Uri, key: &str) -> Option<bool> {
-    let query = uri.query()?;
-    if !query.contains(key) {
+/// `?key=…` parsed as kube parses booleans, the key and value percent-decoded as the
+/// handlers decode them; `None` when absent or not a boolean.
+pub(crate) fn query_bool(query: Option<&str>, key: &str) -> Option<bool> {
+    let query = query?;
+    // The common case skips the parse; an encoded key (`wat%63h`) must not.
+    if !query.contains(key) && !query.contains('%') {
         return None;
     }
     form_urlencoded::parse(query.as_bytes())
@@ -291,7 +320,7 @@ fn preferred(headers: &HeaderMap) -> Preferred {
 
 /// `pretty=true`, or no `pretty` and a user agent kube-apiserver pretty-prints for.
 fn wants_pretty(req: &Request) -> bool {
-    if let Some(p) = query_bool(req.uri(), "pretty") {
+    if let Some(p) = query_bool(req.uri().query(), "pretty") {
         return p;
     }
     req.headers()
@@ -407,14 +436,28 @@ mod tests {
 
     #[test]
     fn query_booleans_as_kube_parses_them() {
-        let uri = |s: &str| s.parse::<http::Uri>().unwrap();
-        assert_eq!(query_bool(&uri("/x?pretty=true"), "pretty"), Some(true));
-        assert_eq!(query_bool(&uri("/x?pretty=1&a=b"), "pretty"), Some(true));
-        assert_eq!(query_bool(&uri("/x?pretty=false"), "pretty"), Some(false));
-        assert_eq!(query_bool(&uri("/x?pretty=maybe"), "pretty"), None);
-        assert_eq!(query_bool(&uri("/x?prettyish=1"), "pretty"), None);
-        assert_eq!(query_bool(&uri("/x?watch=%74rue"), "watch"), Some(true));
-        assert_eq!(query_bool(&uri("/x"), "watch"), None);
+        let uris: Vec<http::Uri> = [
+            "/x?pretty=true",
+            "/x?pretty=1&a=b",
+            "/x?pretty=false",
+            "/x?pretty=maybe",
+            "/x?prettyish=1",
+            "/x?watch=%74rue",
+            "/x",
+            "/x?wat%63h=1",
+        ]
+        .iter()
+        .map(|s| s.parse().unwrap())
+        .collect();
+        let uri = |s: &str| uris.iter().find(|u| *u == s).unwrap().query();
+        assert_eq!(query_bool(uri("/x?pretty=true"), "pretty"), Some(true));
+        assert_eq!(query_bool(uri("/x?pretty=1&a=b"), "pretty"), Some(true));
+        assert_eq!(query_bool(uri("/x?pretty=false"), "pretty"), Some(false));
+        assert_eq!(query_bool(uri("/x?pretty=maybe"), "pretty"), None);
+        assert_eq!(query_bool(uri("/x?prettyish=1"), "pretty"), None);
+        assert_eq!(query_bool(uri("/x?watch=%74rue"), "watch"), Some(true));
+        assert_eq!(query_bool(uri("/x"), "watch"), None);
+        assert_eq!(query_bool(uri("/x?wat%63h=1"), "watch"), Some(true));
     }
 
     #[test]

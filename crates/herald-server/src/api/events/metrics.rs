@@ -138,13 +138,10 @@ pub fn verb_of(method: &http::Method, path: &str, query: Option<&str>) -> &'stat
             _ => "other",
         };
     }
-    let collection = path.trim_end_matches('/').ends_with("/events");
+    let collection = super::is_collection(path);
     let watch = super::is_watch(
         path,
-        query
-            .unwrap_or("")
-            .split('&')
-            .any(|kv| kv == "watch=true" || kv == "watch=1" || kv == "watch"),
+        crate::api::output::query_bool(query, "watch").unwrap_or(false),
     );
     match (method.as_str(), collection) {
         ("GET", _) if watch => "watch",
@@ -192,6 +189,15 @@ mod tests {
         for (method, path, query, want) in [
             (Method::GET, ns, None, "list"),
             (Method::GET, ns, Some("watch=true"), "watch"),
+            (Method::GET, ns, Some("wat%63h=True"), "watch"),
+            (Method::GET, ns, Some("watch=false"), "list"),
+            // An event named "events" is an object, not the collection.
+            (
+                Method::GET,
+                "/api/v1/namespaces/ns1/events/events",
+                Some("watch=1"),
+                "get",
+            ),
             (
                 Method::GET,
                 "/api/v1/namespaces/ns1/events/a.1",

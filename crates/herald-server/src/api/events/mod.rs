@@ -318,10 +318,28 @@ async fn watch_one(
 /// The paths that stream a watch: a collection with `?watch`, or a deprecated `/watch/` path
 /// (with or without `?watch`). A GET of one event with `?watch` is a plain GET.
 pub fn is_watch(path: &str, query_watch: bool) -> bool {
+    group_relative(path).is_some_and(|rest| rest.starts_with("watch/"))
+        || (query_watch && is_collection(path))
+}
+
+/// The part of an events API path after `/api/v1/` or `/apis/events.k8s.io/v1/`.
+fn group_relative(path: &str) -> Option<&str> {
     let path = path.trim_end_matches('/');
-    path.starts_with("/api/v1/watch/")
-        || path.starts_with("/apis/events.k8s.io/v1/watch/")
-        || (query_watch && path.ends_with("/events"))
+    path.strip_prefix("/api/v1/")
+        .or_else(|| path.strip_prefix("/apis/events.k8s.io/v1/"))
+}
+
+/// True for the collection paths: `…/events` of all namespaces or of one (not an event
+/// named `events`).
+pub fn is_collection(path: &str) -> bool {
+    let Some(rest) = group_relative(path) else {
+        return false;
+    };
+    rest == "events"
+        || rest
+            .strip_prefix("namespaces/")
+            .and_then(|r| r.split_once('/'))
+            .is_some_and(|(_, tail)| tail == "events")
 }
 
 async fn read(
@@ -403,71 +421,85 @@ fn watch_response(
     include: IncludeObject,
 ) -> Response {
     let clock = api.clock.clone();
-    let guard = api.metrics.clone().map(WatchGuard::new);
     let mut first = true;
+    stream_response(api, w, "application/json", move |batch| {
+        let mut lines: Vec<Bytes> = Vec::with_capacity(batch.len());
+        for item in batch {
+            match (out, item) {
+                // Plain JSON lines of a change are the same for every watcher: the first
+                // one to need a line encodes it into the event's shared slot.
+                (Output::Object, RawWatchItem::Change(ev)) => {
+                    let line = ev.encoding(render::line_slot(group), |e| {
+                        let (kind, value, rev) = change_parts(e);
+                        render::stored_watch_line(group, kind, value, rev)
+                            .map(Bytes::from)
+                            .unwrap_or_default()
+                    });
+                    if !line.is_empty() {
+                        lines.push(line);
+                    }
+                }
+                (Output::Object, RawWatchItem::Initial(kv)) => {
+                    if let Some(line) = render::stored_watch_line(
+                        group,
+                        ChangeKind::Added,
+                        &kv.value,
+                        kv.mod_revision,
+                    ) {
+                        lines.push(Bytes::from(line));
+                    }
+                }
+                (_, item) => {
+                    let Some(item) = item.into_item() else {
+                        continue;
+                    };
+                    let is_obj = matches!(
+                        item,
+                        WatchItem::Added(_) | WatchItem::Modified(_) | WatchItem::Deleted(_)
+                    );
+                    lines.push(Bytes::from(render::watch_line(
+                        group,
+                        &item,
+                        out,
+                        include,
+                        clock.now(),
+                        first,
+                    )));
+                    if is_obj {
+                        first = false;
+                    }
+                }
+            }
+        }
+        // One chunk (one write) per batch.
+        match <[Bytes; 1]>::try_from(lines) {
+            Ok([one]) => one,
+            Err(lines) => {
+                let mut buf = Vec::with_capacity(lines.iter().map(Bytes::len).sum());
+                for line in &lines {
+                    buf.extend_from_slice(line);
+                }
+                Bytes::from(buf)
+            }
+        }
+    })
+}
+
+/// The response of a watch: each batch the registry has ready, encoded by `encode` into one
+/// chunk (one write), until the watch ends or the server shuts down; counted in the watch
+/// metrics while open, and marked [`Streaming`] so no layer holds it back.
+fn stream_response(
+    api: &EventsApi,
+    w: RawEventWatch,
+    content_type: &'static str,
+    mut encode: impl FnMut(Vec<RawWatchItem>) -> Bytes + Send + 'static,
+) -> Response {
+    let guard = api.metrics.clone().map(WatchGuard::new);
     let stream = w
         .take_until(api.shutdown.clone().cancelled_owned())
         .map(move |batch| {
             let _keep = &guard;
-            let mut lines: Vec<Bytes> = Vec::with_capacity(batch.len());
-            for item in batch {
-                match (out, item) {
-                    // Plain JSON lines of a change are the same for every watcher: the first
-                    // one to need a line encodes it into the event's shared slot.
-                    (Output::Object, RawWatchItem::Change(ev)) => {
-                        let line = ev.encoding(render::line_slot(group), |e| {
-                            let (kind, value, rev) = change_parts(e);
-                            render::stored_watch_line(group, kind, value, rev)
-                                .map(Bytes::from)
-                                .unwrap_or_default()
-                        });
-                        if !line.is_empty() {
-                            lines.push(line);
-                        }
-                    }
-                    (Output::Object, RawWatchItem::Initial(kv)) => {
-                        if let Some(line) = render::stored_watch_line(
-                            group,
-                            ChangeKind::Added,
-                            &kv.value,
-                            kv.mod_revision,
-                        ) {
-                            lines.push(Bytes::from(line));
-                        }
-                    }
-                    (_, item) => {
-                        let Some(item) = item.into_item() else {
-                            continue;
-                        };
-                        let is_obj = matches!(
-                            item,
-                            WatchItem::Added(_) | WatchItem::Modified(_) | WatchItem::Deleted(_)
-                        );
-                        lines.push(Bytes::from(render::watch_line(
-                            group,
-                            &item,
-                            out,
-                            include,
-                            clock.now(),
-                            first,
-                        )));
-                        if is_obj {
-                            first = false;
-                        }
-                    }
-                }
-            }
-            // One chunk (one write) per batch.
-            match <[Bytes; 1]>::try_from(lines) {
-                Ok([one]) => one,
-                Err(lines) => {
-                    let mut buf = Vec::with_capacity(lines.iter().map(Bytes::len).sum());
-                    for line in &lines {
-                        buf.extend_from_slice(line);
-                    }
-                    Bytes::from(buf)
-                }
-            }
+            encode(batch)
         })
         // An empty chunk would end a chunked body.
         .filter(|chunk| std::future::ready(!chunk.is_empty()))
@@ -475,10 +507,7 @@ fn watch_response(
     let mut resp = Response::new(Body::from_stream(stream));
     resp.extensions_mut().insert(Streaming);
     let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     h.insert(
         header::CACHE_CONTROL,
         HeaderValue::from_static("no-cache, private"),
@@ -489,7 +518,6 @@ fn watch_response(
 /// A watch as protobuf frames ([`protobuf::watch_frame`]): the frame of a change is made once
 /// and shared by every watcher without selectors, as the JSON line is.
 fn protobuf_watch_response(api: &EventsApi, group: ApiGroup, w: RawEventWatch) -> Response {
-    let guard = api.metrics.clone().map(WatchGuard::new);
     let frame_of = move |item: WatchItem| -> Vec<u8> {
         match item {
             WatchItem::Added(e) => {
@@ -511,15 +539,12 @@ fn protobuf_watch_response(api: &EventsApi, group: ApiGroup, w: RawEventWatch) -
             WatchItem::Error(e) => protobuf::watch_frame("ERROR", protobuf::status_object(&e)),
         }
     };
-    let stream = w
-        .take_until(api.shutdown.clone().cancelled_owned())
-        .map(move |batch| {
-            let _keep = &guard;
-            let mut out = Vec::new();
-            for item in batch {
-                match item {
-                    RawWatchItem::Change(ev) => {
-                        let frame = ev.encoding(render::frame_slot(group), |e| {
+    stream_response(api, w, protobuf::WATCH_MEDIA_TYPE, move |batch| {
+        let mut out = Vec::new();
+        for item in batch {
+            match item {
+                RawWatchItem::Change(ev) => {
+                    let frame = ev.encoding(render::frame_slot(group), |e| {
                             let (kind, value, rev) = change_parts(e);
                             match crate::registry::codec::decode_at(value, rev) {
                                 Ok(event) => Bytes::from(frame_of(kind.item(event))),
@@ -529,27 +554,17 @@ fn protobuf_watch_response(api: &EventsApi, group: ApiGroup, w: RawEventWatch) -
                                 }
                             }
                         });
-                        out.extend_from_slice(&frame);
-                    }
-                    item => {
-                        if let Some(item) = item.into_item() {
-                            out.extend_from_slice(&frame_of(item));
-                        }
+                    out.extend_from_slice(&frame);
+                }
+                item => {
+                    if let Some(item) = item.into_item() {
+                        out.extend_from_slice(&frame_of(item));
                     }
                 }
             }
-            Bytes::from(out)
-        })
-        // An empty chunk would end a chunked body.
-        .filter(|chunk| std::future::ready(!chunk.is_empty()))
-        .map(Ok::<_, Infallible>);
-    let mut resp = Response::new(Body::from_stream(stream));
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static(protobuf::WATCH_MEDIA_TYPE),
-    );
-    resp.extensions_mut().insert(Streaming);
-    resp
+        }
+        Bytes::from(out)
+    })
 }
 
 // ---- writes ------------------------------------------------------------------------------
@@ -579,7 +594,8 @@ fn write_ctx(uri: &http::Uri, headers: &HeaderMap) -> Result<WriteCtx, ApiError>
     })
 }
 
-/// Parses a create/update body: JSON or YAML, unknown fields per `fieldValidation`.
+/// Parses a create/update body: JSON or YAML (unknown fields per `fieldValidation`), or
+/// protobuf.
 fn event_body(
     group: ApiGroup,
     headers: &HeaderMap,

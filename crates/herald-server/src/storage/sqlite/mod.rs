@@ -193,7 +193,22 @@ impl SqliteBackend {
         tx.send(Request { op, reply })
             .await
             .map_err(|_| StorageError::Closed)?;
-        rx.await.map_err(|_| StorageError::Closed)?
+        let res = rx.await.map_err(|_| StorageError::Closed)?;
+        let failed_at = &self.counters.failed_at_ms;
+        match &res {
+            Err(StorageError::Backend(e)) => {
+                if let Ok(mut failure) = self.counters.failure.lock() {
+                    failure.clone_from(e);
+                }
+                failed_at.store(self.clock.now().as_millisecond().max(1), Ordering::Relaxed);
+            }
+            Ok(_) if failed_at.load(Ordering::Relaxed) != 0 => {
+                failed_at.store(0, Ordering::Relaxed);
+                tracing::info!(path = %self.path.display(), "writes succeed again");
+            }
+            _ => {}
+        }
+        res
     }
 
     async fn write_kv(&self, op: Op) -> Result<KeyValue> {
@@ -205,6 +220,10 @@ impl SqliteBackend {
         }
     }
 }
+
+/// How long after a failed write the store reports itself not ready (see
+/// [`SqliteBackend`]'s [`Backend::health`]).
+pub const RETRY_READY: Duration = Duration::from_secs(10);
 
 impl Backend for SqliteBackend {
     fn create<'a>(
@@ -336,8 +355,10 @@ impl Backend for SqliteBackend {
         .boxed()
     }
 
-    /// Not ready when the writer thread has stopped, or while commits fail (until one
-    /// succeeds again).
+    /// Not ready when the writer thread has stopped, or for [`RETRY_READY`] after a write
+    /// failed in the database. Then it is ready again, so that a load balancer sends it the
+    /// writes that show whether the store recovered (a server nobody writes to could not find
+    /// out); a write that succeeds makes it ready at once.
     fn health(&self) -> std::result::Result<(), String> {
         if self.tx.as_ref().is_none_or(|tx| tx.is_closed()) {
             return Err(format!(
@@ -345,7 +366,9 @@ impl Backend for SqliteBackend {
                 self.path.display()
             ));
         }
-        if self.counters.failing.load(Ordering::Relaxed) {
+        let failed_at = self.counters.failed_at_ms.load(Ordering::Relaxed);
+        let retry = i64::try_from(RETRY_READY.as_millis()).unwrap_or(i64::MAX);
+        if failed_at != 0 && self.clock.now().as_millisecond() < failed_at.saturating_add(retry) {
             let why = self
                 .counters
                 .failure
@@ -353,8 +376,9 @@ impl Backend for SqliteBackend {
                 .map(|f| f.clone())
                 .unwrap_or_default();
             return Err(format!(
-                "the last commit to {} failed: {why}",
-                self.path.display()
+                "a write to {} failed {} ms ago: {why}",
+                self.path.display(),
+                self.clock.now().as_millisecond() - failed_at
             ));
         }
         Ok(())

@@ -98,9 +98,10 @@ pub(super) struct Counters {
     pub revision: AtomicU64,
     /// The last compacted revision.
     pub compacted: AtomicU64,
-    /// Whether the last commit failed; its error is in `failure`.
-    pub failing: std::sync::atomic::AtomicBool,
-    /// The error of the last commit, while `failing`.
+    /// When (milliseconds on the backend's clock) a write last failed in the database, 0
+    /// after a write succeeded; the error is in `failure`.
+    pub failed_at_ms: std::sync::atomic::AtomicI64,
+    /// The error of the last failed write.
     pub failure: std::sync::Mutex<String>,
 }
 
@@ -234,18 +235,10 @@ impl Writer {
                 if let Some(rev) = txn.hub_compact {
                     self.hub.compact(rev);
                 }
-                if self.counters.failing.load(Ordering::Relaxed) {
-                    self.counters.failing.store(false, Ordering::Relaxed);
-                    tracing::info!("commits succeed again");
-                }
                 results
             }
             Err(e) => {
                 tracing::error!(error = %e, writes = batch.len(), "write batch rolled back");
-                if let Ok(mut failure) = self.counters.failure.lock() {
-                    *failure = e.to_string();
-                }
-                self.counters.failing.store(true, Ordering::Relaxed);
                 if let Err(rb) = self.conn.execute_batch("ROLLBACK") {
                     tracing::debug!(error = %rb, "rollback after failed batch");
                 }
