@@ -772,12 +772,14 @@ async fn mutated_protobuf_bodies_never_break_the_server() {
     let (server, _clock) = memory().await;
     let http = Http::new(&server);
     let path = core_path("ns1");
-    let mut v1 = pe::Event::default();
-    v1.metadata = Some(pm::ObjectMeta {
-        name: Some("fz".into()),
+    let v1 = pe::Event {
+        metadata: Some(pm::ObjectMeta {
+            name: Some("fz".into()),
+            ..Default::default()
+        }),
+        reporting_controller: Some("c".into()),
         ..Default::default()
-    });
-    v1.reporting_controller = Some("c".into());
+    };
     let seeds = [
         wrap("v1", "Event", &go_style(core_pb("fz", "ns1"))),
         wrap("events.k8s.io/v1", "Event", &v1),
