@@ -7,7 +7,6 @@
 mod events_support;
 
 use events_support::*;
-use http_body_util::BodyExt;
 use k8s_pb::api::core::v1 as pc;
 use k8s_pb::api::events::v1 as pe;
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as pm;
@@ -434,39 +433,20 @@ async fn transforms_and_json_first_clients_still_get_json() {
 }
 
 /// Reads length-framed protobuf watch events.
-struct Frames {
-    body: hyper::body::Incoming,
-    buf: Vec<u8>,
-}
+struct Frames(Watch);
 
 impl Frames {
     async fn next(&mut self) -> Option<(String, (String, String, Vec<u8>))> {
-        loop {
-            if self.buf.len() >= 4 {
-                let len = u32::from_be_bytes(self.buf[..4].try_into().unwrap()) as usize;
-                if self.buf.len() >= 4 + len {
-                    let frame: Vec<u8> = self.buf.drain(..4 + len).skip(4).collect();
-                    let ev = pm::WatchEvent::decode(&frame[..]).expect("a WatchEvent frame");
-                    let raw = ev.object.and_then(|o| o.raw).unwrap_or_default();
-                    return Some((ev.r#type.unwrap_or_default(), unwrap_bytes(&raw)));
-                }
-            }
-            let frame = tokio::time::timeout(GUARD, self.body.frame())
-                .await
-                .expect("a watch frame in time");
-            match frame {
-                None => {
-                    assert!(self.buf.is_empty(), "stream ended mid-frame");
-                    return None;
-                }
-                Some(Ok(f)) => {
-                    if let Ok(data) = f.into_data() {
-                        self.buf.extend_from_slice(&data);
-                    }
-                }
-                Some(Err(e)) => panic!("watch stream failed: {e}"),
-            }
-        }
+        let frame = self
+            .0
+            .next_message(|buf| {
+                let len = u32::from_be_bytes(buf.get(..4)?.try_into().ok()?) as usize;
+                (buf.len() >= 4 + len).then_some(4 + len)
+            })
+            .await?;
+        let ev = pm::WatchEvent::decode(&frame[4..]).expect("a WatchEvent frame");
+        let raw = ev.object.and_then(|o| o.raw).unwrap_or_default();
+        Some((ev.r#type.unwrap_or_default(), unwrap_bytes(&raw)))
     }
 
     async fn expect_event(&mut self, ty: &str) -> pc::Event {
@@ -484,10 +464,7 @@ async fn watch_pb(http: &Http, path: &str) -> Frames {
         w.headers["content-type"],
         "application/vnd.kubernetes.protobuf;stream=watch"
     );
-    Frames {
-        body: w.into_body(),
-        buf: Vec::new(),
-    }
+    Frames(w)
 }
 
 #[tokio::test]

@@ -256,26 +256,23 @@ pub struct Watch {
 }
 
 impl Watch {
-    /// The response body, for a reader of another framing (protobuf watches).
-    pub fn into_body(self) -> hyper::body::Incoming {
-        self.body
-    }
-
-    /// The next watch line as JSON; `None` when the stream ended.
-    pub async fn next(&mut self) -> Option<Value> {
+    /// The next message of the stream, whatever its framing: `len_of` says how many bytes
+    /// the first complete message at the front of the buffer takes (`None`: not complete
+    /// yet). `None` when the stream ended.
+    pub async fn next_message(
+        &mut self,
+        len_of: impl Fn(&[u8]) -> Option<usize>,
+    ) -> Option<Vec<u8>> {
         loop {
-            if let Some(i) = self.buf.iter().position(|b| *b == b'\n') {
-                let line: Vec<u8> = self.buf.drain(..=i).collect();
-                return Some(
-                    serde_json::from_slice(&line[..line.len() - 1]).expect("a JSON watch line"),
-                );
+            if let Some(n) = len_of(&self.buf) {
+                return Some(self.buf.drain(..n).collect());
             }
             let frame = tokio::time::timeout(GUARD, self.body.frame())
                 .await
-                .expect("watch line in time");
+                .expect("a watch message in time");
             match frame {
                 None => {
-                    assert!(self.buf.is_empty(), "stream ended mid-line");
+                    assert!(self.buf.is_empty(), "stream ended mid-message");
                     return None;
                 }
                 Some(Ok(f)) => {
@@ -286,6 +283,14 @@ impl Watch {
                 Some(Err(e)) => panic!("watch stream failed: {e}"),
             }
         }
+    }
+
+    /// The next watch line as JSON; `None` when the stream ended.
+    pub async fn next(&mut self) -> Option<Value> {
+        let line = self
+            .next_message(|buf| buf.iter().position(|b| *b == b'\n').map(|i| i + 1))
+            .await?;
+        Some(serde_json::from_slice(&line[..line.len() - 1]).expect("a JSON watch line"))
     }
 
     /// The next line, which must exist: `(type, object)`.
