@@ -152,7 +152,36 @@ async fn bad_input_table() {
             r#"{"metadata":{"name":"t"},"count":"many"}"#,
             400,
             "BadRequest",
-            "column",
+            r#"Event in version "v1" cannot be handled as a Event: count: invalid type: string "many", expected i32 at line 1 column 39"#,
+        ),
+        // A type error names the field, nested ones with their path…
+        case(
+            "POST",
+            &cp,
+            json,
+            r#"{"metadata":{"name":"t","labels":{"a":1}},"involvedObject":{"name":"p"}}"#,
+            400,
+            "BadRequest",
+            "cannot be handled as a Event: metadata.labels.a: invalid type: integer `1`, expected a string at line 1 column",
+        ),
+        case(
+            "POST",
+            v1_path("default"),
+            json,
+            r#"{"metadata":{"name":"t"},"regarding":{"name":["p"]}}"#,
+            400,
+            "BadRequest",
+            "regarding.name: invalid type: sequence, expected a string at line 1 column",
+        ),
+        // …and, in YAML, where it is in what the client wrote.
+        case(
+            "POST",
+            &cp,
+            Some("application/yaml"),
+            "metadata:\n  name: t\ninvolvedObject:\n  name: p\ncount: many\n",
+            400,
+            "BadRequest",
+            r#"count: invalid type: string "many", expected i32 at line 5 column 8"#,
         ),
         case(
             "POST",

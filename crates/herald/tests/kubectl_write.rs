@@ -86,6 +86,29 @@ spec:
         o.show()
     );
 
+    // A value of the wrong type: the error names the field.
+    let typo = k.write(
+        "typo.yaml",
+        "apiVersion: v1
+kind: Event
+metadata:
+  name: typo-event
+  namespace: default
+involvedObject:
+  kind: Pod
+  name: web-1
+count: many
+",
+    );
+    let o = k.run(&["create", "-f", &typo]).await;
+    assert!(
+        o.failed().contains(
+            r#"Event in version "v1" cannot be handled as a Event: count: invalid type: string "many", expected i32"#
+        ),
+        "{}",
+        o.show()
+    );
+
     // generateName: the server picks the name.
     let gen_ = k.write(
         "gen.yaml",

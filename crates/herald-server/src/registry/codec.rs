@@ -285,21 +285,32 @@ pub fn decode_body_as(
             (BodyFormat::Json, &owned[..])
         }
     };
-    let event = match (group, format) {
-        (ApiGroup::Core, BodyFormat::Json) => serde_json::from_slice::<CoreEvent>(text)
-            .map(normalize_core)
-            .map_err(cannot_handle),
-        (ApiGroup::Core, BodyFormat::Yaml) => serde_yaml_ng::from_slice::<CoreEvent>(text)
-            .map(normalize_core)
-            .map_err(cannot_handle),
-        (ApiGroup::EventsV1, BodyFormat::Json) => serde_json::from_slice::<EventsV1Event>(text)
-            .map(events_v1_to_core)
-            .map_err(cannot_handle),
-        (ApiGroup::EventsV1, BodyFormat::Yaml) => serde_yaml_ng::from_slice::<EventsV1Event>(text)
-            .map(events_v1_to_core)
-            .map_err(cannot_handle),
+    let event = match group {
+        ApiGroup::Core => decode_typed::<CoreEvent>(format, text).map(normalize_core),
+        ApiGroup::EventsV1 => decode_typed::<EventsV1Event>(format, text).map(events_v1_to_core),
     }?;
     Ok(drop_empty_maps(event))
+}
+
+/// Decodes `text` as a `T`, for the error: it names the field that is wrong (`count: invalid
+/// type: string "3", expected i32`) and, from the parser, where it is in the text the client
+/// wrote (a YAML line and column for YAML).
+fn decode_typed<T: serde::de::DeserializeOwned>(
+    format: BodyFormat,
+    text: &[u8],
+) -> Result<T, ApiError> {
+    match format {
+        BodyFormat::Json => {
+            let mut de = serde_json::Deserializer::from_slice(text);
+            let v = serde_path_to_error::deserialize(&mut de).map_err(cannot_handle)?;
+            de.end().map_err(cannot_handle)?;
+            Ok(v)
+        }
+        BodyFormat::Yaml => {
+            serde_path_to_error::deserialize(serde_yaml_ng::Deserializer::from_slice(text))
+                .map_err(cannot_handle)
+        }
+    }
 }
 
 /// Fills a missing or `null` `series.count` (0) and `series.lastObservedTime` (Go's zero
