@@ -127,10 +127,9 @@ pub fn static_routes(state: ApiState) -> Router {
 }
 
 /// Adds the catch-all behaviour to a complete router: a 404 `Status` for unknown paths, a
-/// 405 `Status` for unsupported methods on known paths, the [`output`] layer (standard
-/// headers, YAML, protobuf and pretty JSON, the 5xx log) and [`compression`] of large
-/// responses. Call it last: the 405 handler only covers
-/// routes present when it is called.
+/// 405 `Status` for unsupported methods on known paths, and the [`output`] layer (standard
+/// headers, YAML, protobuf and pretty JSON, gzip of large responses, the 5xx log). Call it
+/// last: the 405 handler only covers routes present when it is called.
 pub fn finish(router: Router) -> Router {
     finish_with(router, output::OutputLayer::default())
 }

@@ -18,7 +18,6 @@
 //!   change is encoded once for all watchers.
 //! - **Indented JSON** for `?pretty=true`, and, as kube-apiserver does, for `curl`, `Wget`
 //!   and browsers unless they pass `pretty=false`. Watches stay one event per line.
-//!
 //! - **gzip** for a GET of 128 KiB or more whose client accepts it ([`super::compression`]).
 //!
 //! Transcoding buffers the whole body (kube-apiserver encodes whole objects too) and keeps

@@ -119,8 +119,9 @@ pub fn parse_rv(rv: Option<&str>) -> Result<Option<Revision>, ApiError> {
     }
 }
 
-/// The "cannot be handled" prefix kube-apiserver puts on body decoding errors.
-fn cannot_handle(detail: impl std::fmt::Display) -> ApiError {
+/// The "cannot be handled" prefix kube-apiserver puts on body decoding errors (it names the
+/// version without its group, in both groups).
+pub(crate) fn cannot_handle(detail: impl std::fmt::Display) -> ApiError {
     ApiError::bad_request(format!(
         "Event in version \"v1\" cannot be handled as a Event: {detail}"
     ))
@@ -245,25 +246,13 @@ pub fn decode_body_as(
         ));
     };
     let mut typed_ok = true;
-    if let Some(av) = obj.remove("apiVersion") {
-        typed_ok &= av.as_str() == Some(group.api_version());
-        let av = av.as_str().unwrap_or("");
-        if !av.is_empty() && av != group.api_version() {
-            return Err(ApiError::bad_request(format!(
-                "the API version in the data ({av}) does not match the expected API version ({})",
-                group.api_version()
-            )));
-        }
+    let av = obj.remove("apiVersion");
+    let kind = obj.remove("kind");
+    for (field, want) in [(&av, group.api_version()), (&kind, "Event")] {
+        typed_ok &= field.as_ref().is_none_or(|f| f.as_str() == Some(want));
     }
-    if let Some(kind) = obj.remove("kind") {
-        typed_ok &= kind.as_str() == Some("Event");
-        let kind = kind.as_str().unwrap_or("");
-        if !kind.is_empty() && kind != "Event" {
-            return Err(ApiError::bad_request(format!(
-                "the kind in the data ({kind}) does not match the expected kind (Event)"
-            )));
-        }
-    }
+    let text = |f: &Option<Value>| f.as_ref().and_then(Value::as_str).unwrap_or("").to_owned();
+    check_type(&text(&av), &text(&kind), Some(group.api_version()), "Event")?;
     if group == ApiGroup::EventsV1 && go_zero_series_fields(obj) {
         // The body's text lacks the filled-in fields: decode errors must come from `v`.
         typed_ok = false;
@@ -311,6 +300,31 @@ fn decode_typed<T: serde::de::DeserializeOwned>(
                 .map_err(cannot_handle)
         }
     }
+}
+
+/// kube-apiserver's 400 for a body that names another type than the URL's: `api_version`
+/// and `kind` as the body gave them (empty when it did not, which is fine), against the
+/// expected ones (`expected_api_version: None` accepts any).
+pub(crate) fn check_type(
+    api_version: &str,
+    kind: &str,
+    expected_api_version: Option<&str>,
+    expected_kind: &str,
+) -> Result<(), ApiError> {
+    if let Some(want) = expected_api_version
+        && !api_version.is_empty()
+        && api_version != want
+    {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({api_version}) does not match the expected API version ({want})"
+        )));
+    }
+    if !kind.is_empty() && kind != expected_kind {
+        return Err(ApiError::bad_request(format!(
+            "the kind in the data ({kind}) does not match the expected kind ({expected_kind})"
+        )));
+    }
+    Ok(())
 }
 
 /// Fills a missing or `null` `series.count` (0) and `series.lastObservedTime` (Go's zero

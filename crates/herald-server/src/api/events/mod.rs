@@ -519,41 +519,32 @@ fn stream_response(
 /// and shared by every watcher without selectors, as the JSON line is.
 fn protobuf_watch_response(api: &EventsApi, group: ApiGroup, w: RawEventWatch) -> Response {
     let frame_of = move |item: WatchItem| -> Vec<u8> {
-        match item {
-            WatchItem::Added(e) => {
-                protobuf::watch_frame("ADDED", protobuf::event_object(group, &e))
-            }
-            WatchItem::Modified(e) => {
-                protobuf::watch_frame("MODIFIED", protobuf::event_object(group, &e))
-            }
-            WatchItem::Deleted(e) => {
-                protobuf::watch_frame("DELETED", protobuf::event_object(group, &e))
-            }
+        let (ty, object) = match item {
+            WatchItem::Added(e) => ("ADDED", protobuf::event_object(group, &e)),
+            WatchItem::Modified(e) => ("MODIFIED", protobuf::event_object(group, &e)),
+            WatchItem::Deleted(e) => ("DELETED", protobuf::event_object(group, &e)),
             WatchItem::Bookmark {
                 resource_version,
                 initial_events_end,
-            } => protobuf::watch_frame(
+            } => (
                 "BOOKMARK",
                 protobuf::bookmark_object(group, &resource_version, initial_events_end),
             ),
-            WatchItem::Error(e) => protobuf::watch_frame("ERROR", protobuf::status_object(&e)),
-        }
+            WatchItem::Error(e) => ("ERROR", protobuf::status_object(&e)),
+        };
+        protobuf::watch_frame(ty, object)
     };
     stream_response(api, w, protobuf::WATCH_MEDIA_TYPE, move |batch| {
         let mut out = Vec::new();
         for item in batch {
             match item {
                 RawWatchItem::Change(ev) => {
-                    let frame = ev.encoding(render::frame_slot(group), |e| {
-                            let (kind, value, rev) = change_parts(e);
-                            match crate::registry::codec::decode_at(value, rev) {
-                                Ok(event) => Bytes::from(frame_of(kind.item(event))),
-                                Err(err) => {
-                                    tracing::warn!(error = %err, revision = rev, "skipping undecodable stored event in watch");
-                                    Bytes::new()
-                                }
-                            }
-                        });
+                    let frame = ev.encoding(render::frame_slot(group), |_| {
+                        RawWatchItem::Change(ev.clone())
+                            .into_item()
+                            .map(|item| Bytes::from(frame_of(item)))
+                            .unwrap_or_default()
+                    });
                     out.extend_from_slice(&frame);
                 }
                 item => {
@@ -603,22 +594,16 @@ fn event_body(
     validation: FieldValidation,
 ) -> Result<(herald_core::event::CoreEvent, Vec<String>), ApiError> {
     let ct = content_type(headers);
-    let Some(format) = BodyFormat::from_content_type(&ct) else {
-        if protobuf::is_protobuf(&ct) {
-            // Decoded to JSON, the body takes the JSON path: its checks and messages. It has
-            // no unknown or repeated fields to report.
-            let json = protobuf::event_body_json(group, body)?;
-            if let Some(e) = std::str::from_utf8(&json)
-                .ok()
-                .and_then(|text| decode_json_body(group, text))
-            {
-                return Ok((e, Vec::new()));
-            }
-            let v = parse_json_object(&json)?;
-            let e = decode_body_as(group, v, Some((BodyFormat::Json, &json)))?;
-            return Ok((e, Vec::new()));
+    let decoded;
+    let (format, body, validation) = match BodyFormat::from_content_type(&ct) {
+        Some(format) => (format, body, validation),
+        // Decoded to JSON, a protobuf body takes the JSON path: its checks and messages. It
+        // has no unknown or repeated fields to report.
+        None if protobuf::is_protobuf(&ct) => {
+            decoded = protobuf::event_body_json(group, body)?;
+            (BodyFormat::Json, &decoded[..], FieldValidation::Ignore)
         }
-        return Err(ApiError::unsupported_media_type(&ct));
+        None => return Err(ApiError::unsupported_media_type(&ct)),
     };
     // The common case in one pass over the text: a JSON body that decodes and has no unknown
     // field. Anything else takes the full path below, which builds the exact answer.

@@ -53,6 +53,7 @@ use self::convert::{
     events_event_to_pb, list_meta_to_pb, object_meta_to_pb, status_to_pb,
 };
 use crate::registry::INITIAL_EVENTS_END_ANNOTATION;
+use crate::registry::codec::{cannot_handle, check_type};
 
 /// The protobuf media type.
 pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
@@ -131,28 +132,6 @@ pub fn unwrap(body: &[u8], kind: &str) -> Result<Unwrapped, ApiError> {
     })
 }
 
-/// Sets or removes `apiVersion` and `kind` in `v` as the envelope named them, so the JSON
-/// path's checks compare the client's own type with the URL's.
-fn with_type_meta(mut v: Value, u: &Unwrapped) -> Value {
-    if let Some(m) = v.as_object_mut() {
-        for (key, val) in [("apiVersion", &u.api_version), ("kind", &u.kind)] {
-            if val.is_empty() {
-                m.remove(key);
-            } else {
-                m.insert(key.into(), Value::String(val.clone()));
-            }
-        }
-    }
-    v
-}
-
-/// kube-apiserver's wording, which names the version without its group.
-fn cannot_handle(e: prost::DecodeError) -> ApiError {
-    ApiError::bad_request(format!(
-        "Event in version \"v1\" cannot be handled as a Event: {e}"
-    ))
-}
-
 /// kube-apiserver's `summarizeData`: a body's first 30 bytes, as text when it looks like
 /// JSON, else in hex, with ` ...` when there is more.
 fn summarize(body: &[u8]) -> String {
@@ -173,21 +152,8 @@ fn summarize(body: &[u8]) -> String {
 /// for a body that is not one, or whose envelope names another type.
 pub fn event_body_json(group: ApiGroup, body: &[u8]) -> Result<Vec<u8>, ApiError> {
     let u = unwrap(body, "Event")?;
-    // The envelope says how to read the message, so its type is checked first (with the
-    // JSON path's messages).
-    if !u.api_version.is_empty() && u.api_version != group.api_version() {
-        return Err(ApiError::bad_request(format!(
-            "the API version in the data ({}) does not match the expected API version ({})",
-            u.api_version,
-            group.api_version()
-        )));
-    }
-    if !u.kind.is_empty() && u.kind != "Event" {
-        return Err(ApiError::bad_request(format!(
-            "the kind in the data ({}) does not match the expected kind (Event)",
-            u.kind
-        )));
-    }
+    // The envelope says how to read the message, so its type is checked first.
+    check_type(&u.api_version, &u.kind, Some(group.api_version()), "Event")?;
     let v = match group {
         ApiGroup::Core => {
             let pb = k8s_pb::api::core::v1::Event::decode(&u.raw[..]).map_err(cannot_handle)?;
@@ -199,7 +165,7 @@ pub fn event_body_json(group: ApiGroup, body: &[u8]) -> Result<Vec<u8>, ApiError
         }
     }
     .map_err(|e| ApiError::internal(format!("encoding the decoded event: {e}")))?;
-    serde_json::to_vec(&with_type_meta(v, &u))
+    serde_json::to_vec(&v)
         .map_err(|e| ApiError::internal(format!("encoding the decoded event: {e}")))
 }
 
@@ -207,12 +173,8 @@ pub fn event_body_json(group: ApiGroup, body: &[u8]) -> Result<Vec<u8>, ApiError
 /// one.
 pub fn delete_options_json(body: &[u8]) -> Result<Vec<u8>, ApiError> {
     let u = unwrap(body, "DeleteOptions")?;
-    if !u.kind.is_empty() && u.kind != "DeleteOptions" {
-        return Err(ApiError::bad_request(format!(
-            "the kind in the data ({}) does not match the expected kind (DeleteOptions)",
-            u.kind
-        )));
-    }
+    // `v1` and `meta.k8s.io/v1` both name it.
+    check_type(&u.api_version, &u.kind, None, "DeleteOptions")?;
     let pb = pm::DeleteOptions::decode(&u.raw[..]).map_err(|e| {
         ApiError::bad_request(format!("the protobuf body is not a DeleteOptions: {e}"))
     })?;

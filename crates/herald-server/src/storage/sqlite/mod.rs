@@ -76,6 +76,7 @@ pub struct SqliteBackend {
     readers: Arc<ReadPool>,
     hub: Arc<WatchHub>,
     counters: Arc<Counters>,
+    failure: LastFailure,
     commit_metrics: CommitMetrics,
     clock: Arc<dyn Clock>,
     sweep_batch: usize,
@@ -146,6 +147,7 @@ impl SqliteBackend {
             readers,
             hub,
             counters,
+            failure: LastFailure::default(),
             commit_metrics,
             clock,
             sweep_batch: opts.sweep_batch.max(1),
@@ -194,14 +196,15 @@ impl SqliteBackend {
             .await
             .map_err(|_| StorageError::Closed)?;
         let res = rx.await.map_err(|_| StorageError::Closed)?;
-        let failed_at = &self.counters.failed_at_ms;
+        let failed_at = &self.failure.at_ms;
         match &res {
             Err(StorageError::Backend(e)) => {
-                if let Ok(mut failure) = self.counters.failure.lock() {
-                    failure.clone_from(e);
+                if let Ok(mut message) = self.failure.message.lock() {
+                    message.clone_from(e);
                 }
                 failed_at.store(self.clock.now().as_millisecond().max(1), Ordering::Relaxed);
             }
+            // One relaxed load per write while all is well.
             Ok(_) if failed_at.load(Ordering::Relaxed) != 0 => {
                 failed_at.store(0, Ordering::Relaxed);
                 tracing::info!(path = %self.path.display(), "writes succeed again");
@@ -219,6 +222,15 @@ impl SqliteBackend {
             )),
         }
     }
+}
+
+/// The last write that failed in the database, for [`Backend::health`].
+#[derive(Debug, Default)]
+struct LastFailure {
+    /// When (milliseconds on the backend's clock) it failed; 0 once a write succeeded.
+    at_ms: std::sync::atomic::AtomicI64,
+    /// Its error.
+    message: std::sync::Mutex<String>,
 }
 
 /// How long after a failed write the store reports itself not ready (see
@@ -366,19 +378,18 @@ impl Backend for SqliteBackend {
                 self.path.display()
             ));
         }
-        let failed_at = self.counters.failed_at_ms.load(Ordering::Relaxed);
-        let retry = i64::try_from(RETRY_READY.as_millis()).unwrap_or(i64::MAX);
-        if failed_at != 0 && self.clock.now().as_millisecond() < failed_at.saturating_add(retry) {
+        let failed_at = self.failure.at_ms.load(Ordering::Relaxed);
+        let ago = self.clock.now().as_millisecond().saturating_sub(failed_at);
+        if failed_at != 0 && u128::try_from(ago).is_ok_and(|ago| ago < RETRY_READY.as_millis()) {
             let why = self
-                .counters
                 .failure
+                .message
                 .lock()
-                .map(|f| f.clone())
+                .map(|m| m.clone())
                 .unwrap_or_default();
             return Err(format!(
-                "a write to {} failed {} ms ago: {why}",
-                self.path.display(),
-                self.clock.now().as_millisecond() - failed_at
+                "a write to {} failed {ago} ms ago: {why}",
+                self.path.display()
             ));
         }
         Ok(())

@@ -98,11 +98,6 @@ pub(super) struct Counters {
     pub revision: AtomicU64,
     /// The last compacted revision.
     pub compacted: AtomicU64,
-    /// When (milliseconds on the backend's clock) a write last failed in the database, 0
-    /// after a write succeeded; the error is in `failure`.
-    pub failed_at_ms: std::sync::atomic::AtomicI64,
-    /// The error of the last failed write.
-    pub failure: std::sync::Mutex<String>,
 }
 
 pub(super) struct Writer {
