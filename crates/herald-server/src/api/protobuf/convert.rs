@@ -29,10 +29,15 @@ fn stamp_to_pb(t: Timestamp) -> (Option<i64>, Option<i32>) {
     }
 }
 
+/// An empty message is Go's zero time (unset); any field present makes it a time, the absent
+/// one 0, as Go's `time.Unix(seconds, nanos)` reads it.
 fn stamp_from_pb(seconds: Option<i64>, nanos: Option<i32>) -> Option<Timestamp> {
+    if seconds.is_none() && nanos.is_none() {
+        return None;
+    }
     // An out-of-range time from a client cannot be stored; it reads as unset, as a zero
     // time does.
-    Timestamp::new(seconds?, nanos.unwrap_or(0)).ok()
+    Timestamp::new(seconds.unwrap_or(0), nanos.unwrap_or(0)).ok()
 }
 
 /// `Time` is whole seconds on the wire: Go writes `nanos` as 0 and ignores it when reading.
@@ -45,7 +50,7 @@ fn time_to_pb(t: om::Time) -> pm::Time {
 }
 
 fn time_from_pb(t: pm::Time) -> Option<om::Time> {
-    stamp_from_pb(t.seconds, Some(0)).map(om::Time)
+    stamp_from_pb(t.seconds, t.nanos.map(|_| 0)).map(om::Time)
 }
 
 fn micro_to_pb(t: om::MicroTime) -> pm::MicroTime {

@@ -106,16 +106,27 @@ pub struct Unwrapped {
     pub raw: Vec<u8>,
 }
 
-/// Reads a wrapped object, expected to be a `kind`. A body without [`MAGIC`] (kube's wording,
-/// with the start of the body), one that is not a `runtime.Unknown`, or one with a
-/// `contentEncoding` is a 400 that says which.
+/// Reads a wrapped object, expected to be a `kind`. An empty body, a body without [`MAGIC`] or
+/// with nothing after it (each in kube's wording, with the start of the body), one that is not
+/// a `runtime.Unknown`, or one with a `contentEncoding` is a 400 that says which.
 pub fn unwrap(body: &[u8], kind: &str) -> Result<Unwrapped, ApiError> {
-    let Some(rest) = body.strip_prefix(&MAGIC) else {
-        return Err(ApiError::bad_request(format!(
-            "the object provided is unrecognized (must be of type {kind}): provided data does not appear to be a protobuf message, expected prefix [107 56 115 0] ({})",
+    let unrecognized = |why: &str| {
+        ApiError::bad_request(format!(
+            "the object provided is unrecognized (must be of type {kind}): {why} ({})",
             summarize(body)
-        )));
+        ))
     };
+    if body.is_empty() {
+        return Err(unrecognized("empty data"));
+    }
+    let Some(rest) = body.strip_prefix(&MAGIC) else {
+        return Err(unrecognized(
+            "provided data does not appear to be a protobuf message, expected prefix [107 56 115 0]",
+        ));
+    };
+    if rest.is_empty() {
+        return Err(unrecognized("empty body"));
+    }
     let unknown = Unknown::decode(rest).map_err(|e| {
         ApiError::bad_request(format!("the protobuf body is not a runtime.Unknown: {e}"))
     })?;

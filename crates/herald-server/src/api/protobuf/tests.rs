@@ -356,3 +356,49 @@ fn time_is_whole_seconds_and_micro_time_keeps_its_fraction() {
     });
     assert_eq!(back.first_timestamp.unwrap().0.subsec_nanosecond(), 0);
 }
+
+#[test]
+fn a_time_with_any_field_is_a_time_and_an_empty_one_is_unset() {
+    let read = |time: pm::Time, micro: pm::MicroTime| {
+        core_event_from_pb(k8s_pb::api::core::v1::Event {
+            first_timestamp: Some(time),
+            event_time: Some(micro),
+            ..Default::default()
+        })
+    };
+    // Go: `time.Unix(seconds, nanos)` once the message has any bytes, so nanos alone is the
+    // epoch (plus the nanos for a MicroTime; a Time drops them).
+    let e = read(
+        pm::Time {
+            seconds: None,
+            nanos: Some(5_000),
+        },
+        pm::MicroTime {
+            seconds: None,
+            nanos: Some(5_000),
+        },
+    );
+    let first = e.first_timestamp.unwrap().0;
+    assert_eq!((first.as_second(), first.subsec_nanosecond()), (0, 0));
+    let event_time = e.event_time.unwrap().0;
+    assert_eq!(
+        (event_time.as_second(), event_time.subsec_nanosecond()),
+        (0, 5_000)
+    );
+    // An empty message is Go's zero time: unset.
+    let e = read(pm::Time::default(), pm::MicroTime::default());
+    assert_eq!((e.first_timestamp, e.event_time), (None, None));
+}
+
+#[test]
+fn an_empty_body_or_the_magic_alone_is_kubes_empty_data_or_empty_body() {
+    let message = |body: &[u8]| unwrap(body, "Event").unwrap_err().message;
+    assert_eq!(
+        message(b""),
+        "the object provided is unrecognized (must be of type Event): empty data (<empty>)"
+    );
+    assert_eq!(
+        message(b"k8s\0"),
+        "the object provided is unrecognized (must be of type Event): empty body (6b387300)"
+    );
+}
