@@ -70,6 +70,8 @@ enum Command {
     ///
     /// kubectl, kube-rs and client-go talk to it unchanged. By default events are kept in
     /// SQLite under ./herald-data and every write is durable before it is acknowledged.
+    /// Ctrl-C or SIGTERM stops it cleanly: open watches end, requests in flight finish, the
+    /// store closes.
     #[command(
         after_help = "Examples:\n  herald serve\n  herald serve --listen 127.0.0.1:7443 --data /var/lib/herald\n  herald serve --store memory --event-ttl 10m\n\nThen: herald kubeconfig > herald.kubeconfig && kubectl --kubeconfig herald.kubeconfig get events -A"
     )]
@@ -263,12 +265,14 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             "try: herald kubeconfig --server {} > herald.kubeconfig && kubectl --kubeconfig herald.kubeconfig get events -A",
             server.url()
         );
+        // SIGTERM too: it is what systemd, Kubernetes and `kill` send, and a clean stop ends
+        // every watch with its last chunk rather than a reset connection.
+        let stop = interrupt::on_ctrl_c();
         let token = server.shutdown_token();
         tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("herald: shutting down");
-                token.cancel();
-            }
+            stop.cancelled().await;
+            eprintln!("herald: shutting down");
+            token.cancel();
         });
         server.wait().await.context("serving")
     })

@@ -74,6 +74,43 @@ fn get_json(url: &str, path: &str) -> serde_json::Value {
     })
 }
 
+/// Opens the watch at `path` on `url` and returns the bytes of its first `lines` lines
+/// (newlines included); bounded by the server sending them.
+fn watch_line_bytes(url: &str, path: &str, lines: u64) -> u64 {
+    let addr = url.trim_start_matches("http://").to_string();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        let req = http::Request::get(path)
+            .header("host", &addr)
+            .header("accept", "application/json")
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        let resp = send.send_request(req).await.unwrap();
+        assert_eq!(resp.status(), 200);
+        let mut body = resp.into_body();
+        let (mut seen, mut bytes) = (0u64, 0u64);
+        while seen < lines {
+            let frame = body.frame().await.expect("the watch ended early").unwrap();
+            let data = frame.into_data().unwrap_or_default();
+            for &b in &data[..] {
+                if seen < lines {
+                    bytes += 1;
+                    seen += u64::from(b == b'\n');
+                }
+            }
+        }
+        bytes
+    })
+}
+
 fn bench(url: &str, extra: &[&str]) -> serde_json::Value {
     let out = Command::new(herald_bin())
         .args(["bench", "--server", url, "--duration", "2s", "-o", "json"])
@@ -128,6 +165,18 @@ fn bench_counts_match_what_the_server_stored() {
     assert_eq!(s["watch"]["expected_per_watcher"].as_u64(), Some(succeeded));
     assert_eq!(s["watch"]["received_min"].as_u64(), Some(succeeded), "{s}");
     assert_eq!(s["watch"]["complete_watchers"], 2);
+    // Each watcher received each event's watch line once: the bytes are those of the same
+    // lines read again (a watch without resourceVersion replays them as ADDED).
+    let lines = watch_line_bytes(&url, "/api/v1/namespaces/bench-a/events?watch=1", succeeded);
+    assert_eq!(
+        s["watch"]["received_bytes"].as_u64(),
+        Some(2 * lines),
+        "{s}"
+    );
+    assert!(
+        s["watch"]["bytes_per_second"].as_f64().unwrap() > 0.0,
+        "{s}"
+    );
 }
 
 #[test]

@@ -310,6 +310,7 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
             ));
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        let watched = start.elapsed();
         watch_stop.cancel();
         let mut done = Vec::with_capacity(watchers.len());
         for w in futures::future::join_all(watchers).await {
@@ -319,6 +320,10 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
             .iter()
             .map(|c| c.received.load(Ordering::Relaxed))
             .collect();
+        let received_bytes: u64 = counters
+            .iter()
+            .map(|c| c.bytes.load(Ordering::Relaxed))
+            .sum();
         Some(WatchSummary {
             watchers: received.len(),
             expected_per_watcher: succeeded,
@@ -328,6 +333,8 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
             complete_watchers: received.iter().filter(|&&r| r >= succeeded).count(),
             reconnects: done.iter().map(|r| r.reconnects).sum(),
             lag_ms: Percentiles::from_micros(&watch::merge(&done)),
+            received_bytes,
+            bytes_per_second: received_bytes as f64 / watched.as_secs_f64().max(1e-9),
         })
     };
 

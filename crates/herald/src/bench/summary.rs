@@ -60,6 +60,10 @@ pub struct WatchSummary {
     pub reconnects: u64,
     /// Delivery lag (receipt time − send time embedded in the event), milliseconds.
     pub lag_ms: Percentiles,
+    /// Watch body bytes received, over all watchers.
+    pub received_bytes: u64,
+    /// `received_bytes` over the time the watches ran (the load and the drain after it).
+    pub bytes_per_second: f64,
 }
 
 /// The timing of one full list.
@@ -172,6 +176,13 @@ impl Summary {
                 "  watch lag   p50 {:.2}ms  p99 {:.2}ms  max {:.2}ms",
                 w.lag_ms.p50, w.lag_ms.p99, w.lag_ms.max
             );
+            let _ = writeln!(
+                s,
+                "  watch data  {} received = {}/s ({} bytes per event)",
+                si_bytes(w.received_bytes as f64),
+                si_bytes(w.bytes_per_second),
+                w.received_bytes.checked_div(w.received_total).unwrap_or(0)
+            );
         }
         if let Some(l) = &self.list {
             let _ = writeln!(
@@ -184,9 +195,41 @@ impl Summary {
     }
 }
 
+/// `n` bytes in decimal units (kB, MB, GB: the units network rates are quoted in), 3
+/// significant digits.
+fn si_bytes(n: f64) -> String {
+    const UNITS: [&str; 5] = ["B", "kB", "MB", "GB", "TB"];
+    let mut v = n;
+    let mut unit = 0;
+    while v >= 999.5 && unit < UNITS.len() - 1 {
+        v /= 1000.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{v:.0} B")
+    } else if v < 9.995 {
+        format!("{v:.2} {}", UNITS[unit])
+    } else if v < 99.95 {
+        format!("{v:.1} {}", UNITS[unit])
+    } else {
+        format!("{v:.0} {}", UNITS[unit])
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bytes_are_in_decimal_units_with_three_digits() {
+        assert_eq!(si_bytes(0.0), "0 B");
+        assert_eq!(si_bytes(999.0), "999 B");
+        assert_eq!(si_bytes(1_043.0), "1.04 kB");
+        assert_eq!(si_bytes(20_870_000.0), "20.9 MB");
+        assert_eq!(si_bytes(2_087_000_000.0), "2.09 GB");
+        assert_eq!(si_bytes(999_700_000.0), "1.00 GB");
+        assert_eq!(si_bytes(5e15), "5000 TB");
+    }
 
     #[test]
     fn percentiles_are_in_milliseconds() {

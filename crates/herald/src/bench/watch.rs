@@ -34,6 +34,8 @@ pub struct WatchCounters {
     pub received: AtomicU64,
     /// Watch streams opened (1 once the first stream is established).
     pub open: AtomicU64,
+    /// Body bytes received on every stream (this run's events, and any other line).
+    pub bytes: AtomicU64,
 }
 
 /// Everything a watcher needs.
@@ -117,6 +119,9 @@ impl Watcher {
             let Ok(data) = frame.into_data() else {
                 continue;
             };
+            self.counters
+                .bytes
+                .fetch_add(data.len() as u64, Ordering::Relaxed);
             // Every line of a chunk arrived at the same time.
             let now = self.clock.now().as_nanosecond();
             let mut received = 0u64;

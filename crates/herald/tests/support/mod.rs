@@ -195,6 +195,22 @@ impl Herald {
         );
     }
 
+    /// Sends SIGTERM (what systemd, Kubernetes and `kill` send) and waits, at most
+    /// [`START_GUARD`], for the server to exit; returns how it exited.
+    pub async fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.pid()).expect("pid fits i32"));
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM the server");
+        tokio::time::timeout(START_GUARD, self.child.wait())
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "the server did not exit within {START_GUARD:?} of SIGTERM; logs:\n{}",
+                    self.logs.text()
+                )
+            })
+            .expect("reap the server")
+    }
+
     /// A kube-rs client for this server (used to drive load faster than kubectl can).
     pub fn kube_client(&self) -> kube::Client {
         let mut config = kube::Config::new(self.url.parse().expect("server url"));
