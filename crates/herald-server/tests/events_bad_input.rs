@@ -309,6 +309,25 @@ async fn bad_input_table() {
             "BadRequest",
             "may not contain '/'",
         ),
+        // Bytes that are not UTF-8 once percent-decoded: a Status, not axum's plain text.
+        case(
+            "GET",
+            "/api/v1/namespaces/%ff%fe/events",
+            None,
+            "",
+            400,
+            "BadRequest",
+            "the namespace in the URL path is not valid UTF-8",
+        ),
+        case(
+            "DELETE",
+            format!("{cp}/%c3"),
+            None,
+            "",
+            400,
+            "BadRequest",
+            "the name in the URL path is not valid UTF-8",
+        ),
         case(
             "GET",
             format!("{cp}/%2E%2E"),

@@ -9,12 +9,13 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
 
 use super::ApiState;
 use super::error::{StatusError, path_not_found};
+use super::path::ApiPath;
 
 /// A named health check. `check` must be cheap and non-blocking (it runs on every probe).
 pub trait HealthCheck: Send + Sync + 'static {
@@ -199,18 +200,24 @@ pub async fn readyz(State(s): State<ApiState>, RawQuery(q): RawQuery) -> Respons
 /// `GET /healthz/{check}`: one check; `ok`, or 500 `internal server error: reason withheld`.
 pub async fn healthz_check(
     s: State<ApiState>,
-    name: Path<String>,
+    ApiPath(name): ApiPath<String>,
 ) -> Result<Response, StatusError> {
     single(&s, Endpoint::Healthz, &name)
 }
 
 /// `GET /livez/{check}`.
-pub async fn livez_check(s: State<ApiState>, name: Path<String>) -> Result<Response, StatusError> {
+pub async fn livez_check(
+    s: State<ApiState>,
+    ApiPath(name): ApiPath<String>,
+) -> Result<Response, StatusError> {
     single(&s, Endpoint::Livez, &name)
 }
 
 /// `GET /readyz/{check}`.
-pub async fn readyz_check(s: State<ApiState>, name: Path<String>) -> Result<Response, StatusError> {
+pub async fn readyz_check(
+    s: State<ApiState>,
+    ApiPath(name): ApiPath<String>,
+) -> Result<Response, StatusError> {
     single(&s, Endpoint::Readyz, &name)
 }
 

@@ -34,6 +34,7 @@ pub mod known_fields;
 pub mod negotiate;
 pub mod openapi;
 pub mod output;
+pub mod path;
 pub mod protobuf;
 pub mod referenced;
 pub mod table;

@@ -21,7 +21,7 @@
 use std::collections::BTreeSet;
 use std::sync::LazyLock;
 
-use axum::extract::{Path, Query};
+use axum::extract::Query;
 use axum::response::{IntoResponse, Response};
 use herald_core::status::ApiError;
 use http::{HeaderValue, StatusCode, header};
@@ -30,6 +30,7 @@ use serde_json::{Map, Value, json};
 
 use super::discovery::{GroupVersion, json_response};
 use super::error::{StatusError, path_not_found};
+use super::path::ApiPath;
 
 const META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1";
 const CORE: &str = "io.k8s.api.core.v1";
@@ -646,7 +647,7 @@ pub struct DocQuery {
 
 /// `GET /openapi/v3/{api/v1|apis/events.k8s.io/v1}[?hash=H]`.
 pub async fn v3_document(
-    Path(path): Path<String>,
+    ApiPath(path): ApiPath<String>,
     Query(q): Query<DocQuery>,
 ) -> Result<Response, StatusError> {
     let doc = served(&path).ok_or_else(|| StatusError(path_not_found()))?;

@@ -41,7 +41,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{Query, Request, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures::StreamExt;
@@ -59,6 +59,7 @@ use super::error::StatusError;
 use super::field_validation::{FieldValidation, add_warnings, check_fields, duplicate_fields};
 use super::known_fields::decode_if_known;
 use super::negotiate::{IncludeObject, Output, Target, accept_header, negotiate_output};
+use super::path::ApiPath;
 use super::protobuf::{self, WatchAsProtobuf};
 use crate::registry::codec::{
     BodyFormat, EventSeed, decode_body_as, decode_json_body, parse_json_object, parse_object,
@@ -282,7 +283,7 @@ async fn list_all(State(st): State<GroupState>, req: Request) -> Res {
     read(st, None, None, false, req).await
 }
 
-async fn list_ns(State(st): State<GroupState>, Path(ns): Path<String>, req: Request) -> Res {
+async fn list_ns(State(st): State<GroupState>, ApiPath(ns): ApiPath<String>, req: Request) -> Res {
     read(st, Some(ns), None, false, req).await
 }
 
@@ -291,7 +292,7 @@ async fn list_ns(State(st): State<GroupState>, Path(ns): Path<String>, req: Requ
 /// `/watch/…/events/{name}`.
 async fn get_one(
     State(st): State<GroupState>,
-    Path((ns, name)): Path<(String, String)>,
+    ApiPath((ns, name)): ApiPath<(String, String)>,
     req: Request,
 ) -> Res {
     read(st, Some(ns), Some(name), false, req).await
@@ -301,7 +302,7 @@ async fn watch_all(State(st): State<GroupState>, req: Request) -> Res {
     read(st, None, None, true, req).await
 }
 
-async fn watch_ns(State(st): State<GroupState>, Path(ns): Path<String>, req: Request) -> Res {
+async fn watch_ns(State(st): State<GroupState>, ApiPath(ns): ApiPath<String>, req: Request) -> Res {
     read(st, Some(ns), None, true, req).await
 }
 
@@ -309,7 +310,7 @@ async fn watch_ns(State(st): State<GroupState>, Path(ns): Path<String>, req: Req
 /// field selector naming another is a 400).
 async fn watch_one(
     State(st): State<GroupState>,
-    Path((ns, name)): Path<(String, String)>,
+    ApiPath((ns, name)): ApiPath<(String, String)>,
     req: Request,
 ) -> Res {
     read(st, Some(ns), Some(name), true, req).await
@@ -628,7 +629,7 @@ fn event_body(
     Ok((e, warnings))
 }
 
-async fn create(State(st): State<GroupState>, Path(ns): Path<String>, req: Request) -> Res {
+async fn create(State(st): State<GroupState>, ApiPath(ns): ApiPath<String>, req: Request) -> Res {
     segments(&ns, None)?;
     let ctx = write_ctx(req.uri(), req.headers())?;
     let (headers, body) = read_body(req, st.api.max_body).await?;
@@ -662,7 +663,7 @@ async fn create(State(st): State<GroupState>, Path(ns): Path<String>, req: Reque
 
 async fn update(
     State(st): State<GroupState>,
-    Path((ns, name)): Path<(String, String)>,
+    ApiPath((ns, name)): ApiPath<(String, String)>,
     req: Request,
 ) -> Res {
     segments(&ns, Some(&name))?;
@@ -690,7 +691,7 @@ async fn update(
 
 async fn patch(
     State(st): State<GroupState>,
-    Path((ns, name)): Path<(String, String)>,
+    ApiPath((ns, name)): ApiPath<(String, String)>,
     req: Request,
 ) -> Res {
     segments(&ns, Some(&name))?;
@@ -825,7 +826,7 @@ fn delete_params(
 
 async fn delete_one(
     State(st): State<GroupState>,
-    Path((ns, name)): Path<(String, String)>,
+    ApiPath((ns, name)): ApiPath<(String, String)>,
     req: Request,
 ) -> Res {
     segments(&ns, Some(&name))?;
@@ -861,7 +862,7 @@ async fn delete_one(
 
 async fn delete_collection(
     State(st): State<GroupState>,
-    Path(ns): Path<String>,
+    ApiPath(ns): ApiPath<String>,
     req: Request,
 ) -> Res {
     segments(&ns, None)?;
