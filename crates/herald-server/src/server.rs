@@ -398,4 +398,7 @@ impl Backend for MeteredBackend {
     fn health(&self) -> Result<(), String> {
         self.inner.health()
     }
+    fn live_keys(&self) -> Option<usize> {
+        self.inner.live_keys()
+    }
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
+use herald_server::registry::RegistryOptions;
 use herald_server::server::{Server, ServerConfig, ServerError, StoreKind};
 use herald_server::storage::StorageError;
 
@@ -144,6 +145,12 @@ struct ServeArgs {
     /// How long an event lives after its last write, e.g. 1h, 30m, 90s ("0" keeps events forever).
     #[arg(long, default_value = "1h", value_parser = parse_duration)]
     event_ttl: Duration,
+    /// The most events the store holds ("0": no limit). Every live event is also kept in
+    /// memory (about 1.4 KB for a typical event), so this bounds the server's memory in a
+    /// storm; at the limit, creates get 429 TooManyRequests until events expire or are
+    /// deleted, while updates and deletes still work.
+    #[arg(long, default_value_t = herald_server::registry::DEFAULT_MAX_EVENTS)]
+    max_events: usize,
 }
 
 #[derive(Debug, clap::Args)]
@@ -234,6 +241,10 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             store: store.clone(),
             listen: args.listen,
             event_ttl: (!args.event_ttl.is_zero()).then_some(args.event_ttl),
+            registry: RegistryOptions {
+                max_events: (args.max_events > 0).then_some(args.max_events),
+                ..RegistryOptions::default()
+            },
             ..ServerConfig::default()
         };
         let server = match Server::start(config).await {

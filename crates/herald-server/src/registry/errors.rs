@@ -28,6 +28,35 @@ pub fn too_large_rv(requested: Revision, current: Revision) -> ApiError {
     e
 }
 
+/// The `Retry-After` of a create refused because the store is full: the TTL sweep runs about
+/// once a second, and each sweep can make room.
+pub const STORE_FULL_RETRY_SECONDS: u32 = 1;
+
+/// 429 TooManyRequests for a create of `name` into a store already holding `max` events (the
+/// registry's `max_events`). Updates and deletes still work; room comes back as events expire
+/// (`ttl`) or are deleted, so the client is told to retry.
+pub fn store_full(
+    r: Resource,
+    name: &str,
+    max: usize,
+    ttl: Option<std::time::Duration>,
+) -> ApiError {
+    let room = match ttl {
+        Some(ttl) => format!(
+            "room is made as events expire ({}s after their last write)",
+            ttl.as_secs()
+        ),
+        None => "events do not expire, so delete some to make room".to_string(),
+    };
+    ApiError::too_many_requests(
+        format!(
+            "{} {name:?} cannot be created: the event store holds {max} events, its limit (max-events); {room}",
+            r.resource
+        ),
+        STORE_FULL_RETRY_SECONDS,
+    )
+}
+
 /// Maps a storage error about `name` to the `Status` kube-apiserver would send.
 pub fn storage_error(err: StorageError, r: Resource, name: &str) -> ApiError {
     match err {

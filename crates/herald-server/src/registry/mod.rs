@@ -64,6 +64,7 @@ pub mod watch;
 pub mod write;
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use futures::stream::BoxStream;
@@ -98,7 +99,19 @@ pub struct RegistryOptions {
     /// The watch duration when the client sets no `timeoutSeconds`: a random value in
     /// `[d, 2d)` (default 1800 s, kube's `--min-request-timeout`).
     pub default_watch_timeout: Duration,
+    /// The most events the store may hold (`--max-events`, default [`DEFAULT_MAX_EVENTS`]);
+    /// `None` = no limit. The current state of every event is kept in memory, so this is
+    /// what bounds the server's memory when a storm outpaces the TTL. At the bound a create
+    /// is a 429 `TooManyRequests` with `Retry-After` (updates, patches and deletes still
+    /// work); concurrent creates may overshoot it by as many as are in flight. Applies only
+    /// to backends that count their keys ([`Backend::live_keys`]).
+    pub max_events: Option<usize>,
 }
+
+/// The default of [`RegistryOptions::max_events`]: about 1.4 GB of server memory for events
+/// of a typical 1 KB (1.34 GB resident with a million `herald bench` events on SQLite; etcd's
+/// default quota is 2 GB).
+pub const DEFAULT_MAX_EVENTS: usize = 1_000_000;
 
 impl Default for RegistryOptions {
     fn default() -> Self {
@@ -106,6 +119,7 @@ impl Default for RegistryOptions {
             event_ttl: Some(Duration::from_secs(3600)),
             bookmark_interval: Duration::from_secs(60),
             default_watch_timeout: Duration::from_secs(1800),
+            max_events: Some(DEFAULT_MAX_EVENTS),
         }
     }
 }
@@ -258,6 +272,9 @@ pub struct EventRegistry {
     backend: Arc<dyn Backend>,
     clock: Arc<dyn Clock>,
     opts: RegistryOptions,
+    /// Set while creates are refused at `max_events`, so the warning is logged once per
+    /// episode, not once per refused create.
+    full: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for EventRegistry {
@@ -275,6 +292,7 @@ impl EventRegistry {
             backend,
             clock,
             opts,
+            full: Arc::new(AtomicBool::new(false)),
         }
     }
 

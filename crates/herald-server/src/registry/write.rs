@@ -1,5 +1,7 @@
 //! create, update, patch, delete and deletecollection.
 
+use std::sync::atomic::Ordering;
+
 use herald_core::event::meta::NameRule;
 use herald_core::event::names::{
     check_url_name, mark_deleting, prepare_for_create, prepare_for_update,
@@ -12,7 +14,7 @@ use herald_core::status::{ApiError, Reason, Resource};
 use serde_json::Value;
 
 use super::codec::{self, decode, decode_body, encode, parse_rv};
-use super::errors::storage_error;
+use super::errors::{storage_error, store_full};
 use super::fieldmanager;
 use super::options::{DeleteParams, ListParams, options_invalid};
 use super::patch::{self, PatchKind};
@@ -129,6 +131,7 @@ async fn insert(
                 stored: None,
             });
         }
+        check_room(reg, r, &name)?;
         let (bytes, mut e) = codec::encode_owned(e);
         match reg
             .backend
@@ -151,6 +154,32 @@ async fn insert(
         Reason::InternalError,
         "Internal error occurred: could not generate a unique name",
     ))
+}
+
+/// A 429 when the store holds `max_events` already (see
+/// [`RegistryOptions::max_events`](super::RegistryOptions::max_events));
+/// logs a warning when creates start being refused and when they are accepted again.
+fn check_room(reg: &EventRegistry, r: Resource, name: &str) -> Result<(), ApiError> {
+    let Some(max) = reg.opts.max_events else {
+        return Ok(());
+    };
+    let Some(live) = reg.backend.live_keys() else {
+        return Ok(());
+    };
+    if live < max {
+        if reg.full.load(Ordering::Relaxed) && reg.full.swap(false, Ordering::Relaxed) {
+            tracing::info!(live, max_events = max, "the event store has room again");
+        }
+        return Ok(());
+    }
+    if !reg.full.swap(true, Ordering::Relaxed) {
+        tracing::warn!(
+            live,
+            max_events = max,
+            "the event store is full: creates are refused (429) until events expire or are deleted"
+        );
+    }
+    Err(store_full(r, name, max, reg.opts.event_ttl))
 }
 
 pub(super) async fn update(

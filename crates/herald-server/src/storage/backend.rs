@@ -133,6 +133,13 @@ pub trait Backend: Send + Sync + 'static {
     /// to keep the history window bounded (see [`HistoryOptions`](super::HistoryOptions)).
     fn compact(&self, revision: Revision) -> BoxFuture<'_, Result<()>>;
 
+    /// How many keys are live, when the backend knows without I/O (the registry reads it on
+    /// every create to enforce its `max_events` bound); `None` when it does not, and then no
+    /// bound applies. The default is `None`.
+    fn live_keys(&self) -> Option<usize> {
+        None
+    }
+
     /// Why this backend cannot store writes right now, if it cannot: `/readyz` runs it on
     /// every probe, so it must answer at once from state the backend already keeps (no I/O).
     /// The default is always ready.

@@ -21,8 +21,9 @@
 //! oldest. A watcher whose cursor falls behind the evicted part (a slow consumer, or a watch from
 //! a revision older than the window) receives one [`StorageError::Expired`] and its stream ends;
 //! memory never grows with slow watchers. Kubernetes clients answer that 410 by re-listing. The
-//! current state is as large as the live data (the registry's TTL bounds it), as in
-//! kube-apiserver's watch cache.
+//! current state is as large as the live data, as in kube-apiserver's watch cache: the
+//! registry bounds it with the TTL and with `max_events`, which reads the hub's count of live
+//! keys ([`WatchHub::live_keys`]).
 //!
 //! **Wake-ups.** A watcher that has just taken a batch waits a little before it takes the next
 //! one ([`PACE_PER_WATCHER`] times the number of open watchers, at most [`MAX_PACE`]), so that
@@ -110,6 +111,9 @@ pub struct WatchHub {
     signal: watch::Sender<Revision>,
     capacity: usize,
     watchers: Arc<AtomicUsize>,
+    /// Live keys, when the hub has seen every one of them (it keeps the state, or it started
+    /// on an empty store): creates add one, deletes take one away. Read without the lock.
+    live: Option<AtomicUsize>,
 }
 
 /// The current value of one key.
@@ -134,7 +138,8 @@ struct Ring {
 
 impl WatchHub {
     /// An empty hub for a store currently at `revision`; it holds at most `capacity` events
-    /// (at least 1) and no state.
+    /// (at least 1) and no state. At revision 0 (an empty store) it counts the live keys
+    /// ([`WatchHub::live_keys`]) from the writes it is given.
     pub fn new(capacity: usize, revision: Revision) -> Arc<Self> {
         Self::build(capacity, revision, revision, Vec::new(), None)
     }
@@ -183,6 +188,11 @@ impl WatchHub {
             .map_or(floor, WatchEvent::revision)
             .max(revision);
         let (signal, _) = watch::channel(head);
+        let live = match &state {
+            Some(state) => Some(AtomicUsize::new(state.len())),
+            None if revision == 0 => Some(AtomicUsize::new(0)),
+            None => None,
+        };
         let hub = WatchHub {
             ring: RwLock::new(Ring {
                 events: VecDeque::with_capacity(capacity.min(history.len().max(16))),
@@ -194,6 +204,7 @@ impl WatchHub {
             signal,
             capacity,
             watchers: Arc::new(AtomicUsize::new(0)),
+            live,
         };
         {
             let mut ring = hub.write();
@@ -224,20 +235,42 @@ impl WatchHub {
         self.watchers.load(Ordering::Relaxed)
     }
 
+    /// How many keys are live after the newest published write; `None` when this hub has not
+    /// seen them all (it keeps no state and did not start on an empty store). No lock.
+    pub fn live_keys(&self) -> Option<usize> {
+        self.live.as_ref().map(|n| n.load(Ordering::Relaxed))
+    }
+
     /// Appends committed events (increasing revisions, each above the current head), applies
     /// them to the state, and wakes the watchers. Events at or below the head are ignored (they
     /// were already published).
     pub fn publish(&self, events: impl IntoIterator<Item = WatchEvent>) {
         let head = {
             let mut ring = self.write();
+            let mut live_delta = 0isize;
             for ev in events {
                 if ev.revision() > ring.head {
                     ring.head = ev.revision();
+                    live_delta += match &ev {
+                        WatchEvent::Put { prev: None, .. } => 1,
+                        WatchEvent::Put { prev: Some(_), .. } => 0,
+                        WatchEvent::Delete { .. } => -1,
+                    };
                     if let Some(state) = &mut ring.state {
                         apply(state, &ev);
                     }
                     ring.push(Arc::new(CachedEvent::new(ev)), self.capacity);
                 }
+            }
+            // Under the write lock, so updates never interleave.
+            if let Some(live) = &self.live {
+                let n = match &ring.state {
+                    Some(state) => state.len(),
+                    None => live
+                        .load(Ordering::Relaxed)
+                        .saturating_add_signed(live_delta),
+                };
+                live.store(n, Ordering::Relaxed);
             }
             ring.head
         };

@@ -21,8 +21,8 @@ use super::{
 /// Every key keeps the versions written since the last compaction (a multi-version
 /// `BTreeMap`, like kine's log), so lists at older revisions are exact. History is bounded by
 /// [`HistoryOptions::keep_revisions`] (older versions are compacted away automatically) and the
-/// watch ring by [`HistoryOptions::watch_window`]. The current data itself is unbounded: the
-/// registry's TTL keeps it in check. TTL expiry happens on [`Backend::expire_due`] (call it, or
+/// watch ring by [`HistoryOptions::watch_window`]. The current data itself is not bounded here:
+/// the registry's TTL and `max_events` keep it in check. TTL expiry happens on [`Backend::expire_due`] (call it, or
 /// run [`spawn_sweeper`](super::spawn_sweeper)).
 pub struct MemoryBackend {
     state: Mutex<State>,
@@ -328,6 +328,10 @@ impl Backend for MemoryBackend {
         }
         self.maybe_compact(&mut st);
         std::future::ready(Ok(n)).boxed()
+    }
+
+    fn live_keys(&self) -> Option<usize> {
+        self.hub.live_keys()
     }
 
     fn compact(&self, revision: Revision) -> BoxFuture<'_, Result<()>> {

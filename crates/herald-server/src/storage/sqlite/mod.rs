@@ -359,6 +359,10 @@ impl Backend for SqliteBackend {
         .boxed()
     }
 
+    fn live_keys(&self) -> Option<usize> {
+        self.hub.live_keys()
+    }
+
     fn compact(&self, revision: Revision) -> BoxFuture<'_, Result<()>> {
         async move {
             self.submit(Op::Compact { revision }).await?;
