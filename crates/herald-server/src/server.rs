@@ -188,6 +188,14 @@ impl Server {
         });
         let mut ropts = config.registry;
         ropts.event_ttl = config.event_ttl;
+        if let Some(max) = ropts.max_events
+            && backend.live_keys().is_none()
+        {
+            tracing::warn!(
+                max_events = max,
+                "this store does not count its events, so max-events is not enforced"
+            );
+        }
         let registry = EventRegistry::new(backend.clone(), clock.clone(), ropts);
         let shutdown = CancellationToken::new();
         let events = EventsApi::new(registry.clone(), clock.clone())

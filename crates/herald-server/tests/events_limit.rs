@@ -18,10 +18,19 @@ use std::sync::Arc;
 const TTL: Duration = Duration::from_secs(600);
 
 async fn limited(store: StoreKind, clock: Arc<FakeClock>, max: usize) -> Server {
+    limited_with_ttl(store, clock, max, Some(TTL)).await
+}
+
+async fn limited_with_ttl(
+    store: StoreKind,
+    clock: Arc<FakeClock>,
+    max: usize,
+    ttl: Option<Duration>,
+) -> Server {
     let cfg = ServerConfig {
         store,
         listen: "127.0.0.1:0".parse().unwrap(),
-        event_ttl: Some(TTL),
+        event_ttl: ttl,
         sweep_interval: Duration::from_secs(3600),
         registry: RegistryOptions {
             max_events: Some(max),
@@ -39,10 +48,11 @@ fn assert_full(r: &Resp, name: &str) {
     assert_eq!(
         s["message"],
         format!(
-            "events {name:?} cannot be created: the event store holds 3 events, its limit (max-events); room is made as events expire (600s after their last write)"
+            "events {name:?} cannot be created: the event store is at its limit of 3 events (max-events); room is made as events expire (600s after their last write)"
         ),
         "{s}"
     );
+    assert_eq!(s["details"]["name"], name, "{s}");
     assert_eq!(s["details"]["retryAfterSeconds"], 1, "{s}");
     assert_eq!(r.headers["retry-after"], "1");
 }
@@ -104,7 +114,16 @@ async fn refuses_creates_at_the_limit(store: StoreKind) {
             }),
         )
         .await;
-    assert_eq!(generated.status, 429, "{}", generated.text());
+    let s = generated.status_failure(429, "TooManyRequests");
+    assert!(
+        s["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("events.events.k8s.io \"gen-")),
+        "{s}"
+    );
+    // A name that is taken is a 409 whatever the room: no wait would make it succeed.
+    let taken = http.post(&cp, &core_event("a", "default", "R")).await;
+    taken.status_failure(409, "AlreadyExists");
 
     // Writes to what is stored still work, and a dry run stores nothing, so it is allowed.
     let mut a = http.get(&format!("{cp}/a")).await.json();
@@ -194,5 +213,35 @@ async fn sqlite_counts_the_events_it_reopens_with() {
     let http = Http::new(&server);
     assert_full(&http.post(&cp, &core_event("d", "default", "R")).await, "d");
     assert_eq!(names(&http).await, ["a", "b", "c"]);
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn without_a_ttl_only_deletes_make_room_so_no_retry_is_suggested() {
+    let server = limited_with_ttl(StoreKind::Memory, fake_clock(), 1, None).await;
+    let http = Http::new(&server);
+    let cp = core_path("default");
+    assert_eq!(
+        http.post(&cp, &core_event("a", "default", "R"))
+            .await
+            .status,
+        201
+    );
+    let r = http.post(&cp, &core_event("b", "default", "R")).await;
+    let s = r.status_failure(429, "TooManyRequests");
+    assert_eq!(
+        s["message"],
+        "events \"b\" cannot be created: the event store is at its limit of 1 events (max-events); events do not expire here, so delete some to make room",
+        "{s}"
+    );
+    assert!(s["details"].get("retryAfterSeconds").is_none(), "{s}");
+    assert!(r.headers.get("retry-after").is_none());
+    assert_eq!(http.delete(&format!("{cp}/a"), "").await.status, 200);
+    assert_eq!(
+        http.post(&cp, &core_event("b", "default", "R"))
+            .await
+            .status,
+        201
+    );
     server.shutdown().await.unwrap();
 }

@@ -47,7 +47,7 @@ async fn creates_past_max_events_are_429s_that_say_why() {
             );
             assert_eq!(
                 s.message,
-                "events \"web-1.c\" cannot be created: the event store holds 2 events, its limit (max-events); room is made as events expire (1800s after their last write)"
+                "events \"web-1.c\" cannot be created: the event store is at its limit of 2 events (max-events); room is made as events expire (1800s after their last write)"
             );
         }
         other => panic!("the third create must be refused: {other:?}"),

@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 use super::error::StatusError;
 
 /// The path parameters of a route, as axum's [`Path`] extracts them; a segment that cannot
-/// be decoded is a 400 `BadRequest` `Status`.
+/// be decoded is a 400 `BadRequest` `Status`, a route whose parameters do not fit `T` a 500.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ApiPath<T>(pub T);
 
@@ -28,6 +28,11 @@ where
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         match Path::<T>::from_request_parts(parts, state).await {
             Ok(Path(value)) => Ok(ApiPath(value)),
+            // A 5xx rejection means a route is wired wrongly (a missing or mistyped
+            // parameter), not that the client erred: it stays a 500 and is logged as one.
+            Err(rejection) if rejection.status().is_server_error() => Err(StatusError(
+                ApiError::internal(format!("path parameters: {}", rejection.body_text())),
+            )),
             Err(rejection) => Err(StatusError(ApiError::bad_request(message(&rejection)))),
         }
     }
@@ -49,6 +54,7 @@ fn message(rejection: &PathRejection) -> String {
 fn segment_name(key: &str) -> &str {
     match key {
         "ns" => "namespace",
+        "path" => "document",
         other => other,
     }
 }
@@ -88,6 +94,17 @@ mod tests {
         };
         let (status, body) = call("/namespaces/a%20b/events/x").await;
         assert_eq!((status, &body[..]), (StatusCode::OK, &b"a b/x"[..]));
+
+        // A route whose parameters do not fit the type is the server's fault.
+        let miswired = Router::new().route(
+            "/namespaces/{ns}",
+            get(|ApiPath((_, _)): ApiPath<(String, String)>| async { "unreachable" }),
+        );
+        let resp = miswired
+            .oneshot(Request::get("/namespaces/a").body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::INTERNAL_SERVER_ERROR);
 
         for (uri, segment) in [
             ("/namespaces/%ff%fe/events/x", "namespace"),

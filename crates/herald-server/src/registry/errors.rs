@@ -28,13 +28,14 @@ pub fn too_large_rv(requested: Revision, current: Revision) -> ApiError {
     e
 }
 
-/// The `Retry-After` of a create refused because the store is full: the TTL sweep runs about
-/// once a second, and each sweep can make room.
+/// The `Retry-After` of a create refused because the store is full while events expire: the
+/// TTL sweep runs about once a second, and each sweep can make room.
 pub const STORE_FULL_RETRY_SECONDS: u32 = 1;
 
-/// 429 TooManyRequests for a create of `name` into a store already holding `max` events (the
-/// registry's `max_events`). Updates and deletes still work; room comes back as events expire
-/// (`ttl`) or are deleted, so the client is told to retry.
+/// 429 TooManyRequests for a create of `name` into a store at its bound of `max` events (the
+/// registry's `max_events`). Updates and deletes still work. With a `ttl`, room comes back as
+/// events expire, so the client is told to retry ([`STORE_FULL_RETRY_SECONDS`]); without one
+/// only deletes make room, so no `Retry-After` is sent (clients would retry in vain).
 pub fn store_full(
     r: Resource,
     name: &str,
@@ -42,19 +43,21 @@ pub fn store_full(
     ttl: Option<std::time::Duration>,
 ) -> ApiError {
     let room = match ttl {
-        Some(ttl) => format!(
-            "room is made as events expire ({}s after their last write)",
-            ttl.as_secs()
-        ),
-        None => "events do not expire, so delete some to make room".to_string(),
+        Some(ttl) => format!("room is made as events expire ({ttl:?} after their last write)"),
+        None => "events do not expire here, so delete some to make room".to_string(),
     };
-    ApiError::too_many_requests(
-        format!(
-            "{} {name:?} cannot be created: the event store holds {max} events, its limit (max-events); {room}",
-            r.resource
-        ),
-        STORE_FULL_RETRY_SECONDS,
-    )
+    let message = format!(
+        "{} {name:?} cannot be created: the event store is at its limit of {max} events (max-events); {room}",
+        r.qualified()
+    );
+    let mut e = match ttl {
+        Some(_) => ApiError::too_many_requests(message, STORE_FULL_RETRY_SECONDS),
+        None => ApiError::new(429, Reason::TooManyRequests, message),
+    };
+    e.name = Some(name.to_string());
+    e.group = Some(r.group.to_string());
+    e.kind = Some(r.resource.to_string());
+    e
 }
 
 /// Maps a storage error about `name` to the `Status` kube-apiserver would send.

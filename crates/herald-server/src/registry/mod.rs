@@ -102,9 +102,11 @@ pub struct RegistryOptions {
     /// The most events the store may hold (`--max-events`, default [`DEFAULT_MAX_EVENTS`]);
     /// `None` = no limit. The current state of every event is kept in memory, so this is
     /// what bounds the server's memory when a storm outpaces the TTL. At the bound a create
-    /// is a 429 `TooManyRequests` with `Retry-After` (updates, patches and deletes still
-    /// work); concurrent creates may overshoot it by as many as are in flight. Applies only
-    /// to backends that count their keys ([`Backend::live_keys`]).
+    /// is a 429 `TooManyRequests` (updates, patches and deletes still work). It counts
+    /// events, not bytes: memory is bounded for events of ordinary size. Concurrent creates
+    /// may overshoot it by as many as are in flight at once (64 `herald bench` clients
+    /// overshot a million by 59). Applies only to backends that count their keys
+    /// ([`Backend::live_keys`]); the server warns at start when its backend does not.
     pub max_events: Option<usize>,
 }
 

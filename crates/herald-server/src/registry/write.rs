@@ -131,11 +131,16 @@ async fn insert(
                 stored: None,
             });
         }
-        check_room(reg, r, &name)?;
+        let key = codec::key(&ns, &name);
+        match check_room(reg, r, &key, &name).await {
+            Ok(()) => {}
+            Err(err) if generated && err.reason == Reason::AlreadyExists => continue,
+            Err(err) => return Err(err),
+        }
         let (bytes, mut e) = codec::encode_owned(e);
         match reg
             .backend
-            .create(&codec::key(&ns, &name), bytes.clone(), reg.opts.event_ttl)
+            .create(&key, bytes.clone(), reg.opts.event_ttl)
             .await
         {
             Ok(kv) => {
@@ -157,9 +162,16 @@ async fn insert(
 }
 
 /// A 429 when the store holds `max_events` already (see
-/// [`RegistryOptions::max_events`](super::RegistryOptions::max_events));
-/// logs a warning when creates start being refused and when they are accepted again.
-fn check_room(reg: &EventRegistry, r: Resource, name: &str) -> Result<(), ApiError> {
+/// [`RegistryOptions::max_events`](super::RegistryOptions::max_events)), or a 409 when it does
+/// and `key` is taken (no wait would make that create succeed). Logs a warning when creates
+/// start being refused, and that there is room again only once the store is below 90 % of
+/// the bound, so a storm that refills each second's expiries does not log every second.
+async fn check_room(
+    reg: &EventRegistry,
+    r: Resource,
+    key: &str,
+    name: &str,
+) -> Result<(), ApiError> {
     let Some(max) = reg.opts.max_events else {
         return Ok(());
     };
@@ -167,12 +179,29 @@ fn check_room(reg: &EventRegistry, r: Resource, name: &str) -> Result<(), ApiErr
         return Ok(());
     };
     if live < max {
-        if reg.full.load(Ordering::Relaxed) && reg.full.swap(false, Ordering::Relaxed) {
+        if live <= max - max / 10
+            && reg
+                .full
+                .compare_exchange(true, false, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
             tracing::info!(live, max_events = max, "the event store has room again");
         }
         return Ok(());
     }
-    if !reg.full.swap(true, Ordering::Relaxed) {
+    let taken = reg
+        .backend
+        .get(key)
+        .await
+        .map_err(|e| storage_error(e, r, name))?;
+    if taken.is_some() {
+        return Err(ApiError::already_exists(r, name));
+    }
+    if reg
+        .full
+        .compare_exchange(false, true, Ordering::Relaxed, Ordering::Relaxed)
+        .is_ok()
+    {
         tracing::warn!(
             live,
             max_events = max,

@@ -42,7 +42,10 @@ use futures::stream::BoxStream;
 use tokio::sync::watch;
 
 use super::types::prefix_end;
-use super::{KeyValue, ListOptions, ListResult, Revision, StorageError, WatchEvent, WatchStream};
+use super::{
+    INITIAL_REVISION, KeyValue, ListOptions, ListResult, Revision, StorageError, WatchEvent,
+    WatchStream,
+};
 
 /// The most events a watcher copies out of the ring per wake-up (bounds its batch; the
 /// [`CachedWatchStream`] docs repeat the number).
@@ -138,8 +141,9 @@ struct Ring {
 
 impl WatchHub {
     /// An empty hub for a store currently at `revision`; it holds at most `capacity` events
-    /// (at least 1) and no state. At revision 0 (an empty store) it counts the live keys
-    /// ([`WatchHub::live_keys`]) from the writes it is given.
+    /// (at least 1) and no state. For a store never written to (`revision` at most
+    /// [`INITIAL_REVISION`]) it counts the live keys ([`WatchHub::live_keys`]) from the writes
+    /// it is given.
     pub fn new(capacity: usize, revision: Revision) -> Arc<Self> {
         Self::build(capacity, revision, revision, Vec::new(), None)
     }
@@ -190,7 +194,8 @@ impl WatchHub {
         let (signal, _) = watch::channel(head);
         let live = match &state {
             Some(state) => Some(AtomicUsize::new(state.len())),
-            None if revision == 0 => Some(AtomicUsize::new(0)),
+            // A store that has never been written to has no keys yet.
+            None if revision <= INITIAL_REVISION => Some(AtomicUsize::new(0)),
             None => None,
         };
         let hub = WatchHub {
@@ -266,9 +271,14 @@ impl WatchHub {
             if let Some(live) = &self.live {
                 let n = match &ring.state {
                     Some(state) => state.len(),
-                    None => live
-                        .load(Ordering::Relaxed)
-                        .saturating_add_signed(live_delta),
+                    None => {
+                        let before = live.load(Ordering::Relaxed);
+                        debug_assert!(
+                            before.checked_add_signed(live_delta).is_some(),
+                            "more deletes than live keys: {before} {live_delta:+}"
+                        );
+                        before.saturating_add_signed(live_delta)
+                    }
                 };
                 live.store(n, Ordering::Relaxed);
             }
@@ -583,5 +593,62 @@ impl Watcher {
             more,
             closed: ring.closed,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kv(key: &str, mod_revision: Revision, create_revision: Revision) -> KeyValue {
+        KeyValue {
+            key: key.to_string(),
+            value: Bytes::from_static(b"{}"),
+            create_revision,
+            mod_revision,
+        }
+    }
+
+    /// A create (`prev` none) or an update of the version written at `create_revision`.
+    fn put(key: &str, revision: Revision, create_revision: Revision) -> WatchEvent {
+        WatchEvent::Put {
+            kv: kv(key, revision, create_revision),
+            prev: (create_revision != revision).then(|| kv(key, create_revision, create_revision)),
+        }
+    }
+
+    fn delete(key: &str, revision: Revision, prev_revision: Revision) -> WatchEvent {
+        WatchEvent::Delete {
+            prev: kv(key, prev_revision, prev_revision),
+            revision,
+        }
+    }
+
+    #[test]
+    fn a_hub_on_an_empty_store_counts_creates_and_deletes_only() {
+        let hub = WatchHub::new(2, INITIAL_REVISION);
+        assert_eq!(hub.live_keys(), Some(0));
+        hub.publish([put("a", 2, 2), put("b", 3, 3), put("a", 4, 2)]);
+        assert_eq!(hub.live_keys(), Some(2), "an update is not a new key");
+        // Writes at or below the head were published already: not counted again.
+        hub.publish([put("c", 3, 3)]);
+        assert_eq!(hub.live_keys(), Some(2));
+        hub.publish([delete("a", 5, 4)]);
+        assert_eq!(hub.live_keys(), Some(1));
+        // The ring (capacity 2) has evicted older events; the count does not depend on it.
+        hub.compact(5);
+        assert_eq!(hub.live_keys(), Some(1));
+    }
+
+    #[test]
+    fn a_hub_with_state_counts_its_keys_and_one_without_knows_it_cannot() {
+        let hub = WatchHub::with_state(8, 3, 3, Vec::new(), [kv("a", 2, 2), kv("b", 3, 3)]);
+        assert_eq!(hub.live_keys(), Some(2));
+        hub.publish([put("c", 4, 4), delete("a", 5, 2), put("b", 6, 3)]);
+        assert_eq!(hub.live_keys(), Some(2));
+
+        // A hub started on a store written to before, without its state, cannot know how
+        // many keys there are.
+        assert_eq!(WatchHub::new(8, 10).live_keys(), None);
     }
 }
