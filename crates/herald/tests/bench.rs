@@ -49,8 +49,12 @@ fn serve() -> (Server, String) {
     panic!("herald serve did not print its address");
 }
 
-/// GET `path` on `url` and parse the JSON body.
-fn get_json(url: &str, path: &str) -> serde_json::Value {
+/// Sends `GET path` (Accept: JSON) to `url` on its own runtime and hands the response to `f`.
+fn get<T>(
+    url: &str,
+    path: &str,
+    f: impl AsyncFnOnce(http::Response<hyper::body::Incoming>) -> T,
+) -> T {
     let addr = url.trim_start_matches("http://").to_string();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -69,6 +73,13 @@ fn get_json(url: &str, path: &str) -> serde_json::Value {
             .unwrap();
         let resp = send.send_request(req).await.unwrap();
         assert_eq!(resp.status(), 200);
+        f(resp).await
+    })
+}
+
+/// GET `path` on `url` and parse the JSON body.
+fn get_json(url: &str, path: &str) -> serde_json::Value {
+    get(url, path, async |resp| {
         let body = resp.into_body().collect().await.unwrap().to_bytes();
         serde_json::from_slice(&body).unwrap()
     })
@@ -77,24 +88,7 @@ fn get_json(url: &str, path: &str) -> serde_json::Value {
 /// Opens the watch at `path` on `url` and returns the bytes of its first `lines` lines
 /// (newlines included); bounded by the server sending them.
 fn watch_line_bytes(url: &str, path: &str, lines: u64) -> u64 {
-    let addr = url.trim_start_matches("http://").to_string();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async move {
-        let stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
-        let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .unwrap();
-        tokio::spawn(conn);
-        let req = http::Request::get(path)
-            .header("host", &addr)
-            .header("accept", "application/json")
-            .body(Full::new(Bytes::new()))
-            .unwrap();
-        let resp = send.send_request(req).await.unwrap();
-        assert_eq!(resp.status(), 200);
+    get(url, path, async |resp| {
         let mut body = resp.into_body();
         let (mut seen, mut bytes) = (0u64, 0u64);
         while seen < lines {
