@@ -151,7 +151,9 @@ impl ApiError {
         }
     }
 
-    fn about(mut self, r: Resource, name: &str) -> Self {
+    /// The same error, with `details` naming the object it is about (`name`, `group`, and
+    /// `kind` set to the resource, as kube-apiserver's `Status` details do).
+    pub fn about(mut self, r: Resource, name: &str) -> Self {
         self.name = Some(name.to_string());
         self.group = Some(r.group.to_string());
         self.kind = Some(r.resource.to_string());

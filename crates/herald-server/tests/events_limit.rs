@@ -57,16 +57,6 @@ fn assert_full(r: &Resp, name: &str) {
     assert_eq!(r.headers["retry-after"], "1");
 }
 
-/// Creates core events with these names in `default`, each a 201.
-async fn create_all(http: &Http, names: &[&str]) {
-    for name in names {
-        let r = http
-            .post(&core_path("default"), &core_event(name, "default", "R"))
-            .await;
-        assert_eq!(r.status, 201, "{name}: {}", r.text());
-    }
-}
-
 async fn names(http: &Http) -> Vec<String> {
     let list = http.get("/api/v1/events").await.json();
     let mut names: Vec<String> = list["items"]
@@ -84,7 +74,9 @@ async fn refuses_creates_at_the_limit(store: StoreKind) {
     let server = limited(store, clock.clone(), 3).await;
     let http = Http::new(&server);
     let cp = core_path("default");
-    create_all(&http, &["a", "b", "c"]).await;
+    for name in ["a", "b", "c"] {
+        http.create_core("default", name, "R").await;
+    }
 
     // Every way of creating a fourth is refused.
     assert_full(&http.post(&cp, &core_event("d", "default", "R")).await, "d");
@@ -154,13 +146,15 @@ async fn refuses_creates_at_the_limit(store: StoreKind) {
 
     // A delete makes room for exactly one.
     assert_eq!(http.delete(&format!("{cp}/a"), "").await.status, 200);
-    create_all(&http, &["d"]).await;
+    http.create_core("default", "d", "R").await;
     assert_full(&http.post(&cp, &core_event("e", "default", "R")).await, "e");
 
     // Expiry makes room too (the fake clock stood still, so b, c and d expire together).
     clock.advance(TTL);
     assert_eq!(server.registry().backend().expire_due().await.unwrap(), 3);
-    create_all(&http, &["e", "f", "g"]).await;
+    for name in ["e", "f", "g"] {
+        http.create_core("default", name, "R").await;
+    }
     assert_full(&http.post(&cp, &core_event("h", "default", "R")).await, "h");
     assert_eq!(names(&http).await, ["e", "f", "g"]);
     server.shutdown().await.unwrap();
@@ -190,7 +184,9 @@ async fn sqlite_counts_the_events_it_reopens_with() {
     let server = limited(store.clone(), clock.clone(), 3).await;
     let http = Http::new(&server);
     let cp = core_path("default");
-    create_all(&http, &["a", "b", "c"]).await;
+    for name in ["a", "b", "c"] {
+        http.create_core("default", name, "R").await;
+    }
     server.shutdown().await.unwrap();
 
     let server = limited(store, clock, 3).await;
@@ -205,7 +201,7 @@ async fn without_a_ttl_only_deletes_make_room_so_no_retry_is_suggested() {
     let server = limited_with_ttl(StoreKind::Memory, fake_clock(), 1, None).await;
     let http = Http::new(&server);
     let cp = core_path("default");
-    create_all(&http, &["a"]).await;
+    http.create_core("default", "a", "R").await;
     let r = http.post(&cp, &core_event("b", "default", "R")).await;
     let s = r.status_failure(429, "TooManyRequests");
     assert_eq!(
@@ -216,6 +212,6 @@ async fn without_a_ttl_only_deletes_make_room_so_no_retry_is_suggested() {
     assert!(s["details"].get("retryAfterSeconds").is_none(), "{s}");
     assert!(r.headers.get("retry-after").is_none());
     assert_eq!(http.delete(&format!("{cp}/a"), "").await.status, 200);
-    create_all(&http, &["b"]).await;
+    http.create_core("default", "b", "R").await;
     server.shutdown().await.unwrap();
 }

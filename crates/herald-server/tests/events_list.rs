@@ -140,12 +140,7 @@ async fn pagination_serves_one_snapshot_while_writes_happen() {
         .to_string();
 
     // writes between pages: a new event in the remaining range, an update, a delete
-    assert_eq!(
-        http.post(&core_path("ns-b"), &core_event("e.35", "ns-b", "New"))
-            .await
-            .status,
-        201
-    );
+    http.create_core("ns-b", "e.35", "New").await;
     let r = http
         .patch(
             &format!("{}/e.4", core_path("ns-b")),
@@ -295,12 +290,7 @@ async fn resource_version_semantics() {
     // a continue token from before a compaction: 410 with a fresh token
     let p1 = http.get("/api/v1/events?limit=1").await.json();
     let token = p1["metadata"]["continue"].as_str().unwrap().to_string();
-    assert_eq!(
-        http.post(&core_path("ns-c"), &core_event("late", "ns-c", "R"))
-            .await
-            .status,
-        201
-    );
+    http.create_core("ns-c", "late", "R").await;
     server.registry().backend().compact(R0 + 6).await.unwrap();
     let r = http
         .get(&format!(

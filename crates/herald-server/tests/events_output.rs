@@ -238,12 +238,7 @@ async fn watches_are_never_held_back_for_re_encoding() {
         assert_eq!(w.headers["content-type"], "application/json");
         assert!(w.headers.get("content-encoding").is_none());
     }
-    assert_eq!(
-        http.post(&path, &core_event("a.1", "ns1", "Started"))
-            .await
-            .status,
-        201
-    );
+    http.create_core("ns1", "a.1", "Started").await;
     for w in [&mut curl, &mut yaml, &mut legacy] {
         assert_eq!(w.expect().await.0, "ADDED");
     }

@@ -347,12 +347,7 @@ async fn malformed_protobuf_bodies_are_400s_and_lose_nothing() {
     let (server, _clock) = memory().await;
     let http = Http::new(&server);
     let path = core_path("ns1");
-    assert_eq!(
-        http.post(&path, &core_event("keep.1", "ns1", "Started"))
-            .await
-            .status,
-        201
-    );
+    http.create_core("ns1", "keep.1", "Started").await;
     // JSON labelled as protobuf, a truncated message, raw bytes that are not an Event.
     let mut truncated = wrap("v1", "Event", &core_pb("t.1", "ns1"));
     truncated.truncate(truncated.len() - 5);
@@ -403,12 +398,7 @@ async fn transforms_and_json_first_clients_still_get_json() {
     let (server, _clock) = memory().await;
     let http = Http::new(&server);
     let path = core_path("ns1");
-    assert_eq!(
-        http.post(&path, &core_event("a.1", "ns1", "Started"))
-            .await
-            .status,
-        201
-    );
+    http.create_core("ns1", "a.1", "Started").await;
 
     // client-go's metadata client: protobuf PartialObjectMetadataList first, then JSON.
     let meta = http
@@ -472,12 +462,7 @@ async fn watches_stream_length_framed_watch_events() {
     let (server, _clock) = memory().await;
     let http = Http::new(&server);
     let path = core_path("ns1");
-    assert_eq!(
-        http.post(&path, &core_event("old.1", "ns1", "Started"))
-            .await
-            .status,
-        201
-    );
+    http.create_core("ns1", "old.1", "Started").await;
 
     // The initial events, then the end-of-initial-events bookmark.
     let mut w = watch_pb(
@@ -543,12 +528,7 @@ async fn a_watch_past_the_history_gets_an_error_frame_with_a_410_status() {
     let r0 = rv(&first);
     for i in 2..5 {
         let name = format!("a.{i}");
-        assert_eq!(
-            http.post(&path, &core_event(&name, "ns1", "Started"))
-                .await
-                .status,
-            201
-        );
+        http.create_core("ns1", &name, "Started").await;
     }
     server.registry().backend().compact(r0 + 2).await.unwrap();
     let mut w = watch_pb(&http, &format!("{path}?watch=true&resourceVersion={r0}")).await;
@@ -683,12 +663,7 @@ async fn patches_deprecated_watch_paths_and_deletecollection_speak_protobuf() {
         ),
     )
     .await;
-    assert_eq!(
-        http.post(&path, &core_event("b.1", "ns1", "Pulled"))
-            .await
-            .status,
-        201
-    );
+    http.create_core("ns1", "b.1", "Pulled").await;
     assert_eq!(
         w.expect_event("ADDED").await.reason.as_deref(),
         Some("Pulled")

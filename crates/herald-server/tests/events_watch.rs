@@ -60,12 +60,7 @@ async fn changes_from_rv(server: &Server) {
     assert_eq!(rv(&obj), rv(&patched));
 
     // events in other namespaces are not in a namespaced watch
-    assert_eq!(
-        http.post(&core_path("other"), &core_event("w.3", "other", "R"))
-            .await
-            .status,
-        201
-    );
+    http.create_core("other", "w.3", "R").await;
     assert_eq!(http.delete(&path, "").await.status, 200);
     let (ty, obj) = w.expect().await;
     assert_eq!(ty, "DELETED");
@@ -125,12 +120,7 @@ async fn watch_without_rv_starts_with_current_state() {
     let (server, _) = memory().await;
     let http = Http::new(&server);
     for n in ["a.1", "a.2"] {
-        assert_eq!(
-            http.post(&core_path("default"), &core_event(n, "default", "R"))
-                .await
-                .status,
-            201
-        );
+        http.create_core("default", n, "R").await;
     }
     // kubectl events -w: no RV, no preceding list
     let mut w = http
@@ -146,12 +136,7 @@ async fn watch_without_rv_starts_with_current_state() {
             ("ADDED", Some(n))
         );
     }
-    assert_eq!(
-        http.post(&core_path("default"), &core_event("a.3", "default", "R"))
-            .await
-            .status,
-        201
-    );
+    http.create_core("default", "a.3", "R").await;
     let (ty, obj) = w.expect().await;
     assert_eq!(
         (ty.as_str(), obj["metadata"]["name"].as_str()),
@@ -189,12 +174,7 @@ async fn too_old_rv_gets_an_error_event_then_close() {
     let (server, _) = memory().await;
     let http = Http::new(&server);
     for n in ["o.1", "o.2", "o.3"] {
-        assert_eq!(
-            http.post(&core_path("default"), &core_event(n, "default", "R"))
-                .await
-                .status,
-            201
-        );
+        http.create_core("default", n, "R").await;
     }
     server.registry().backend().compact(R0 + 2).await.unwrap();
     let mut w = http
@@ -420,12 +400,7 @@ async fn table_watch_and_shutdown_ends_watches() {
         )
         .await;
     for n in ["tb.1", "tb.2"] {
-        assert_eq!(
-            http.post(&core_path("default"), &core_event(n, "default", "Pulled"))
-                .await
-                .status,
-            201
-        );
+        http.create_core("default", n, "Pulled").await;
     }
     let (ty, t1) = w.expect().await;
     assert_eq!(ty, "ADDED");
@@ -873,12 +848,7 @@ async fn deprecated_watch_paths_stream_and_an_item_get_ignores_watch() {
         assert_eq!(w.headers["content-type"], "application/json");
     }
     for (name, ns_) in [("a.2", "ns1"), ("b.1", "ns1"), ("c.1", "ns2")] {
-        assert_eq!(
-            http.post(&core_path(ns_), &core_event(name, ns_, "Started"))
-                .await
-                .status,
-            201
-        );
+        http.create_core(ns_, name, "Started").await;
     }
     let names = |v: &serde_json::Value| v["metadata"]["name"].as_str().unwrap().to_string();
     let mut seen = Vec::new();

@@ -25,12 +25,7 @@ async fn readiness_follows_the_store_commits() {
     .await;
     let http = Http::new(&server);
     let path = core_path("ns1");
-    assert_eq!(
-        http.post(&path, &core_event("a.1", "ns1", "Started"))
-            .await
-            .status,
-        201
-    );
+    http.create_core("ns1", "a.1", "Started").await;
     let ready = http.get("/readyz?verbose").await;
     assert_eq!(ready.status, 200);
     assert!(ready.text().contains("[+]storage ok\n"), "{}", ready.text());
@@ -71,12 +66,7 @@ async fn readiness_follows_the_store_commits() {
     assert_eq!(http.get("/readyz").await.status, 500);
 
     db.execute_batch("DROP TRIGGER fail_inserts").unwrap();
-    assert_eq!(
-        http.post(&path, &core_event("b.1", "ns1", "Started"))
-            .await
-            .status,
-        201
-    );
+    http.create_core("ns1", "b.1", "Started").await;
     let ready = http.get("/readyz").await;
     assert_eq!((ready.status, ready.text().as_str()), (200, "ok"));
     let names: Vec<String> = http.get(&path).await.json()["items"]

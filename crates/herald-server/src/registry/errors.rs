@@ -50,14 +50,11 @@ pub fn store_full(
         "{} {name:?} cannot be created: the event store is at its limit of {max} events (max-events); {room}",
         r.qualified()
     );
-    let mut e = match ttl {
+    match ttl {
         Some(_) => ApiError::too_many_requests(message, STORE_FULL_RETRY_SECONDS),
         None => ApiError::new(429, Reason::TooManyRequests, message),
-    };
-    e.name = Some(name.to_string());
-    e.group = Some(r.group.to_string());
-    e.kind = Some(r.resource.to_string());
-    e
+    }
+    .about(r, name)
 }
 
 /// Maps a storage error about `name` to the `Status` kube-apiserver would send.

@@ -22,8 +22,8 @@ use super::{
 /// `BTreeMap`, like kine's log), so lists at older revisions are exact. History is bounded by
 /// [`HistoryOptions::keep_revisions`] (older versions are compacted away automatically) and the
 /// watch ring by [`HistoryOptions::watch_window`]. The current data itself is not bounded here:
-/// the registry's TTL and `max_events` keep it in check. TTL expiry happens on [`Backend::expire_due`] (call it, or
-/// run [`spawn_sweeper`](super::spawn_sweeper)).
+/// the registry's TTL and `max_events` keep it in check. TTL expiry happens on
+/// [`Backend::expire_due`] (call it, or run [`spawn_sweeper`](super::spawn_sweeper)).
 pub struct MemoryBackend {
     state: Mutex<State>,
     hub: Arc<WatchHub>,

@@ -181,6 +181,15 @@ impl Http {
         .await
     }
 
+    /// POSTs [`core_event`]`(name, ns, reason)` to its namespace and asserts it was created.
+    pub async fn create_core(&self, ns: &str, name: &str, reason: &str) -> Resp {
+        let r = self
+            .post(&core_path(ns), &core_event(name, ns, reason))
+            .await;
+        assert_eq!(r.status, 201, "creating {ns}/{name}: {}", r.text());
+        r
+    }
+
     pub async fn put(&self, path: &str, body: &Value) -> Resp {
         self.send(
             "PUT",

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use hdrhistogram::Histogram;
+use indicatif::DecimalBytes;
 use serde::Serialize;
 
 use super::timeline::Point;
@@ -179,8 +180,8 @@ impl Summary {
             let _ = writeln!(
                 s,
                 "  watch data  {} received = {}/s ({} bytes per event)",
-                si_bytes(w.received_bytes as f64),
-                si_bytes(w.bytes_per_second),
+                DecimalBytes(w.received_bytes),
+                DecimalBytes(w.bytes_per_second as u64),
                 w.received_bytes.checked_div(w.received_total).unwrap_or(0)
             );
         }
@@ -195,40 +196,42 @@ impl Summary {
     }
 }
 
-/// `n` bytes in decimal units (kB, MB, GB: the units network rates are quoted in), 3
-/// significant digits.
-fn si_bytes(n: f64) -> String {
-    const UNITS: [&str; 5] = ["B", "kB", "MB", "GB", "TB"];
-    let mut v = n;
-    let mut unit = 0;
-    while v >= 999.5 && unit < UNITS.len() - 1 {
-        v /= 1000.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{v:.0} B")
-    } else if v < 9.995 {
-        format!("{v:.2} {}", UNITS[unit])
-    } else if v < 99.95 {
-        format!("{v:.1} {}", UNITS[unit])
-    } else {
-        format!("{v:.0} {}", UNITS[unit])
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn bytes_are_in_decimal_units_with_three_digits() {
-        assert_eq!(si_bytes(0.0), "0 B");
-        assert_eq!(si_bytes(999.0), "999 B");
-        assert_eq!(si_bytes(1_043.0), "1.04 kB");
-        assert_eq!(si_bytes(20_870_000.0), "20.9 MB");
-        assert_eq!(si_bytes(2_087_000_000.0), "2.09 GB");
-        assert_eq!(si_bytes(999_700_000.0), "1.00 GB");
-        assert_eq!(si_bytes(5e15), "5000 TB");
+    fn watch_data_is_in_decimal_units_with_the_bytes_per_event() {
+        let s = Summary {
+            server: "http://127.0.0.1:1".into(),
+            namespace: "n".into(),
+            workload: Workload::Unique,
+            clients: 1,
+            rate: None,
+            duration_seconds: 10.0,
+            requests: 2,
+            succeeded: 2,
+            failed: 0,
+            throughput_per_second: 0.2,
+            latency_ms: Percentiles::default(),
+            errors: BTreeMap::new(),
+            watch: Some(WatchSummary {
+                watchers: 1_000,
+                received_total: 21_960_000,
+                received_bytes: 23_145_840_000,
+                bytes_per_second: 2_303_000_000.0,
+                ..WatchSummary::default()
+            }),
+            list: None,
+            interrupted: false,
+            timeline: Vec::new(),
+        };
+        assert!(
+            s.render()
+                .contains("  watch data  23.15 GB received = 2.30 GB/s (1054 bytes per event)\n"),
+            "{}",
+            s.render()
+        );
     }
 
     #[test]
