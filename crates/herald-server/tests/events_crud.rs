@@ -590,6 +590,40 @@ async fn delete_preconditions_and_collection() {
     let left = http.get(&core_path("default")).await.json();
     assert_eq!(left["items"].as_array().unwrap().len(), 1);
     assert_eq!(left["items"][0]["metadata"]["name"], "d.2");
+
+    // The delete options apply to every item, preconditions included: a uid no item has
+    // deletes nothing; a resourceVersion that only the first item (in key order) has deletes
+    // it and stops at the next with that item's 409.
+    http.create_core("default", "d.3", "Started").await;
+    let r = http
+        .delete(
+            &core_path("default"),
+            r#"{"preconditions":{"uid":"not-a-uid"}}"#,
+        )
+        .await;
+    r.status_failure(409, "Conflict");
+    assert!(
+        r.text()
+            .contains(r#"events \"d.2\": Precondition failed: UID in precondition: not-a-uid"#),
+        "{}",
+        r.text()
+    );
+    let first = http
+        .get(&format!("{}/d.2", core_path("default")))
+        .await
+        .json();
+    let body = json!({"preconditions": {"resourceVersion": first["metadata"]["resourceVersion"]}});
+    let r = http.delete(&core_path("default"), &body.to_string()).await;
+    r.status_failure(409, "Conflict");
+    assert!(r.text().contains(r#"events \"d.3\""#), "{}", r.text());
+    let left = http.get(&core_path("default")).await.json();
+    let names: Vec<&str> = left["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["d.3"]);
     server.shutdown().await.unwrap();
 }
 

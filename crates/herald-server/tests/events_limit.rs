@@ -206,7 +206,7 @@ async fn without_a_ttl_only_deletes_make_room_so_no_retry_is_suggested() {
     let s = r.status_failure(429, "TooManyRequests");
     assert_eq!(
         s["message"],
-        "events \"b\" cannot be created: the event store is at its limit of 1 events (max-events); events do not expire here, so delete some to make room",
+        "events \"b\" cannot be created: the event store is at its limit of 1 event (max-events); events do not expire here, so delete some to make room",
         "{s}"
     );
     assert!(s["details"].get("retryAfterSeconds").is_none(), "{s}");

@@ -46,8 +46,9 @@ pub fn store_full(
         Some(ttl) => format!("room is made as events expire ({ttl:?} after their last write)"),
         None => "events do not expire here, so delete some to make room".to_string(),
     };
+    let events = if max == 1 { "event" } else { "events" };
     let message = format!(
-        "{} {name:?} cannot be created: the event store is at its limit of {max} events (max-events); {room}",
+        "{} {name:?} cannot be created: the event store is at its limit of {max} {events} (max-events); {room}",
         r.qualified()
     );
     match ttl {

@@ -569,10 +569,12 @@ impl EventRegistry {
     }
 
     /// DELETE on the collection: deletes every event the list options select (all pages),
-    /// one by one as [`EventRegistry::delete`] does (events with finalizers are only
-    /// marked), and returns every selected event: removed ones in their last state, marked
-    /// ones as marked, ones another request removed meanwhile as listed. The list's
-    /// resourceVersion is the one the selection was read at, as kube-apiserver answers.
+    /// one by one in key order as [`EventRegistry::delete`] does with the same `p` (events
+    /// with finalizers are only marked), and returns every selected event: removed ones in
+    /// their last state, marked ones as marked, ones another request removed meanwhile as
+    /// listed. The list's resourceVersion is the one the selection was read at, as
+    /// kube-apiserver answers. The first item that fails (a precondition in `p` it does not
+    /// meet: 409) ends the request with its error; the items before it stay deleted.
     pub async fn delete_collection(
         &self,
         group: ApiGroup,

@@ -557,11 +557,10 @@ pub(super) async fn delete_collection(
     for ev in page.items {
         let ns = ev.metadata.namespace.clone().unwrap_or_default();
         let name = ev.metadata.name.clone().unwrap_or_default();
-        let per_item = DeleteParams {
-            dry_run: p.dry_run,
-            ..DeleteParams::default()
-        };
-        match delete(reg, group, &ns, &name, &per_item).await {
+        // Every item is deleted with the request's options, preconditions included, as
+        // kube-apiserver does: a precondition that one item fails stops the collection
+        // delete with that item's 409 rather than being ignored.
+        match delete(reg, group, &ns, &name, p).await {
             Ok(d) => out.push(d.into_event()),
             // Removed by another request since the list: kube still answers with every item
             // it listed.

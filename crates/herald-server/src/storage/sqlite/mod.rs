@@ -184,6 +184,19 @@ impl SqliteBackend {
         &self.hub
     }
 
+    /// The error of a write that found the writer thread gone (it panicked: a bug). The write
+    /// was not stored; `/readyz` reports the same until the server is restarted.
+    fn writer_stopped(&self) -> StorageError {
+        StorageError::Backend(self.writer_stopped_message())
+    }
+
+    fn writer_stopped_message(&self) -> String {
+        format!(
+            "the writer of {} has stopped: writes cannot be stored until herald is restarted",
+            self.path.display()
+        )
+    }
+
     fn expiry_of(&self, ttl: Option<Duration>) -> Option<i64> {
         ttl.map(|d| add_saturating(self.clock.now(), d).as_millisecond())
     }
@@ -191,11 +204,13 @@ impl SqliteBackend {
     async fn submit(&self, op: Op) -> Result<Reply> {
         let tx = self.tx.as_ref().ok_or(StorageError::Closed)?;
         let (reply, rx) = oneshot::channel();
+        // Only `Drop` closes the queue, and it takes `tx` first: a queue closed while `tx` is
+        // here, or a request dropped unanswered, means the writer thread died.
         // Waits while the queue is full: back-pressure on the callers.
         tx.send(Request { op, reply })
             .await
-            .map_err(|_| StorageError::Closed)?;
-        let res = rx.await.map_err(|_| StorageError::Closed)?;
+            .map_err(|_| self.writer_stopped())?;
+        let res = rx.await.map_err(|_| self.writer_stopped())?;
         let failed_at = &self.failure.at_ms;
         match &res {
             Err(StorageError::Backend(e)) => {
@@ -377,10 +392,7 @@ impl Backend for SqliteBackend {
     /// out); a write that succeeds makes it ready at once.
     fn health(&self) -> std::result::Result<(), String> {
         if self.tx.as_ref().is_none_or(|tx| tx.is_closed()) {
-            return Err(format!(
-                "the writer of {} has stopped: writes cannot be stored",
-                self.path.display()
-            ));
+            return Err(self.writer_stopped_message());
         }
         let failed_at = self.failure.at_ms.load(Ordering::Relaxed);
         let ago = self.clock.now().as_millisecond().saturating_sub(failed_at);
@@ -416,5 +428,46 @@ impl Drop for SqliteBackend {
             tracing::error!("SQLite checkpoint thread panicked");
         }
         self.hub.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use herald_core::clock::FakeClock;
+
+    /// A writer thread that dies (a bug) must not look like a shutdown or like a slow disk:
+    /// every later write fails with an error that says so, nothing is acknowledged that was
+    /// not stored, reads still work, and the backend reports itself not ready.
+    #[tokio::test]
+    async fn a_dead_writer_refuses_writes_and_is_not_ready() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = SqliteBackend::open(
+            dir.path(),
+            Arc::new(FakeClock::default()),
+            SqliteOptions::default(),
+        )
+        .unwrap();
+        backend
+            .create("/events/ns/a", Bytes::from_static(b"{}"), None)
+            .await
+            .unwrap();
+        assert_eq!(backend.health(), Ok(()));
+
+        let died = backend.submit(Op::Panic).await.err();
+        // The queue closes as the thread unwinds; `closed` returns once it has.
+        backend.tx.as_ref().unwrap().closed().await;
+        let stopped = format!(
+            "the writer of {} has stopped: writes cannot be stored until herald is restarted",
+            dir.path().join(DB_FILE).display()
+        );
+        assert_eq!(died, Some(StorageError::Backend(stopped.clone())));
+        assert_eq!(backend.health(), Err(stopped.clone()));
+        let refused = backend
+            .create("/events/ns/b", Bytes::from_static(b"{}"), None)
+            .await;
+        assert_eq!(refused, Err(StorageError::Backend(stopped)));
+        assert!(backend.get("/events/ns/a").await.unwrap().is_some());
+        assert_eq!(backend.get("/events/ns/b").await.unwrap(), None);
     }
 }

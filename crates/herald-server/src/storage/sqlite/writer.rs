@@ -54,6 +54,10 @@ pub(super) enum Op {
     Compact {
         revision: Revision,
     },
+    /// Makes the writer thread panic, as a bug in it would (tests of what a stopped writer
+    /// does to the backend).
+    #[cfg(test)]
+    Panic,
 }
 
 /// What an operation answers.
@@ -384,6 +388,8 @@ impl Writer {
                 txn.hub_compact = Some(txn.compacted);
                 Ok(Reply::Done)
             }
+            #[cfg(test)]
+            Op::Panic => panic!("injected writer failure"),
         }
     }
 
