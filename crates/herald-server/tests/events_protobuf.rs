@@ -288,6 +288,12 @@ async fn a_protobuf_client_writes_events_k8s_io_events() {
     assert_eq!(back.note, ev.note);
     assert_eq!(back.series, ev.series);
     assert_eq!(back.event_time, ev.event_time);
+    // The create answers (encoded from the stored event) what a protobuf read gives.
+    let got = http
+        .get_accept(&format!("{}/web.1", v1_path("ns1")), PB)
+        .await;
+    let (_, _, raw) = unwrap(&got);
+    assert_eq!(pe::Event::decode(&raw[..]).unwrap(), back);
 
     let v1 = http.get(&format!("{}/web.1", v1_path("ns1"))).await.json();
     assert_eq!(v1["eventTime"], "2026-11-21T23:59:00.123456Z");

@@ -55,6 +55,16 @@ fn get<T>(
     path: &str,
     f: impl AsyncFnOnce(http::Response<hyper::body::Incoming>) -> T,
 ) -> T {
+    get_as(url, path, "application/json", f)
+}
+
+/// [`get`] asking for `accept`.
+fn get_as<T>(
+    url: &str,
+    path: &str,
+    accept: &str,
+    f: impl AsyncFnOnce(http::Response<hyper::body::Incoming>) -> T,
+) -> T {
     let addr = url.trim_start_matches("http://").to_string();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -68,7 +78,7 @@ fn get<T>(
         tokio::spawn(conn);
         let req = http::Request::get(path)
             .header("host", &addr)
-            .header("accept", "application/json")
+            .header("accept", accept)
             .body(Full::new(Bytes::new()))
             .unwrap();
         let resp = send.send_request(req).await.unwrap();
@@ -104,6 +114,36 @@ fn watch_line_bytes(url: &str, path: &str, lines: u64) -> u64 {
         bytes
     })
 }
+
+/// Opens the protobuf watch at `path` on `url` and returns the bytes of its first `frames`
+/// frames (their 4-byte lengths included); bounded by the server sending them.
+fn watch_frame_bytes(url: &str, path: &str, frames: u64) -> u64 {
+    get_as(url, path, PROTOBUF, async |resp| {
+        assert_eq!(
+            resp.headers()["content-type"],
+            "application/vnd.kubernetes.protobuf;stream=watch"
+        );
+        let mut body = resp.into_body();
+        let mut buf = Vec::new();
+        let (mut seen, mut bytes) = (0u64, 0u64);
+        while seen < frames {
+            let frame = body.frame().await.expect("the watch ended early").unwrap();
+            buf.extend_from_slice(&frame.into_data().unwrap_or_default());
+            while seen < frames && buf.len() >= 4 {
+                let len = u32::from_be_bytes(buf[..4].try_into().unwrap()) as usize;
+                if buf.len() < 4 + len {
+                    break;
+                }
+                buf.drain(..4 + len);
+                bytes += 4 + len as u64;
+                seen += 1;
+            }
+        }
+        bytes
+    })
+}
+
+const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 
 fn bench(url: &str, extra: &[&str]) -> serde_json::Value {
     let out = Command::new(herald_bin())
@@ -170,6 +210,118 @@ fn bench_counts_match_what_the_server_stored() {
     assert!(
         s["watch"]["bytes_per_second"].as_f64().unwrap() > 0.0,
         "{s}"
+    );
+}
+
+/// The same run in protobuf: creates, watches and the list all speak it, and the counts and
+/// bytes are exact as in JSON.
+#[test]
+fn bench_speaks_protobuf_end_to_end() {
+    let (_server, url) = serve();
+    let s = bench(
+        &url,
+        &[
+            "--encoding",
+            "protobuf",
+            "--clients",
+            "4",
+            "--watchers",
+            "2",
+            "--namespace",
+            "bench-pb",
+            "--list",
+        ],
+    );
+    assert_eq!(s["encoding"], "protobuf", "{s}");
+    let succeeded = s["succeeded"].as_u64().unwrap();
+    assert!(succeeded > 0, "{s}");
+    assert_eq!(s["failed"], 0, "{s}");
+    assert_eq!(s["errors"], serde_json::json!({}), "{s}");
+
+    let stored = get_json(&url, "/api/v1/namespaces/bench-pb/events");
+    let items = stored["items"].as_array().unwrap();
+    assert_eq!(items.len() as u64, succeeded, "{s}");
+    assert!(
+        items
+            .iter()
+            .all(|e| e["metadata"]["annotations"]["herald.dev/bench-sent"].is_string())
+    );
+    assert_eq!(s["list"]["items"].as_u64(), Some(succeeded), "{s}");
+    assert_eq!(s["list"]["status"], 200);
+    let protobuf_list = get_as(
+        &url,
+        "/api/v1/namespaces/bench-pb/events",
+        PROTOBUF,
+        async |resp| resp.into_body().collect().await.unwrap().to_bytes().len(),
+    );
+    assert_eq!(
+        s["list"]["bytes"].as_u64(),
+        Some(protobuf_list as u64),
+        "{s}"
+    );
+
+    assert_eq!(s["watch"]["received_min"].as_u64(), Some(succeeded), "{s}");
+    assert_eq!(s["watch"]["complete_watchers"], 2, "{s}");
+    assert_eq!(s["watch"]["reconnects"], 0, "{s}");
+    let frames = watch_frame_bytes(
+        &url,
+        "/api/v1/namespaces/bench-pb/events?watch=1",
+        succeeded,
+    );
+    assert_eq!(
+        s["watch"]["received_bytes"].as_u64(),
+        Some(2 * frames),
+        "{s}"
+    );
+}
+
+/// A server that answers protobuf requests with JSON is one line before any load.
+#[test]
+fn a_server_without_protobuf_is_one_line() {
+    use std::io::{Read as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // Answers the first two connections (the bench's /version probe and its protobuf probe)
+    // with a JSON list. Not joined: a bench that stopped early must fail the assertions
+    // below, not hang on an accept.
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(2) {
+            let mut stream = stream.unwrap();
+            let mut seen = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = stream.read(&mut buf).unwrap();
+                assert!(n > 0, "the bench closed before its request");
+                seen.extend_from_slice(&buf[..n]);
+            }
+            let body = r#"{"kind":"EventList","apiVersion":"v1","metadata":{"resourceVersion":"5"},"items":[]}"#;
+            write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            )
+            .unwrap();
+        }
+    });
+    let out = Command::new(herald_bin())
+        .args([
+            "bench",
+            "--server",
+            &format!("http://127.0.0.1:{port}"),
+            "--encoding",
+            "protobuf",
+            "--duration",
+            "1s",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(
+        err.trim(),
+        format!(
+            "herald: 127.0.0.1:{port} does not speak protobuf (a protobuf list answered 200 OK with Content-Type \"application/json\"); run without --encoding protobuf"
+        )
     );
 }
 

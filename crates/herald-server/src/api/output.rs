@@ -55,7 +55,7 @@ use super::error::ServerFailure;
 use super::events::is_watch;
 use super::events::metrics::Metrics;
 use super::negotiate::{accept_header, parse_accept};
-use super::protobuf::{self, WatchAsProtobuf, transcode_json};
+use super::protobuf::{self, AnswerAsProtobuf, WatchAsProtobuf, transcode_json};
 use crate::registry::options::parse_bool;
 
 /// The response header naming the request (kube-apiserver's audit ID).
@@ -226,7 +226,9 @@ where
 
 /// The encoding `req` asks for. A YAML or protobuf request is rewritten to ask the handlers
 /// for JSON, which this layer then transcodes; a protobuf watch is marked
-/// ([`WatchAsProtobuf`]) for the handler, which streams frames itself.
+/// ([`WatchAsProtobuf`]) for the handler, which streams frames itself, and any other
+/// protobuf request is marked ([`AnswerAsProtobuf`]) for handlers that can encode their
+/// answer directly.
 fn encoding(req: &mut Request) -> Encoding {
     let watch = is_watch(
         req.uri().path(),
@@ -239,7 +241,10 @@ fn encoding(req: &mut Request) -> Encoding {
             req.extensions_mut().insert(WatchAsProtobuf);
             (Encoding::Protobuf, true)
         }
-        (Preferred::Protobuf, false) => (Encoding::Protobuf, true),
+        (Preferred::Protobuf, false) => {
+            req.extensions_mut().insert(AnswerAsProtobuf);
+            (Encoding::Protobuf, true)
+        }
         // Watches are JSON lines; the handler answers a YAML-only one with 406.
         (_, true) => (Encoding::Json, false),
         (Preferred::Yaml, false) => (Encoding::Yaml, true),

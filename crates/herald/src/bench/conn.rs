@@ -12,6 +12,8 @@ use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
+use super::encoding::Encoding;
+
 /// How long one request may take before it counts as a `timeout` error.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -64,21 +66,29 @@ pub async fn connect(addr: SocketAddr) -> std::io::Result<SendRequest<Full<Bytes
 pub struct Conn {
     addr: SocketAddr,
     authority: String,
+    encoding: Encoding,
     sender: Option<SendRequest<Full<Bytes>>>,
 }
 
 impl Conn {
-    /// A connection to `addr`, opened lazily by the first request.
+    /// A connection to `addr` that speaks JSON, opened lazily by the first request.
     pub fn new(addr: SocketAddr) -> Self {
+        Self::with_encoding(addr, Encoding::Json)
+    }
+
+    /// A connection to `addr` whose bodies (sent and asked for) are in `encoding`.
+    pub fn with_encoding(addr: SocketAddr, encoding: Encoding) -> Self {
         Conn {
             addr,
             authority: addr.to_string(),
+            encoding,
             sender: None,
         }
     }
 
-    /// Sends `method path` with a JSON `body` and returns the status and the whole response
-    /// body. The body is read to the end so the connection can be reused.
+    /// Sends `method path` with a `body` in the connection's encoding and returns the status
+    /// and the whole response body. The body is read to the end so the connection can be
+    /// reused.
     pub async fn request(
         &mut self,
         method: http::Method,
@@ -115,8 +125,8 @@ impl Conn {
             .method(method)
             .uri(path)
             .header(http::header::HOST, &self.authority)
-            .header(http::header::CONTENT_TYPE, "application/json")
-            .header(http::header::ACCEPT, "application/json")
+            .header(http::header::CONTENT_TYPE, self.encoding.media_type())
+            .header(http::header::ACCEPT, self.encoding.media_type())
             .body(Full::new(body))
             .map_err(|_| Failure::Io)?;
         let resp = match sender.send_request(req).await {

@@ -7,6 +7,7 @@ use hdrhistogram::Histogram;
 use indicatif::DecimalBytes;
 use serde::Serialize;
 
+use super::encoding::Encoding;
 use super::timeline::Point;
 use super::workload::Workload;
 
@@ -91,6 +92,8 @@ pub struct Summary {
     pub namespace: String,
     /// The workload shape.
     pub workload: Workload,
+    /// The wire encoding (`json` or `protobuf`).
+    pub encoding: Encoding,
     /// Concurrent creating clients.
     pub clients: usize,
     /// Target creates/s (open loop), or `null` for closed loop (as fast as answers come).
@@ -125,13 +128,14 @@ impl Summary {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "herald bench: {} {:?} clients={} rate={} against {} (namespace {})",
+            "herald bench: {} {:?} {:?} clients={} rate={} against {} (namespace {})",
             if self.interrupted {
                 "interrupted"
             } else {
                 "done"
             },
             self.workload,
+            self.encoding,
             self.clients,
             self.rate
                 .map_or("closed-loop".to_string(), |r| format!("{r}/s")),
@@ -206,6 +210,7 @@ mod tests {
             server: "http://127.0.0.1:1".into(),
             namespace: "n".into(),
             workload: Workload::Unique,
+            encoding: Encoding::Json,
             clients: 1,
             rate: None,
             duration_seconds: 10.0,

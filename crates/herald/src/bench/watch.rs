@@ -1,23 +1,21 @@
 //! Watchers: each holds one `?watch=1` stream and measures the delivery lag of this run's
 //! events (receipt time on the bench clock − send time embedded by the creating client).
+//! The stream is JSON lines or protobuf frames, as `--encoding` asks.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use hdrhistogram::Histogram;
 use herald_core::clock::Clock;
 use http_body_util::{BodyExt as _, Full};
 use tokio_util::sync::CancellationToken;
 
 use super::conn::connect;
-use super::workload;
-
-/// The largest watch line kept while waiting for its newline; a longer line is dropped
-/// (counted as a reconnect: the stream is reopened from the last resourceVersion).
-const MAX_LINE: usize = 4 * 1024 * 1024;
+use super::encoding::Encoding;
+use super::workload::SentFinder;
 
 /// What one watcher measured.
 pub struct WatchResult {
@@ -48,6 +46,8 @@ pub struct Watcher {
     pub from_rv: String,
     /// The bench run id.
     pub run: String,
+    /// How the stream is encoded.
+    pub encoding: Encoding,
     /// The clock send times were taken on.
     pub clock: Arc<dyn Clock>,
     /// Live counters.
@@ -71,13 +71,11 @@ impl Watcher {
         let mut lag = new_histogram();
         let mut reconnects = 0u64;
         let mut rv = self.from_rv.clone();
-        let marker = workload::marker(&self.run);
-        let marker = memchr::memmem::Finder::new(marker.as_bytes());
-        let rv_key = memchr::memmem::Finder::new(b"\"resourceVersion\":\"");
+        let sent = SentFinder::new(self.encoding, &self.run);
         loop {
             let ended = tokio::select! {
                 _ = self.stop.cancelled() => return WatchResult { lag, reconnects },
-                r = self.stream_once(&mut rv, &mut lag, &marker, &rv_key) => r,
+                r = self.stream_once(&mut rv, &mut lag, &sent) => r,
             };
             let _ = ended;
             reconnects += 1;
@@ -92,8 +90,7 @@ impl Watcher {
         &self,
         rv: &mut String,
         lag: &mut Histogram<u64>,
-        marker: &memchr::memmem::Finder<'_>,
-        rv_key: &memchr::memmem::Finder<'_>,
+        sent: &SentFinder,
     ) -> Result<(), ()> {
         let mut sender = connect(self.addr).await.map_err(|_| ())?;
         let path = format!(
@@ -102,18 +99,21 @@ impl Watcher {
         );
         let req = http::Request::get(path)
             .header(http::header::HOST, self.addr.to_string())
-            .header(http::header::ACCEPT, "application/json")
+            .header(http::header::ACCEPT, self.encoding.media_type())
             .body(Full::new(Bytes::new()))
             .map_err(|_| ())?;
         let resp = sender.send_request(req).await.map_err(|_| ())?;
-        if !resp.status().is_success() {
+        let content_type = resp
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        if !resp.status().is_success() || !self.encoding.is_content_type(content_type) {
             return Err(());
         }
         self.counters.open.fetch_add(1, Ordering::Relaxed);
         let mut body = resp.into_body();
-        // The start of a line that did not end in its chunk (the server sends whole lines,
-        // so this is rarely used).
-        let mut partial = BytesMut::new();
+        let mut records = self.encoding.records();
         while let Some(frame) = body.frame().await {
             let frame = frame.map_err(|_| ())?;
             let Ok(data) = frame.into_data() else {
@@ -122,73 +122,38 @@ impl Watcher {
             self.counters
                 .bytes
                 .fetch_add(data.len() as u64, Ordering::Relaxed);
-            // Every line of a chunk arrived at the same time.
+            // Every record of a chunk arrived at the same time.
             let now = self.clock.now().as_nanosecond();
             let mut received = 0u64;
-            let mut rest = &data[..];
-            if !partial.is_empty() {
-                let Some(nl) = memchr::memchr(b'\n', rest) else {
-                    partial.extend_from_slice(rest);
-                    if partial.len() > MAX_LINE {
-                        return Err(());
+            // Only the newest resourceVersion matters (it is where a reconnect resumes), so
+            // only the chunk's last record is read for it.
+            let mut last = None;
+            let mut joined = None;
+            records
+                .feed(&data, |record, at| {
+                    if let Some(at) = sent.sent_nanos(record) {
+                        let micros = u64::try_from((now - at).max(0) / 1000).unwrap_or(u64::MAX);
+                        lag.saturating_record(micros);
+                        received += 1;
                     }
-                    continue;
-                };
-                partial.extend_from_slice(&rest[..=nl]);
-                rest = &rest[nl + 1..];
-                let line = partial.split().freeze();
-                received += u64::from(record(&line[..line.len() - 1], now, lag, marker));
-                remember_rv(&line, rv, rv_key);
-            }
-            let mut last_line: Option<&[u8]> = None;
-            while let Some(nl) = memchr::memchr(b'\n', rest) {
-                let line = &rest[..nl];
-                received += u64::from(record(line, now, lag, marker));
-                last_line = Some(line);
-                rest = &rest[nl + 1..];
-            }
+                    match at {
+                        Some(at) => last = Some(at),
+                        // Completed from earlier bytes; it is the chunk's last unless more follow.
+                        None => joined = self.encoding.resource_version(record),
+                    }
+                })
+                .map_err(|_| ())?;
             self.counters
                 .received
                 .fetch_add(received, Ordering::Relaxed);
-            // Only the newest resourceVersion matters (it is where a reconnect resumes).
-            if let Some(line) = last_line {
-                remember_rv(line, rv, rv_key);
-            }
-            if !rest.is_empty() {
-                if rest.len() > MAX_LINE {
-                    return Err(());
-                }
-                partial.extend_from_slice(rest);
+            if let Some(v) = last
+                .and_then(|at| self.encoding.resource_version(&data[at]))
+                .or(joined)
+            {
+                *rv = v;
             }
         }
         Ok(())
-    }
-}
-
-/// Records the lag of `line` if it is an event of this run; true when it was.
-fn record(
-    line: &[u8],
-    now: i128,
-    lag: &mut Histogram<u64>,
-    marker: &memchr::memmem::Finder<'_>,
-) -> bool {
-    let Some(sent) = workload::sent_nanos_in(line, marker) else {
-        return false;
-    };
-    let micros = u64::try_from((now - sent).max(0) / 1000).unwrap_or(u64::MAX);
-    lag.saturating_record(micros);
-    true
-}
-
-/// Keeps the resourceVersion of `line`, if it has one, in `rv`.
-fn remember_rv(line: &[u8], rv: &mut String, rv_key: &memchr::memmem::Finder<'_>) {
-    if let Some(at) = rv_key.find(line) {
-        let rest = &line[at + rv_key.needle().len()..];
-        if let Some(end) = memchr::memchr(b'"', rest)
-            && let Ok(s) = std::str::from_utf8(&rest[..end])
-        {
-            s.clone_into(rv);
-        }
     }
 }
 

@@ -6,6 +6,8 @@
 use clap::ValueEnum;
 use serde::Serialize;
 
+use super::encoding::Encoding;
+
 /// The annotation that carries the run id and the send time of a bench event.
 pub const SENT_ANNOTATION: &str = "herald.dev/bench-sent";
 
@@ -88,19 +90,54 @@ pub fn body(
     )
 }
 
-/// Finds this run's send time (unix nanoseconds) in a raw watch line, without a full JSON
-/// parse (1,000 watchers × 10,000 events/s is too many lines to parse on the bench side).
-/// `None` when the line is not an `ADDED` of this run.
-pub fn sent_nanos_in(line: &[u8], marker: &memchr::memmem::Finder<'_>) -> Option<i128> {
-    let at = marker.find(line)? + marker.needle().len();
-    let rest = &line[at..];
-    let end = memchr::memchr(b'"', rest)?;
-    std::str::from_utf8(&rest[..end]).ok()?.parse().ok()
+/// Finds this run's send time (unix nanoseconds) in a raw watch record (a JSON line or a
+/// protobuf frame) without decoding it: 1,000 watchers × 10,000 events/s is too many records
+/// to parse on the bench side.
+pub struct SentFinder {
+    encoding: Encoding,
+    /// What precedes the annotation's value.
+    key: memchr::memmem::Finder<'static>,
+    /// The value's start: `{run}:`.
+    run: Vec<u8>,
 }
 
-/// The byte string that precedes the send time of this run's events in a watch line.
-pub fn marker(run: &str) -> String {
-    format!("\"{SENT_ANNOTATION}\":\"{run}:")
+impl SentFinder {
+    /// A finder for the events of run `run` in records of `encoding`.
+    pub fn new(encoding: Encoding, run: &str) -> Self {
+        let key = match encoding {
+            Encoding::Json => format!("\"{SENT_ANNOTATION}\":\"").into_bytes(),
+            // A map entry of `annotations`: field 1 (the key) and the tag of field 2 (the
+            // value, whose length follows).
+            Encoding::Protobuf => {
+                let mut k = vec![0x0a, SENT_ANNOTATION.len() as u8];
+                k.extend_from_slice(SENT_ANNOTATION.as_bytes());
+                k.push(0x12);
+                k
+            }
+        };
+        SentFinder {
+            encoding,
+            key: memchr::memmem::Finder::new(&key).into_owned(),
+            run: format!("{run}:").into_bytes(),
+        }
+    }
+
+    /// The send time in `record`; `None` when it is not an event of this run.
+    pub fn sent_nanos(&self, record: &[u8]) -> Option<i128> {
+        let rest = &record[self.key.find(record)? + self.key.needle().len()..];
+        let value = match self.encoding {
+            Encoding::Json => &rest[..memchr::memchr(b'"', rest)?],
+            Encoding::Protobuf => {
+                // A one-byte length: this run's values are far shorter than 128 bytes.
+                let (&len, rest) = rest.split_first().filter(|(len, _)| **len < 0x80)?;
+                rest.get(..usize::from(len))?
+            }
+        };
+        std::str::from_utf8(value.strip_prefix(self.run.as_slice())?)
+            .ok()?
+            .parse()
+            .ok()
+    }
 }
 
 #[cfg(test)]
@@ -119,11 +156,20 @@ mod tests {
             let v: serde_json::Value = serde_json::from_str(&b).unwrap();
             assert_eq!(v["metadata"]["name"], "bench-r1-3-7");
             assert_eq!(v["metadata"]["annotations"][SENT_ANNOTATION], "r1:1234567");
-            let m = marker("r1");
-            let f = memchr::memmem::Finder::new(m.as_bytes());
-            assert_eq!(sent_nanos_in(b.as_bytes(), &f), Some(1_234_567));
-            let other = memchr::memmem::Finder::new(b"\"herald.dev/bench-sent\":\"r2:");
-            assert_eq!(sent_nanos_in(b.as_bytes(), &other), None);
+            let json = SentFinder::new(Encoding::Json, "r1");
+            assert_eq!(json.sent_nanos(b.as_bytes()), Some(1_234_567));
+            assert_eq!(
+                SentFinder::new(Encoding::Json, "r2").sent_nanos(b.as_bytes()),
+                None
+            );
+            let frame = Encoding::Protobuf.create_body(b.clone()).unwrap();
+            let proto = SentFinder::new(Encoding::Protobuf, "r1");
+            assert_eq!(proto.sent_nanos(&frame), Some(1_234_567));
+            assert_eq!(
+                SentFinder::new(Encoding::Protobuf, "r").sent_nanos(&frame),
+                None
+            );
+            assert_eq!(proto.sent_nanos(b.as_bytes()), None);
         }
     }
 }

@@ -632,6 +632,10 @@ fn event_body(
 async fn create(State(st): State<GroupState>, ApiPath(ns): ApiPath<String>, req: Request) -> Res {
     segments(&ns, None)?;
     let ctx = write_ctx(req.uri(), req.headers())?;
+    let as_protobuf = req
+        .extensions()
+        .get::<protobuf::AnswerAsProtobuf>()
+        .is_some();
     let (headers, body) = read_body(req, st.api.max_body).await?;
     let (event, warnings) = event_body(st.group, &headers, &body, ctx.validation)?;
     // Boxed, as in the other write handlers: the registry's future is kilobytes, and axum's
@@ -642,6 +646,21 @@ async fn create(State(st): State<GroupState>, ApiPath(ns): ApiPath<String>, req:
             .create_stored(st.group, &ns, event, &ctx.opts),
     )
     .await?;
+    // A protobuf client (kube's components record events this way) gets the event encoded
+    // once, from the stored object, rather than rendered as JSON and parsed back.
+    if as_protobuf {
+        let mut resp = (
+            StatusCode::CREATED,
+            protobuf::event_object(st.group, &created.event),
+        )
+            .into_response();
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(protobuf::MEDIA_TYPE),
+        );
+        add_warnings(&mut resp, &warnings);
+        return Ok(resp);
+    }
     // On core/v1 the response is the stored bytes with the resourceVersion put in: no second
     // encoding.
     let mut body = Vec::new();

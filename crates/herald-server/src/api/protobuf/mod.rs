@@ -69,6 +69,13 @@ pub const MAGIC: [u8; 4] = *b"k8s\0";
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WatchAsProtobuf;
 
+/// A request extension the output layer sets on any other request whose client prefers
+/// protobuf: a handler that has the object at hand may answer with [`event_object`] itself
+/// (Content-Type [`MEDIA_TYPE`]), which saves the layer parsing the JSON answer back; a JSON
+/// answer is still transcoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AnswerAsProtobuf;
+
 /// True for a Content-Type (parameters ignored) that is the protobuf media type.
 pub fn is_protobuf(content_type: &str) -> bool {
     content_type
@@ -165,19 +172,17 @@ pub fn event_body_json(group: ApiGroup, body: &[u8]) -> Result<Vec<u8>, ApiError
     let u = unwrap(body, "Event")?;
     // The envelope says how to read the message, so its type is checked first.
     check_type(&u.api_version, &u.kind, Some(group.api_version()), "Event")?;
-    let v = match group {
+    match group {
         ApiGroup::Core => {
             let pb = k8s_pb::api::core::v1::Event::decode(&u.raw[..]).map_err(cannot_handle)?;
-            serde_json::to_value(core_event_from_pb(pb))
+            serde_json::to_vec(&core_event_from_pb(pb))
         }
         ApiGroup::EventsV1 => {
             let pb = k8s_pb::api::events::v1::Event::decode(&u.raw[..]).map_err(cannot_handle)?;
-            serde_json::to_value(events_event_from_pb(pb))
+            serde_json::to_vec(&events_event_from_pb(pb))
         }
     }
-    .map_err(|e| ApiError::internal(format!("encoding the decoded event: {e}")))?;
-    serde_json::to_vec(&v)
-        .map_err(|e| ApiError::internal(format!("encoding the decoded event: {e}")))
+    .map_err(|e| ApiError::internal(format!("encoding the decoded event: {e}")))
 }
 
 /// The JSON of the `DeleteOptions` in a protobuf DELETE body; a 400 for a body that is not
