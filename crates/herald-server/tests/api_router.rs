@@ -128,6 +128,16 @@ async fn aggregated_discovery_only_when_asked_with_exact_content_type() {
     let r = call(&app, "GET", "/apis", Some(beta)).await;
     assert_eq!(r.header(header::CONTENT_TYPE), beta);
     assert_eq!(r.json()["apiVersion"], "apidiscovery.k8s.io/v2beta1");
+
+    // Indented (`pretty=true`, or curl's user agent), it is still the negotiated type:
+    // client-go reads a plain `application/json` answer as legacy discovery.
+    let r = call(&app, "GET", "/apis?pretty=true", Some(AGG)).await;
+    assert_eq!(
+        r.header(header::CONTENT_TYPE),
+        "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+    );
+    assert!(r.text().starts_with("{\n  \""), "{}", r.text());
+    assert_eq!(r.json()["kind"], "APIGroupDiscoveryList");
 }
 
 #[tokio::test]

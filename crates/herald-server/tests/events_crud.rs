@@ -266,6 +266,43 @@ async fn generate_name_and_create_on_update() {
             .unwrap()
             .contains("resourceVersion should not be set")
     );
+    // kube-apiserver reads the version as an integer where 0 is unset, and one it cannot
+    // read as unset: both creates succeed with the store's own resourceVersion.
+    for (name, rv) in [("rv-zero", "0"), ("rv-text", "abc")] {
+        let mut body = core_event(name, "ns1", "R");
+        body["metadata"]["resourceVersion"] = json!(rv);
+        let r = http.post(&core_path("ns1"), &body).await;
+        assert_eq!(r.status, 201, "{}", r.text());
+        let got = http
+            .get(&format!("{}/{name}", core_path("ns1")))
+            .await
+            .json();
+        assert_eq!(
+            got["metadata"]["resourceVersion"],
+            r.json()["metadata"]["resourceVersion"]
+        );
+        assert_ne!(got["metadata"]["resourceVersion"], json!(rv));
+    }
+    // On a write over an existing event, "0" is an unconditional write, like an empty one.
+    let path = format!("{}/rv-zero", core_path("ns1"));
+    let mut body = http.get(&path).await.json();
+    body["metadata"]["resourceVersion"] = json!("0");
+    body["message"] = json!("put over 0");
+    let r = http.put(&path, &body).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["message"], "put over 0");
+    let r = http
+        .patch(
+            &path,
+            "application/merge-patch+json",
+            &json!({"metadata": {"resourceVersion": "0"}, "message": "patched over 0"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["message"], "patched over 0");
+    // Any other stale one is still a 409.
+    body["metadata"]["resourceVersion"] = json!("1");
+    http.put(&path, &body).await.status_failure(409, "Conflict");
     server.shutdown().await.unwrap();
 }
 
@@ -521,6 +558,15 @@ async fn field_validation_and_dry_run() {
     http.get(&format!("{}/dry", core_path("default")))
         .await
         .status_failure(404, "NotFound");
+    // A dry run of a name that is taken is the 409 the real create would be.
+    let r = http
+        .post(
+            &format!("{}?dryRun=All", core_path("default")),
+            &core_event("fv2", "default", "R"),
+        )
+        .await;
+    let s = r.status_failure(409, "AlreadyExists");
+    assert_eq!(s["message"], r#"events "fv2" already exists"#);
     let r = http
         .delete(&format!("{}/fv2?dryRun=All", core_path("default")), "")
         .await;

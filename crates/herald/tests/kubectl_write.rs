@@ -50,6 +50,15 @@ async fn create_with_strict_validation_accepts_a_valid_event_and_rejects_unknown
         "{}",
         o.show()
     );
+    // A server-side dry run checks the name too, so it fails the same way.
+    let o = k.run(&["create", "-f", &good, "--dry-run=server"]).await;
+    assert!(
+        o.failed().contains(&format!(
+            "Error from server (AlreadyExists): error when creating \"{good}\": events \"my-event\" already exists"
+        )),
+        "{}",
+        o.show()
+    );
 
     // Strict field validation: the server rejects an unknown field.
     let bad = k.write(

@@ -367,9 +367,13 @@ async fn reencode(resp: Response, encoding: Encoding) -> Response {
         return Response::from_parts(parts, Body::from(bytes));
     };
     parts.headers.remove(header::CONTENT_LENGTH);
-    parts
-        .headers
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    // Indenting changes only whitespace: a negotiated JSON type (aggregated discovery's
+    // `application/json;g=apidiscovery.k8s.io;…`) stays what it was.
+    if encoding != Encoding::PrettyJson {
+        parts
+            .headers
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    }
     Response::from_parts(parts, Body::from(out))
 }
 

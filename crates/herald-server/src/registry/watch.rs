@@ -161,7 +161,11 @@ pub(super) async fn start(
                 initial.push_back(RawWatchItem::Item(Box::new(WatchItem::Added(ev))));
             }
         }
-        if p.send_initial_events == Some(true) && p.allow_watch_bookmarks {
+        // kube-apiserver (1.32, WatchList on) defaults a watch from "" or "0" that names
+        // neither sendInitialEvents nor resourceVersionMatch to `sendInitialEvents=true`, so
+        // it too ends its initial events with the bookmark when bookmarks are allowed.
+        let defaulted = p.send_initial_events.is_none() && p.rv_match().is_none();
+        if (p.send_initial_events == Some(true) || defaulted) && p.allow_watch_bookmarks {
             initial.push_back(RawWatchItem::Item(Box::new(WatchItem::Bookmark {
                 resource_version: page.revision.to_string(),
                 initial_events_end: true,

@@ -28,6 +28,13 @@ fn rv_of(e: &CoreEvent) -> Option<&str> {
         .filter(|s| !s.is_empty())
 }
 
+/// The resourceVersion a write body makes a precondition of. kube-apiserver reads it as an
+/// integer where `0` is unset, so `"0"` (which some clients send for "any") makes an
+/// unconditional write, as an empty one does; a non-numeric one is a 400.
+fn precondition_rv(rv: Option<&str>) -> Result<Option<u64>, ApiError> {
+    Ok(parse_rv(rv)?.filter(|&rv| rv != 0))
+}
+
 /// A URL name or namespace that cannot be a key segment is a 400 (it can never name an
 /// object; letting `/` through would address other keys).
 pub fn check_segment(what: &str, s: &str) -> Result<(), ApiError> {
@@ -94,7 +101,12 @@ async fn insert(
     opts: &WriteOptions,
     manager: Option<&str>,
 ) -> Result<Created, ApiError> {
-    if rv_of(&event).is_some() {
+    // As kube-apiserver's storage: only a number other than 0 is refused (it reads the
+    // version as an integer, and one it cannot read as unset); the store assigns its own.
+    if rv_of(&event)
+        .and_then(|rv| rv.parse::<u64>().ok())
+        .is_some_and(|rv| rv != 0)
+    {
         return Err(ApiError::internal(
             "resourceVersion should not be set on objects to be created",
         ));
@@ -125,13 +137,27 @@ async fn insert(
         validate_create(&e, group)?;
         let name = e.metadata.name.clone().unwrap_or_default();
         let ns = e.metadata.namespace.clone().unwrap_or_default();
-        if opts.dry_run {
-            return Ok(Created {
-                event: e,
-                stored: None,
-            });
-        }
         let key = codec::key(&ns, &name);
+        if opts.dry_run {
+            // As kube-apiserver's dry-run storage: a taken name is still a 409; nothing is
+            // written, so the store's bound does not apply.
+            let taken = reg
+                .backend
+                .get(&key)
+                .await
+                .map_err(|err| storage_error(err, r, &name))?
+                .is_some();
+            match taken {
+                true if generated => continue,
+                true => return Err(ApiError::already_exists(r, &name)),
+                false => {
+                    return Ok(Created {
+                        event: e,
+                        stored: None,
+                    });
+                }
+            }
+        }
         match check_room(reg, r, &key, &name).await {
             Ok(()) => {}
             Err(err) if generated && err.reason == Reason::AlreadyExists => continue,
@@ -222,7 +248,7 @@ pub(super) async fn update(
     check_segment("name", name)?;
     check_field_manager("UpdateOptions", opts)?;
     check_url_name(&event.metadata, namespace, name)?;
-    let client_rv = parse_rv(rv_of(&event))?;
+    let client_rv = precondition_rv(rv_of(&event))?;
     let r = group.resource();
     let key = codec::key(namespace, name);
     for _ in 0..MAX_RETRIES {
@@ -422,14 +448,12 @@ pub(super) async fn patch(
             }
         };
         let warnings = check(&patched)?;
-        let precondition = patched
-            .pointer("/metadata/resourceVersion")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .map(str::to_string);
-        if let Some(p) = &precondition
-            && parse_rv(Some(p))? != Some(kv.mod_revision)
-        {
+        let precondition = precondition_rv(
+            patched
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str),
+        )?;
+        if precondition.is_some_and(|rv| rv != kv.mod_revision) {
             return Err(ApiError::conflict(r, name));
         }
         let mut e = decode_body(group, patched, None)?;
