@@ -111,6 +111,14 @@ async fn pretty_json_when_asked_and_for_curl() {
         )
         .await;
     assert_eq!(curl_compact.body, compact.body);
+    // A `pretty` that strconv.ParseBool cannot read is false, and decides alone.
+    let curl_unreadable = http
+        .get_with(
+            &format!("{path}?pretty=maybe"),
+            &[("user-agent", "curl/8.5.0")],
+        )
+        .await;
+    assert_eq!(curl_unreadable.body, compact.body);
     let kubectl = http
         .get_with(&path, &[("user-agent", "kubectl/v1.32.4 (linux/amd64)")])
         .await;

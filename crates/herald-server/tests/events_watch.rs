@@ -907,3 +907,28 @@ async fn deprecated_watch_paths_stream_and_an_item_get_ignores_watch() {
         .await;
     bad.status_failure(400, "BadRequest");
 }
+
+/// Query booleans read as kube-apiserver reads its options: only `0` and `false` (in any
+/// case) are false, anything else is true, and none is an error.
+#[tokio::test]
+async fn query_booleans_read_as_kube_apiserver_reads_them() {
+    let (server, _) = memory().await;
+    let http = Http::new(&server);
+    http.create_core("default", "b.1", "R").await;
+    let mut w = http
+        .watch(&format!("{}?watch=yes", core_path("default")), None)
+        .await;
+    assert_eq!(w.status, 200);
+    let (ty, obj) = w.expect().await;
+    assert_eq!(
+        (ty.as_str(), &obj["metadata"]["name"]),
+        ("ADDED", &json!("b.1"))
+    );
+    for off in ["FALSE", "0"] {
+        let r = http
+            .get(&format!("{}?watch={off}", core_path("default")))
+            .await;
+        assert_eq!(r.json()["kind"], "EventList", "watch={off}");
+    }
+    server.shutdown().await.unwrap();
+}

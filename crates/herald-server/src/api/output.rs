@@ -232,7 +232,7 @@ where
 fn encoding(req: &mut Request) -> Encoding {
     let watch = is_watch(
         req.uri().path(),
-        query_bool(req.uri().query(), "watch").unwrap_or(false),
+        query_value(req.uri().query(), "watch").is_some_and(|v| parse_bool(&v)),
     );
     let (encoding, rewrite) = match (preferred(req.headers()), watch) {
         (Preferred::Protobuf, true) => {
@@ -270,9 +270,9 @@ fn log_failure(resp: &Response, method: &http::Method, path: &str, audit_id: &He
     }
 }
 
-/// `?key=…` parsed as kube parses booleans, the key and value percent-decoded as the
-/// handlers decode them; `None` when absent or not a boolean.
-pub(crate) fn query_bool(query: Option<&str>, key: &str) -> Option<bool> {
+/// The last `?key=…` value, the key and value percent-decoded as the handlers decode them;
+/// `None` when absent.
+pub(crate) fn query_value(query: Option<&str>, key: &str) -> Option<String> {
     let query = query?;
     // The common case skips the parse; an encoded key (`wat%63h`) must not.
     if !query.contains(key) && !query.contains('%') {
@@ -281,7 +281,7 @@ pub(crate) fn query_bool(query: Option<&str>, key: &str) -> Option<bool> {
     form_urlencoded::parse(query.as_bytes())
         .filter(|(k, _)| k == key)
         .last()
-        .and_then(|(k, v)| parse_bool(&k, &v).ok())
+        .map(|(_, v)| v.into_owned())
 }
 
 /// What the first clause of `Accept` that Herald can serve names, as far as this layer is
@@ -322,10 +322,12 @@ fn preferred(headers: &HeaderMap) -> Preferred {
     Preferred::Json
 }
 
-/// `pretty=true`, or no `pretty` and a user agent kube-apiserver pretty-prints for.
+/// `pretty=true`, or no `pretty` and a user agent kube-apiserver pretty-prints for. As there,
+/// a non-empty `pretty` is read as Go's `strconv.ParseBool` (anything it cannot read is
+/// false) and decides alone.
 fn wants_pretty(req: &Request) -> bool {
-    if let Some(p) = query_bool(req.uri().query(), "pretty") {
-        return p;
+    if let Some(p) = query_value(req.uri().query(), "pretty").filter(|p| !p.is_empty()) {
+        return matches!(p.as_str(), "1" | "t" | "T" | "true" | "True" | "TRUE");
     }
     req.headers()
         .get(header::USER_AGENT)
@@ -458,14 +460,15 @@ mod tests {
         .map(|s| s.parse().unwrap())
         .collect();
         let uri = |s: &str| uris.iter().find(|u| *u == s).unwrap().query();
-        assert_eq!(query_bool(uri("/x?pretty=true"), "pretty"), Some(true));
-        assert_eq!(query_bool(uri("/x?pretty=1&a=b"), "pretty"), Some(true));
-        assert_eq!(query_bool(uri("/x?pretty=false"), "pretty"), Some(false));
-        assert_eq!(query_bool(uri("/x?pretty=maybe"), "pretty"), None);
-        assert_eq!(query_bool(uri("/x?prettyish=1"), "pretty"), None);
-        assert_eq!(query_bool(uri("/x?watch=%74rue"), "watch"), Some(true));
-        assert_eq!(query_bool(uri("/x"), "watch"), None);
-        assert_eq!(query_bool(uri("/x?wat%63h=1"), "watch"), Some(true));
+        let value = |s: &str, key: &str| query_value(uri(s), key);
+        assert_eq!(value("/x?pretty=true", "pretty").as_deref(), Some("true"));
+        assert_eq!(value("/x?pretty=1&a=b", "pretty").as_deref(), Some("1"));
+        assert_eq!(value("/x?pretty=false", "pretty").as_deref(), Some("false"));
+        assert_eq!(value("/x?pretty=maybe", "pretty").as_deref(), Some("maybe"));
+        assert_eq!(value("/x?prettyish=1", "pretty"), None);
+        assert_eq!(value("/x?watch=%74rue", "watch").as_deref(), Some("true"));
+        assert_eq!(value("/x", "watch"), None);
+        assert_eq!(value("/x?wat%63h=1", "watch").as_deref(), Some("1"));
     }
 
     #[test]

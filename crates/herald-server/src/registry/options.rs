@@ -38,16 +38,11 @@ pub struct ListParams {
     pub watch: bool,
 }
 
-/// A query-string boolean: Go's `strconv.ParseBool` spellings, and an empty value means
-/// true; anything else is a 400.
-pub fn parse_bool(key: &str, v: &str) -> Result<bool, ApiError> {
-    match v {
-        "" | "true" | "True" | "TRUE" | "1" | "t" | "T" => Ok(true),
-        "false" | "False" | "FALSE" | "0" | "f" | "F" => Ok(false),
-        _ => Err(ApiError::bad_request(format!(
-            "invalid value for {key}: {v:?} is not a boolean"
-        ))),
-    }
+/// A query-string boolean as kube-apiserver decodes its options
+/// (`runtime.Convert_Slice_string_To_bool`): only `0` and `false` (in any case) are false;
+/// anything else, an empty value included, is true. It never fails.
+pub fn parse_bool(v: &str) -> bool {
+    !(v == "0" || v.eq_ignore_ascii_case("false"))
 }
 
 fn parse_int(key: &str, v: &str) -> Result<i64, ApiError> {
@@ -58,7 +53,7 @@ fn parse_int(key: &str, v: &str) -> Result<i64, ApiError> {
 
 impl ListParams {
     /// Parses decoded query pairs; unknown keys are ignored (kube ignores them too), bad
-    /// booleans and integers are 400s.
+    /// integers are 400s (booleans cannot be bad, see [`parse_bool`]).
     pub fn from_pairs<'a>(
         pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> Result<Self, ApiError> {
@@ -71,10 +66,10 @@ impl ListParams {
                 "continue" => p.continue_ = Some(v.to_string()),
                 "resourceVersion" => p.resource_version = Some(v.to_string()),
                 "resourceVersionMatch" => p.resource_version_match = Some(v.to_string()),
-                "sendInitialEvents" => p.send_initial_events = Some(parse_bool(k, v)?),
-                "allowWatchBookmarks" => p.allow_watch_bookmarks = parse_bool(k, v)?,
+                "sendInitialEvents" => p.send_initial_events = Some(parse_bool(v)),
+                "allowWatchBookmarks" => p.allow_watch_bookmarks = parse_bool(v),
                 "timeoutSeconds" => p.timeout_seconds = Some(parse_int(k, v)?),
-                "watch" => p.watch = parse_bool(k, v)?,
+                "watch" => p.watch = parse_bool(v),
                 _ => {}
             }
         }

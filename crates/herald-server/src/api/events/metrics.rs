@@ -141,7 +141,8 @@ pub fn verb_of(method: &http::Method, path: &str, query: Option<&str>) -> &'stat
     let collection = super::is_collection(path);
     let watch = super::is_watch(
         path,
-        crate::api::output::query_bool(query, "watch").unwrap_or(false),
+        crate::api::output::query_value(query, "watch")
+            .is_some_and(|v| crate::registry::options::parse_bool(&v)),
     );
     match (method.as_str(), collection) {
         ("GET", _) if watch => "watch",

@@ -774,9 +774,7 @@ fn delete_params(
     let mut p = DeleteParams {
         dry_run: dry_run(pairs)?,
         propagation_policy: q(pairs, "propagationPolicy").map(str::to_string),
-        orphan_dependents: q(pairs, "orphanDependents")
-            .map(|v| parse_bool("orphanDependents", v))
-            .transpose()?,
+        orphan_dependents: q(pairs, "orphanDependents").map(parse_bool),
         grace_period_seconds: match q(pairs, "gracePeriodSeconds") {
             Some(s) => Some(s.parse().map_err(|_| {
                 ApiError::bad_request(format!("invalid gracePeriodSeconds: {s:?}"))
