@@ -384,15 +384,6 @@ async fn bad_input_table() {
         ),
         case(
             "GET",
-            "/api/v1/events?watch=maybe",
-            None,
-            "",
-            400,
-            "BadRequest",
-            "watch",
-        ),
-        case(
-            "GET",
             "/api/v1/events?resourceVersion=abc",
             None,
             "",

@@ -567,6 +567,15 @@ async fn field_validation_and_dry_run() {
         .await;
     let s = r.status_failure(409, "AlreadyExists");
     assert_eq!(s["message"], r#"events "fv2" already exists"#);
+    // kube's dry-run storage does not check a client resourceVersion (a real create would
+    // be a 500): the object comes back as sent.
+    let mut body = core_event("dry-rv", "default", "R");
+    body["metadata"]["resourceVersion"] = json!("5");
+    let r = http
+        .post(&format!("{}?dryRun=All", core_path("default")), &body)
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    assert_eq!(r.json()["metadata"]["resourceVersion"], "5");
     let r = http
         .delete(&format!("{}/fv2?dryRun=All", core_path("default")), "")
         .await;

@@ -924,7 +924,12 @@ async fn query_booleans_read_as_kube_apiserver_reads_them() {
         (ty.as_str(), &obj["metadata"]["name"]),
         ("ADDED", &json!("b.1"))
     );
-    for off in ["FALSE", "0"] {
+    // `f` reads as true (Go's ParseBool would say false), and `fAlSe` as false.
+    let mut w = http
+        .watch(&format!("{}?watch=f", core_path("default")), None)
+        .await;
+    assert_eq!(w.expect().await.0, "ADDED");
+    for off in ["FALSE", "fAlSe", "0"] {
         let r = http
             .get(&format!("{}?watch={off}", core_path("default")))
             .await;

@@ -270,8 +270,8 @@ fn log_failure(resp: &Response, method: &http::Method, path: &str, audit_id: &He
     }
 }
 
-/// The last `?key=…` value, the key and value percent-decoded as the handlers decode them;
-/// `None` when absent.
+/// The first `?key=…` value (kube-apiserver reads the first of repeated keys), the key and
+/// value percent-decoded as the handlers decode them; `None` when absent.
 pub(crate) fn query_value(query: Option<&str>, key: &str) -> Option<String> {
     let query = query?;
     // The common case skips the parse; an encoded key (`wat%63h`) must not.
@@ -279,8 +279,7 @@ pub(crate) fn query_value(query: Option<&str>, key: &str) -> Option<String> {
         return None;
     }
     form_urlencoded::parse(query.as_bytes())
-        .filter(|(k, _)| k == key)
-        .last()
+        .find(|(k, _)| k == key)
         .map(|(_, v)| v.into_owned())
 }
 
@@ -445,7 +444,7 @@ mod tests {
     }
 
     #[test]
-    fn query_booleans_as_kube_parses_them() {
+    fn query_values_are_the_first_decoded_value() {
         let uris: Vec<http::Uri> = [
             "/x?pretty=true",
             "/x?pretty=1&a=b",
@@ -455,6 +454,7 @@ mod tests {
             "/x?watch=%74rue",
             "/x",
             "/x?wat%63h=1",
+            "/x?watch=1&watch=0",
         ]
         .iter()
         .map(|s| s.parse().unwrap())
@@ -469,6 +469,7 @@ mod tests {
         assert_eq!(value("/x?watch=%74rue", "watch").as_deref(), Some("true"));
         assert_eq!(value("/x", "watch"), None);
         assert_eq!(value("/x?wat%63h=1", "watch").as_deref(), Some("1"));
+        assert_eq!(value("/x?watch=1&watch=0", "watch").as_deref(), Some("1"));
     }
 
     #[test]

@@ -58,7 +58,12 @@ impl ListParams {
         pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> Result<Self, ApiError> {
         let mut p = ListParams::default();
+        // kube-apiserver decodes each option from the first of repeated keys.
+        let mut seen = std::collections::HashSet::new();
         for (k, v) in pairs {
+            if !seen.insert(k) {
+                continue;
+            }
             match k {
                 "labelSelector" => p.label_selector = Some(v.to_string()),
                 "fieldSelector" => p.field_selector = Some(v.to_string()),
@@ -268,5 +273,33 @@ impl DeleteParams {
         } else {
             Err(options_invalid("DeleteOptions", causes))
         }
+    }
+}
+
+#[cfg(test)]
+mod query_tests {
+    use super::*;
+
+    #[test]
+    fn booleans_are_false_only_for_0_and_false() {
+        for v in ["", "1", "true", "t", "f", "F", "no", "yes", "maybe"] {
+            assert!(parse_bool(v), "{v:?}");
+        }
+        for v in ["0", "false", "FALSE", "FaLsE"] {
+            assert!(!parse_bool(v), "{v:?}");
+        }
+    }
+
+    #[test]
+    fn the_first_of_repeated_keys_counts() {
+        let p = ListParams::from_pairs([
+            ("watch", "1"),
+            ("watch", "0"),
+            ("limit", "5"),
+            ("limit", "x"),
+        ])
+        .unwrap();
+        assert!(p.watch);
+        assert_eq!(p.limit, Some(5));
     }
 }

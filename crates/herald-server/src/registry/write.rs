@@ -102,10 +102,12 @@ async fn insert(
     manager: Option<&str>,
 ) -> Result<Created, ApiError> {
     // As kube-apiserver's storage: only a number other than 0 is refused (it reads the
-    // version as an integer, and one it cannot read as unset); the store assigns its own.
-    if rv_of(&event)
-        .and_then(|rv| rv.parse::<u64>().ok())
-        .is_some_and(|rv| rv != 0)
+    // version as an integer, and one it cannot read as unset); the store assigns its own. Its
+    // dry-run storage does not look.
+    if !opts.dry_run
+        && rv_of(&event)
+            .and_then(|rv| rv.parse::<u64>().ok())
+            .is_some_and(|rv| rv != 0)
     {
         return Err(ApiError::internal(
             "resourceVersion should not be set on objects to be created",

@@ -4,7 +4,7 @@
 //!
 //! With protobuf the creates, their answers, the watch streams and the timed list are all
 //! protobuf; only the bench's own set-up requests (`/version`, the starting
-//! resourceVersion) stay JSON. Event bodies are built as JSON ([`workload::body`]) and
+//! resourceVersion, the protobuf probe's fallback) stay JSON. Event bodies are built as JSON ([`workload::body`]) and
 //! transcoded once each, with the server crate's own encoder, so both encodings carry the
 //! same events.
 //!
@@ -84,13 +84,22 @@ impl Encoding {
             Encoding::Protobuf => {
                 let ev = WatchEvent::decode(record).ok()?;
                 let wrapped = ev.object?.raw?;
-                let event = pb::unwrap(&wrapped, "Event").ok()?;
-                // Both groups' Events (and the bookmarks) carry their metadata as field 1.
-                let event = k8s_pb::api::core::v1::Event::decode(event.raw.as_slice()).ok()?;
-                event.metadata?.resource_version
+                let object = pb::unwrap(&wrapped, "Event").ok()?;
+                WithMetadata::decode(object.raw.as_slice())
+                    .ok()?
+                    .metadata?
+                    .resource_version
             }
         }
     }
+}
+
+/// Any Kubernetes object's message read for its `metadata` (field 1 in every kind, an event
+/// of either group, a bookmark or a `Status`); the other fields are skipped unread.
+#[derive(Clone, PartialEq, prost::Message)]
+struct WithMetadata {
+    #[prost(message, optional, tag = "1")]
+    metadata: Option<k8s_pb::apimachinery::pkg::apis::meta::v1::ObjectMeta>,
 }
 
 /// A watch body split into records: JSON lines (without the newline) or protobuf frames
@@ -245,14 +254,15 @@ mod tests {
 
     #[test]
     fn protobuf_frames_split_whatever_the_chunks() {
-        let frames: [&[u8]; 3] = [b"one", b"", b"three"];
+        let long = vec![b'z'; 70_000];
+        let frames: [&[u8]; 4] = [b"one", b"", &long, b"three"];
         let mut body = Vec::new();
         for f in frames {
             body.extend_from_slice(&(f.len() as u32).to_be_bytes());
             body.extend_from_slice(f);
         }
         body.extend_from_slice(&[0, 0, 0, 9, b'x']);
-        for size in 1..=body.len() {
+        for size in (1..=300).chain([4096, 65_536, body.len()]) {
             let got = split(Encoding::Protobuf, &body, size).unwrap();
             assert_eq!(got, frames.map(<[u8]>::to_vec), "chunks of {size}");
         }
@@ -293,6 +303,18 @@ mod tests {
                 .resource_version(&bookmark[4..])
                 .as_deref(),
             Some("77")
+        );
+        let v1 = serde_json::json!({
+            "apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": "b", "namespace": "n", "resourceVersion": "43"},
+            "regarding": {"kind": "Pod", "name": "p"}, "eventTime": "2026-01-01T00:00:00.000000Z",
+            "reportingController": "c", "reportingInstance": "i", "action": "A", "type": "Normal",
+        });
+        let object = pb::transcode_json(v1.to_string().as_bytes()).unwrap();
+        let frame = pb::watch_frame("ADDED", object);
+        assert_eq!(
+            Encoding::Protobuf.resource_version(&frame[4..]).as_deref(),
+            Some("43")
         );
         assert_eq!(Encoding::Protobuf.resource_version(b"\xff\xff"), None);
     }

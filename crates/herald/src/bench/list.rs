@@ -14,6 +14,8 @@ use anyhow::Context as _;
 use bytes::Bytes;
 use herald_server::api::protobuf::MAGIC;
 use http_body_util::{BodyExt as _, Full};
+use k8s_pb::apimachinery::pkg::runtime::TypeMeta;
+use prost::Message as _;
 use tokio::time::Instant;
 
 use super::conn::connect;
@@ -28,16 +30,16 @@ pub async fn timed_list(
 ) -> anyhow::Result<ListSummary> {
     let path = format!("/api/v1/namespaces/{ns}/events");
     let mut sender = connect(addr).await.context("connecting to list events")?;
-    let request = |path: &str| {
+    let request = |path: &str, accept: &str| {
         http::Request::get(path)
             .header(http::header::HOST, addr.to_string())
-            .header(http::header::ACCEPT, encoding.media_type())
+            .header(http::header::ACCEPT, accept)
             .body(Full::new(Bytes::new()))
             .context("building the list request")
     };
     // Use the connection once first so the timing is the list alone.
     let warm = sender
-        .send_request(request("/version")?)
+        .send_request(request("/version", "application/json")?)
         .await
         .context("asking for /version before listing")?;
     warm.into_body()
@@ -51,7 +53,7 @@ pub async fn timed_list(
         .context("the connection closed before listing")?;
     let t = Instant::now();
     let resp = sender
-        .send_request(request(&path)?)
+        .send_request(request(&path, encoding.media_type())?)
         .await
         .context("listing events failed")?;
     let status = resp.status();
@@ -145,15 +147,18 @@ impl ItemCounter {
 /// Counts the items of a protobuf event list (either group) fed in arbitrary chunks,
 /// without keeping or decoding them.
 ///
-/// The body is the magic `k8s\0` and a `runtime.Unknown` whose field 2 (`raw`) is the
-/// `EventList`; the list's field 2 is repeated `items`. Only field headers (tags and lengths,
-/// a few bytes each) are read; every other byte is skipped, so the cost is per item, not per
-/// byte. Bound: a few words of state.
+/// The body is the magic `k8s\0` and a `runtime.Unknown` whose field 1 (`typeMeta`) names
+/// the kind and whose field 2 (`raw`) is the `EventList`; the list's field 2 is repeated
+/// `items`. Only the type and the field headers (tags and lengths, a few bytes each) are
+/// read; every other byte is skipped, so the cost is per item, not per byte. Bound: the type
+/// (at most [`MAX_TYPE_META`] bytes) and a few words of state.
 #[derive(Debug, Default)]
 pub struct ProtobufItemCounter {
     /// Magic bytes matched so far.
     magic: usize,
     state: Field,
+    /// The `typeMeta` bytes read so far.
+    type_meta: Vec<u8>,
     /// Bytes left in `raw` while inside it.
     inside: Option<u64>,
     raw_seen: bool,
@@ -172,7 +177,12 @@ enum Field {
     Len { field: u64, value: u64, shift: u32 },
     /// Skipping this many bytes of a value.
     Skip(u64),
+    /// Keeping this many more bytes of `typeMeta`.
+    Keep(u64),
 }
+
+/// The longest `typeMeta` the counter keeps (an apiVersion and a kind).
+const MAX_TYPE_META: u64 = 1024;
 
 impl Default for Field {
     fn default() -> Self {
@@ -191,11 +201,17 @@ impl ProtobufItemCounter {
                 i += 1;
                 continue;
             }
-            if let Field::Skip(n) = self.state {
+            if let Field::Skip(n) | Field::Keep(n) = self.state {
                 let take = n.min((chunk.len() - i) as u64);
+                if matches!(self.state, Field::Keep(_)) {
+                    self.type_meta
+                        .extend_from_slice(&chunk[i..i + take as usize]);
+                    self.state = Field::Keep(n - take);
+                } else {
+                    self.state = Field::Skip(n - take);
+                }
                 self.consume(take);
                 i += take as usize;
-                self.state = Field::Skip(n - take);
                 if n == take {
                     self.field_done();
                 }
@@ -253,7 +269,7 @@ impl ProtobufItemCounter {
                         continue;
                     }
                 }
-                Field::Tag { .. } | Field::Len { .. } | Field::Skip(_) => {
+                Field::Tag { .. } | Field::Len { .. } | Field::Skip(_) | Field::Keep(_) => {
                     self.broken = true;
                     return;
                 }
@@ -273,6 +289,12 @@ impl ProtobufItemCounter {
             Some(_) if field == 2 => {
                 self.items += 1;
                 self.state = Field::Skip(len);
+                if len == 0 {
+                    self.field_done();
+                }
+            }
+            None if field == 1 && self.type_meta.is_empty() && len <= MAX_TYPE_META => {
+                self.state = Field::Keep(len);
                 if len == 0 {
                     self.field_done();
                 }
@@ -314,6 +336,13 @@ impl ProtobufItemCounter {
         {
             anyhow::bail!("the list ended before its protobuf did");
         }
+        let kind = TypeMeta::decode(self.type_meta.as_slice())
+            .ok()
+            .and_then(|t| t.kind)
+            .unwrap_or_default();
+        if !kind.ends_with("List") {
+            anyhow::bail!("the answer is a {kind:?}, not a list");
+        }
         Ok(self.items)
     }
 }
@@ -343,6 +372,8 @@ mod tests {
         assert!(count(br#"{"kind":"Status","code":500}"#, 4).is_err());
         assert!(count(br#"{"metadata":{},"items":[{"metadata":{}}"#, 3).is_err());
     }
+
+    use serde_json::json;
 
     fn count_protobuf(body: &[u8], size: usize) -> anyhow::Result<u64> {
         let mut c = ProtobufItemCounter::default();
@@ -374,6 +405,30 @@ mod tests {
             assert_eq!(count_protobuf(&body, size).unwrap(), 3, "chunks of {size}");
         }
         assert_eq!(count_protobuf(&list(Vec::new()), 3).unwrap(), 0);
+        // Items of 0 and of more than 127 bytes (two-byte lengths), and an empty `raw`.
+        let mut long = event("d");
+        long["metadata"]["annotations"]["a"] = json!("y".repeat(20_000));
+        let body = list(vec![json!({}), long, event("e")]);
+        for size in [1, 2, 9, 4096, body.len()] {
+            assert_eq!(count_protobuf(&body, size).unwrap(), 3, "chunks of {size}");
+        }
+        let empty_raw = herald_server::api::protobuf::wrap("v1", "EventList", Vec::new());
+        assert_eq!(count_protobuf(&empty_raw, 1).unwrap(), 0);
+        // One event, or a Status, is not a list.
+        let one = herald_server::api::protobuf::transcode_json(
+            json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "a"}})
+                .to_string()
+                .as_bytes(),
+        )
+        .unwrap();
+        assert!(count_protobuf(&one, 5).is_err());
+        let status = herald_server::api::protobuf::transcode_json(
+            json!({"apiVersion": "v1", "kind": "Status", "status": "Failure", "code": 500})
+                .to_string()
+                .as_bytes(),
+        )
+        .unwrap();
+        assert!(count_protobuf(&status, 5).is_err());
         // Cut short, or not protobuf at all.
         assert!(count_protobuf(&body[..body.len() - 1], 7).is_err());
         assert!(count_protobuf(&body[..40], 7).is_err());

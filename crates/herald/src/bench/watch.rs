@@ -72,12 +72,18 @@ impl Watcher {
         let mut reconnects = 0u64;
         let mut rv = self.from_rv.clone();
         let sent = SentFinder::new(self.encoding, &self.run);
+        let mut last = None;
         loop {
             let ended = tokio::select! {
                 _ = self.stop.cancelled() => return WatchResult { lag, reconnects },
-                r = self.stream_once(&mut rv, &mut lag, &sent) => r,
+                r = self.stream_once(&rv, &mut lag, &sent, &mut last) => r,
             };
             let _ = ended;
+            // Only a reconnect needs the newest resourceVersion, so only then is the last
+            // record read for it (a protobuf record takes a decode).
+            if let Some(v) = last.take().and_then(|r| self.encoding.resource_version(&r)) {
+                rv = v;
+            }
             reconnects += 1;
             tokio::select! {
                 _ = self.stop.cancelled() => return WatchResult { lag, reconnects },
@@ -86,11 +92,13 @@ impl Watcher {
         }
     }
 
+    /// One watch stream from `rv`, until it ends or fails; `last` keeps its newest record.
     async fn stream_once(
         &self,
-        rv: &mut String,
+        rv: &str,
         lag: &mut Histogram<u64>,
         sent: &SentFinder,
+        last: &mut Option<Bytes>,
     ) -> Result<(), ()> {
         let mut sender = connect(self.addr).await.map_err(|_| ())?;
         let path = format!(
@@ -125,9 +133,7 @@ impl Watcher {
             // Every record of a chunk arrived at the same time.
             let now = self.clock.now().as_nanosecond();
             let mut received = 0u64;
-            // Only the newest resourceVersion matters (it is where a reconnect resumes), so
-            // only the chunk's last record is read for it.
-            let mut last = None;
+            let mut newest = None;
             let mut joined = None;
             records
                 .feed(&data, |record, at| {
@@ -137,20 +143,19 @@ impl Watcher {
                         received += 1;
                     }
                     match at {
-                        Some(at) => last = Some(at),
-                        // Completed from earlier bytes; it is the chunk's last unless more follow.
-                        None => joined = self.encoding.resource_version(record),
+                        Some(at) => newest = Some(at),
+                        // Completed from earlier chunks' bytes (rare): copied, as they go.
+                        None => joined = Some(Bytes::copy_from_slice(record)),
                     }
                 })
                 .map_err(|_| ())?;
             self.counters
                 .received
                 .fetch_add(received, Ordering::Relaxed);
-            if let Some(v) = last
-                .and_then(|at| self.encoding.resource_version(&data[at]))
-                .or(joined)
-            {
-                *rv = v;
+            if let Some(at) = newest {
+                *last = Some(data.slice(at));
+            } else if joined.is_some() {
+                *last = joined;
             }
         }
         Ok(())

@@ -186,10 +186,11 @@ fn query_pairs(uri: &http::Uri) -> Result<Vec<(String, String)>, ApiError> {
         .map_err(|e| ApiError::bad_request(format!("invalid query string: {e}")))
 }
 
+/// The first value of `key`: kube-apiserver decodes its options from the first of repeated
+/// query keys.
 fn q<'a>(pairs: &'a [(String, String)], key: &str) -> Option<&'a str> {
     pairs
         .iter()
-        .rev()
         .find(|(k, _)| k == key)
         .map(|(_, v)| v.as_str())
 }
@@ -722,7 +723,7 @@ async fn patch(
     };
     match &mut kind {
         PatchKind::Apply { force } => {
-            *force = matches!(q(&ctx.pairs, "force"), Some("true" | "1"));
+            *force = q(&ctx.pairs, "force").is_some_and(parse_bool);
         }
         _ if q(&ctx.pairs, "force").is_some() => {
             return Err(options_invalid(

@@ -184,7 +184,8 @@ impl SqliteBackend {
         &self.hub
     }
 
-    /// The error of a write that found the writer thread gone (it panicked: a bug). The write
+    /// The error of a write that found the writer thread gone (it died: a bug, or it could
+    /// not start its timer). The write
     /// was not stored; `/readyz` reports the same until the server is restarted.
     fn writer_stopped(&self) -> StorageError {
         StorageError::Backend(self.writer_stopped_message())
