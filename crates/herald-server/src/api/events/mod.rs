@@ -356,6 +356,10 @@ async fn read(
     }
     let pairs = query_pairs(req.uri())?;
     let p = list_params(&pairs)?;
+    let as_protobuf = req
+        .extensions()
+        .get::<protobuf::AnswerAsProtobuf>()
+        .is_some();
     let include = IncludeObject::from_query(q(&pairs, "includeObject"))?;
     let accept = accept_header(req.headers());
     let group = st.group;
@@ -385,6 +389,23 @@ async fn read(
         }
         None => {
             let out = negotiate_output(accept.as_deref(), Target::List)?;
+            if out == Output::Object && as_protobuf {
+                let l = st.api.registry.list_raw(group, ns.as_deref(), &p).await?;
+                let parts =
+                    protobuf::event_list_object(group, l.items, l.resource_version, l.continue_)
+                        .await?;
+                let body = Body::from_stream(futures::stream::iter(
+                    parts
+                        .into_iter()
+                        .map(|c| Ok::<_, Infallible>(Bytes::from(c))),
+                ));
+                let mut resp = (StatusCode::OK, body).into_response();
+                resp.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static(protobuf::MEDIA_TYPE),
+                );
+                return Ok(resp);
+            }
             if out == Output::Object {
                 let l = st.api.registry.list_raw(group, ns.as_deref(), &p).await?;
                 let mut chunks = render::raw_event_list(group, l);

@@ -200,18 +200,111 @@ pub fn delete_options_json(body: &[u8]) -> Result<Vec<u8>, ApiError> {
 
 /// The wrapped message of a stored event in `group`'s shape: what a protobuf GET returns.
 pub fn event_object(group: ApiGroup, e: &CoreEvent) -> Vec<u8> {
+    wrap(
+        group.api_version(),
+        "Event",
+        event_message(group, e.clone()),
+    )
+}
+
+/// The bare message of a stored event in `group`'s shape (what [`event_object`] wraps).
+fn event_message(group: ApiGroup, e: CoreEvent) -> Vec<u8> {
     match group {
-        ApiGroup::Core => wrap(
-            group.api_version(),
-            "Event",
-            core_event_to_pb(normalize_core(e.clone())).encode_to_vec(),
-        ),
-        ApiGroup::EventsV1 => wrap(
-            group.api_version(),
-            "Event",
-            events_event_to_pb(normalize_events_v1(core_to_events_v1(e.clone()))).encode_to_vec(),
-        ),
+        ApiGroup::Core => core_event_to_pb(normalize_core(e)).encode_to_vec(),
+        ApiGroup::EventsV1 => {
+            events_event_to_pb(normalize_events_v1(core_to_events_v1(e))).encode_to_vec()
+        }
     }
+}
+
+/// Lists longer than this encode their items in two halves at once, on both of a small
+/// machine's cores; shorter ones are not worth the hand-off.
+const PARALLEL_ITEMS: usize = 4096;
+
+/// The protobuf `EventList` of stored key-values in `group`'s shape: what a protobuf LIST
+/// returns, byte for byte what [`transcode_json`] makes of the JSON list, encoded from the
+/// store without the JSON list, its parse or a copy of the whole body. The parts are sent in
+/// order; the first holds the envelope, whose length prefix needs every item encoded first.
+///
+/// Item encoding is CPU work proportional to the list (about 5 µs an event): it runs on the
+/// blocking pool, in two halves at once for long lists, so the async workers keep serving.
+/// An item that does not decode is skipped with a warning, as in the JSON list.
+pub async fn event_list_object(
+    group: ApiGroup,
+    items: Vec<crate::storage::KeyValue>,
+    resource_version: String,
+    continue_: Option<String>,
+) -> Result<Vec<Vec<u8>>, ApiError> {
+    let encode = move |kvs: Vec<crate::storage::KeyValue>| {
+        let mut out = Vec::with_capacity(kvs.len() * 640);
+        for kv in kvs {
+            match crate::registry::codec::decode(&kv) {
+                // Field 2 of the list, encoded in place.
+                Ok(e) => match group {
+                    ApiGroup::Core => prost::encoding::message::encode(
+                        2,
+                        &core_event_to_pb(normalize_core(e)),
+                        &mut out,
+                    ),
+                    ApiGroup::EventsV1 => prost::encoding::message::encode(
+                        2,
+                        &events_event_to_pb(normalize_events_v1(core_to_events_v1(e))),
+                        &mut out,
+                    ),
+                },
+                Err(err) => {
+                    tracing::warn!(key = %kv.key, error = %err, "skipping undecodable stored event")
+                }
+            }
+        }
+        out
+    };
+    let join = |r: Result<Vec<u8>, tokio::task::JoinError>| {
+        r.map_err(|e| ApiError::internal(format!("encoding the list: {e}")))
+    };
+    let mut parts = Vec::with_capacity(3);
+    let mut items = items;
+    if items.len() > PARALLEL_ITEMS {
+        let second = items.split_off(items.len() / 2);
+        let (a, b) = tokio::join!(
+            tokio::task::spawn_blocking(move || encode(items)),
+            tokio::task::spawn_blocking(move || encode(second)),
+        );
+        parts.push(join(a)?);
+        parts.push(join(b)?);
+    } else {
+        parts.push(join(
+            tokio::task::spawn_blocking(move || encode(items)).await,
+        )?);
+    }
+    let meta = pm::ListMeta {
+        resource_version: Some(resource_version),
+        r#continue: continue_,
+        ..pm::ListMeta::default()
+    };
+    let mut meta_field = Vec::new();
+    prost::encoding::message::encode(1, &meta, &mut meta_field);
+    let raw_len = meta_field.len() + parts.iter().map(Vec::len).sum::<usize>();
+    // The envelope as `wrap` writes it: magic, typeMeta, then `raw`'s tag and length; the
+    // empty contentEncoding and contentType follow the items.
+    let type_meta = TypeMeta {
+        api_version: Some(group.api_version().to_string()),
+        kind: Some("EventList".to_string()),
+    };
+    let mut head = Vec::with_capacity(64 + meta_field.len());
+    head.extend_from_slice(&MAGIC);
+    prost::encoding::message::encode(1, &type_meta, &mut head);
+    prost::encoding::encode_key(2, prost::encoding::WireType::LengthDelimited, &mut head);
+    prost::encoding::encode_varint(raw_len as u64, &mut head);
+    head.extend_from_slice(&meta_field);
+    let mut tail = Vec::with_capacity(4);
+    prost::encoding::string::encode(3, &String::new(), &mut tail);
+    prost::encoding::string::encode(4, &String::new(), &mut tail);
+    let mut out = Vec::with_capacity(parts.len() + 2);
+    out.push(head);
+    out.extend(parts);
+    out.push(tail);
+    Ok(out)
 }
 
 /// The wrapped `Status` of an error.
