@@ -1,6 +1,6 @@
 //! Rendering registry results in the negotiated representation.
 
-use herald_core::event::wire::event_json;
+use herald_core::event::wire::{event_json, write_events_v1_item};
 use herald_core::event::{ApiGroup, CoreEvent};
 use jiff::Timestamp;
 use serde_json::{Value, json};
@@ -239,7 +239,7 @@ pub const LIST_CHUNK: usize = 64 * 1024;
 /// [`LIST_CHUNK`] bytes rendered one at a time as they are taken (so a large list is sent
 /// while it is rendered, through a buffer of one chunk). On core/v1 each item is the stored
 /// bytes with the resourceVersion spliced in (no decode); on `events.k8s.io/v1` items are
-/// decoded and converted.
+/// decoded, converted and written without a `Value` tree ([`write_events_v1_item`]).
 pub fn raw_event_list(group: ApiGroup, l: RawEventList) -> impl Iterator<Item = Vec<u8>> {
     let mut meta = serde_json::Map::new();
     meta.insert("resourceVersion".into(), l.resource_version.into());
@@ -277,13 +277,18 @@ pub fn raw_event_list(group: ApiGroup, l: RawEventList) -> impl Iterator<Item = 
                 Ok(())
             } else {
                 decode(&kv).and_then(|e| {
-                    let mut v = event_json(group, &e);
-                    if let Some(m) = v.as_object_mut() {
-                        m.remove("kind");
-                        m.remove("apiVersion");
-                    }
-                    serde_json::to_writer(&mut out, &v)
-                        .map_err(|err| herald_core::status::ApiError::internal(err.to_string()))
+                    let written = match group {
+                        ApiGroup::EventsV1 => write_events_v1_item(&mut out, e),
+                        ApiGroup::Core => {
+                            let mut v = event_json(group, &e);
+                            if let Some(m) = v.as_object_mut() {
+                                m.remove("kind");
+                                m.remove("apiVersion");
+                            }
+                            serde_json::to_writer(&mut out, &v)
+                        }
+                    };
+                    written.map_err(|err| herald_core::status::ApiError::internal(err.to_string()))
                 })
             };
             match item {
