@@ -145,6 +145,22 @@ fn watch_frame_bytes(url: &str, path: &str, frames: u64) -> u64 {
 
 const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 
+/// The server stores exactly the run's successful creates in `ns`, each with its send time.
+fn assert_stored(url: &str, ns: &str, summary: &serde_json::Value) {
+    let stored = get_json(url, &format!("/api/v1/namespaces/{ns}/events"));
+    let items = stored["items"].as_array().unwrap();
+    assert_eq!(
+        Some(items.len() as u64),
+        summary["succeeded"].as_u64(),
+        "{summary}"
+    );
+    assert!(
+        items
+            .iter()
+            .all(|e| e["metadata"]["annotations"]["herald.dev/bench-sent"].is_string())
+    );
+}
+
 fn bench(url: &str, extra: &[&str]) -> serde_json::Value {
     let out = Command::new(herald_bin())
         .args(["bench", "--server", url, "--duration", "2s", "-o", "json"])
@@ -183,14 +199,7 @@ fn bench_counts_match_what_the_server_stored() {
     assert_eq!(s["workload"], "unique");
     assert_eq!(s["interrupted"], false);
 
-    let stored = get_json(&url, "/api/v1/namespaces/bench-a/events");
-    let items = stored["items"].as_array().unwrap();
-    assert_eq!(items.len() as u64, succeeded, "{s}");
-    assert!(
-        items
-            .iter()
-            .all(|e| e["metadata"]["annotations"]["herald.dev/bench-sent"].is_string())
-    );
+    assert_stored(&url, "bench-a", &s);
     // The bench's own timed list saw the same count.
     assert_eq!(s["list"]["items"].as_u64(), Some(succeeded), "{s}");
     assert_eq!(s["list"]["status"], 200);
@@ -238,14 +247,7 @@ fn bench_speaks_protobuf_end_to_end() {
     assert_eq!(s["failed"], 0, "{s}");
     assert_eq!(s["errors"], serde_json::json!({}), "{s}");
 
-    let stored = get_json(&url, "/api/v1/namespaces/bench-pb/events");
-    let items = stored["items"].as_array().unwrap();
-    assert_eq!(items.len() as u64, succeeded, "{s}");
-    assert!(
-        items
-            .iter()
-            .all(|e| e["metadata"]["annotations"]["herald.dev/bench-sent"].is_string())
-    );
+    assert_stored(&url, "bench-pb", &s);
     assert_eq!(s["list"]["items"].as_u64(), Some(succeeded), "{s}");
     assert_eq!(s["list"]["status"], 200);
     let protobuf_list = get_as(

@@ -351,12 +351,22 @@ impl ProtobufItemCounter {
 mod tests {
     use super::*;
 
-    fn count(body: &[u8], size: usize) -> anyhow::Result<u64> {
-        let mut c = ItemCounter::default();
+    /// Feeds `body` to a new counter in chunks of `size` and finishes it.
+    fn count_with<C: Default>(
+        body: &[u8],
+        size: usize,
+        feed: fn(&mut C, &[u8]),
+        finish: fn(C) -> anyhow::Result<u64>,
+    ) -> anyhow::Result<u64> {
+        let mut c = C::default();
         for chunk in body.chunks(size) {
-            c.feed(chunk);
+            feed(&mut c, chunk);
         }
-        c.finish()
+        finish(c)
+    }
+
+    fn count(body: &[u8], size: usize) -> anyhow::Result<u64> {
+        count_with(body, size, ItemCounter::feed, ItemCounter::finish)
     }
 
     #[test]
@@ -376,11 +386,12 @@ mod tests {
     use serde_json::json;
 
     fn count_protobuf(body: &[u8], size: usize) -> anyhow::Result<u64> {
-        let mut c = ProtobufItemCounter::default();
-        for chunk in body.chunks(size) {
-            c.feed(chunk);
-        }
-        c.finish()
+        count_with(
+            body,
+            size,
+            ProtobufItemCounter::feed,
+            ProtobufItemCounter::finish,
+        )
     }
 
     #[test]
@@ -415,20 +426,15 @@ mod tests {
         let empty_raw = herald_server::api::protobuf::wrap("v1", "EventList", Vec::new());
         assert_eq!(count_protobuf(&empty_raw, 1).unwrap(), 0);
         // One event, or a Status, is not a list.
-        let one = herald_server::api::protobuf::transcode_json(
-            json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "a"}})
-                .to_string()
-                .as_bytes(),
-        )
-        .unwrap();
-        assert!(count_protobuf(&one, 5).is_err());
-        let status = herald_server::api::protobuf::transcode_json(
-            json!({"apiVersion": "v1", "kind": "Status", "status": "Failure", "code": 500})
-                .to_string()
-                .as_bytes(),
-        )
-        .unwrap();
-        assert!(count_protobuf(&status, 5).is_err());
+        for not_a_list in [
+            json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "a"}}),
+            json!({"apiVersion": "v1", "kind": "Status", "status": "Failure", "code": 500}),
+        ] {
+            let body =
+                herald_server::api::protobuf::transcode_json(not_a_list.to_string().as_bytes())
+                    .unwrap();
+            assert!(count_protobuf(&body, 5).is_err(), "{not_a_list}");
+        }
         // Cut short, or not protobuf at all.
         assert!(count_protobuf(&body[..body.len() - 1], 7).is_err());
         assert!(count_protobuf(&body[..40], 7).is_err());
