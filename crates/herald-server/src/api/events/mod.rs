@@ -220,6 +220,16 @@ fn json_response(code: StatusCode, v: &Value) -> Response {
     json_bytes_response(code, serde_json::to_vec(v).unwrap_or_default())
 }
 
+/// A protobuf answer (a wrapped object, whole or in parts).
+fn protobuf_response(code: StatusCode, body: Body) -> Response {
+    let mut resp = (code, body).into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(protobuf::MEDIA_TYPE),
+    );
+    resp
+}
+
 fn json_bytes_response(code: StatusCode, body: Vec<u8>) -> Response {
     let mut resp = (code, body).into_response();
     resp.headers_mut().insert(
@@ -399,12 +409,7 @@ async fn read(
                         .into_iter()
                         .map(|c| Ok::<_, Infallible>(Bytes::from(c))),
                 ));
-                let mut resp = (StatusCode::OK, body).into_response();
-                resp.headers_mut().insert(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static(protobuf::MEDIA_TYPE),
-                );
-                return Ok(resp);
+                return Ok(protobuf_response(StatusCode::OK, body));
             }
             if out == Output::Object {
                 let l = st.api.registry.list_raw(group, ns.as_deref(), &p).await?;
@@ -671,14 +676,9 @@ async fn create(State(st): State<GroupState>, ApiPath(ns): ApiPath<String>, req:
     // A protobuf client (kube's components record events this way) gets the event encoded
     // once, from the stored object, rather than rendered as JSON and parsed back.
     if as_protobuf {
-        let mut resp = (
+        let mut resp = protobuf_response(
             StatusCode::CREATED,
-            protobuf::event_object(st.group, &created.event),
-        )
-            .into_response();
-        resp.headers_mut().insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static(protobuf::MEDIA_TYPE),
+            Body::from(protobuf::event_object(st.group, &created.event)),
         );
         add_warnings(&mut resp, &warnings);
         return Ok(resp);
