@@ -209,11 +209,28 @@ pub fn event_object(group: ApiGroup, e: &CoreEvent) -> Vec<u8> {
 
 /// The bare message of a stored event in `group`'s shape (what [`event_object`] wraps).
 fn event_message(group: ApiGroup, e: CoreEvent) -> Vec<u8> {
-    match group {
-        ApiGroup::Core => core_event_to_pb(normalize_core(e)).encode_to_vec(),
-        ApiGroup::EventsV1 => {
-            events_event_to_pb(normalize_events_v1(core_to_events_v1(e))).encode_to_vec()
+    let mut out = Vec::new();
+    encode_event(group, e, None, &mut out);
+    out
+}
+
+/// Appends a stored event's message in `group`'s shape to `out`: bare, or as field `tag` of
+/// an enclosing message (a list's items).
+fn encode_event(group: ApiGroup, e: CoreEvent, tag: Option<u32>, out: &mut Vec<u8>) {
+    fn put(m: &impl Message, tag: Option<u32>, out: &mut Vec<u8>) {
+        match tag {
+            Some(tag) => prost::encoding::message::encode(tag, m, out),
+            // A Vec grows: encoding into it cannot run out of room.
+            None => m.encode(out).unwrap_or_default(),
         }
+    }
+    match group {
+        ApiGroup::Core => put(&core_event_to_pb(normalize_core(e)), tag, out),
+        ApiGroup::EventsV1 => put(
+            &events_event_to_pb(normalize_events_v1(core_to_events_v1(e))),
+            tag,
+            out,
+        ),
     }
 }
 
@@ -240,18 +257,7 @@ pub async fn event_list_object(
         for kv in kvs {
             match crate::registry::codec::decode(&kv) {
                 // Field 2 of the list, encoded in place.
-                Ok(e) => match group {
-                    ApiGroup::Core => prost::encoding::message::encode(
-                        2,
-                        &core_event_to_pb(normalize_core(e)),
-                        &mut out,
-                    ),
-                    ApiGroup::EventsV1 => prost::encoding::message::encode(
-                        2,
-                        &events_event_to_pb(normalize_events_v1(core_to_events_v1(e))),
-                        &mut out,
-                    ),
-                },
+                Ok(e) => encode_event(group, e, Some(2), &mut out),
                 Err(err) => {
                     tracing::warn!(key = %kv.key, error = %err, "skipping undecodable stored event")
                 }
