@@ -471,3 +471,36 @@ async fn kube_rs_list_pages_and_metadata() {
     assert_eq!(meta.items.len(), 3);
     server.shutdown().await.unwrap();
 }
+
+/// A list longer than one render block (`events.k8s.io/v1` renders blocks on both cores)
+/// has every event once, in key order, with the same items a short list has.
+#[tokio::test]
+async fn long_events_k8s_io_lists_are_whole_and_in_order() {
+    use herald_core::event::ApiGroup;
+    use herald_server::api::events::render::LIST_BLOCK;
+    use herald_server::registry::WriteOptions;
+
+    let (server, _) = memory().await;
+    let http = Http::new(&server);
+    let n = LIST_BLOCK + 10;
+    for i in 0..n {
+        let e = serde_json::from_value(core_event(&format!("e.{i:05}"), "ns-l", "R")).unwrap();
+        server
+            .registry()
+            .create(ApiGroup::Core, "ns-l", e, &WriteOptions::default())
+            .await
+            .unwrap();
+    }
+    let path = "/apis/events.k8s.io/v1/namespaces/ns-l/events";
+    let whole = http.get(path).await;
+    assert_eq!(whole.status, 200);
+    let whole = whole.json();
+    let items = whole["items"].as_array().unwrap();
+    assert_eq!(items.len(), n);
+    let want: Vec<String> = (0..n).map(|i| format!("ns-l/e.{i:05}")).collect();
+    assert_eq!(names(&whole), want);
+    // The same items as pages short enough for one block.
+    let page = http.get(&format!("{path}?limit=3")).await.json();
+    assert_eq!(page["items"].as_array().unwrap()[..], items[..3]);
+    server.shutdown().await.unwrap();
+}
