@@ -201,6 +201,36 @@ async fn large_responses_are_gzipped_for_clients_that_ask() {
         .unwrap();
     assert_eq!(unzipped, plain.body);
 
+    // Protobuf lists too, by their size: this one is large; a page of it is not.
+    let pb = "application/vnd.kubernetes.protobuf";
+    let pb_plain = http.get_with(&core_path("ns1"), &[("accept", pb)]).await;
+    assert_eq!(pb_plain.headers["content-type"], pb);
+    assert_eq!(
+        pb_plain.headers["content-length"],
+        pb_plain.body.len().to_string()
+    );
+    let pb_zipped = http
+        .get_with(&core_path("ns1"), &[("accept", pb), gzip[0]])
+        .await;
+    assert_eq!(pb_zipped.headers["content-encoding"], "gzip");
+    let mut unzipped = Vec::new();
+    flate2::read::GzDecoder::new(&pb_zipped.body[..])
+        .read_to_end(&mut unzipped)
+        .unwrap();
+    assert_eq!(unzipped, pb_plain.body);
+    let pb_page = http
+        .get_with(
+            &format!("{}?limit=2", core_path("ns1")),
+            &[("accept", pb), gzip[0]],
+        )
+        .await;
+    assert_eq!(pb_page.status, 200);
+    assert!(pb_page.headers.get("content-encoding").is_none());
+    assert_eq!(
+        pb_page.headers["content-length"],
+        pb_page.body.len().to_string()
+    );
+
     let one = http
         .get_with(&format!("{}/big-000.1", core_path("ns1")), &gzip)
         .await;

@@ -44,14 +44,15 @@ use std::task::{Context, Poll};
 
 use axum::body::Body;
 use axum::extract::Request;
-use axum::response::Response;
+use axum::response::{IntoResponse as _, Response};
+use herald_core::status::ApiError;
 use http::{HeaderMap, HeaderName, HeaderValue, header};
 use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
 use super::compression::{Streaming, accepts_gzip, gzip};
-use super::error::ServerFailure;
+use super::error::{ServerFailure, StatusError};
 use super::events::is_watch;
 use super::events::metrics::Metrics;
 use super::negotiate::{accept_header, parse_accept};
@@ -360,9 +361,16 @@ fn is_json(headers: &HeaderMap) -> bool {
 
 async fn reencode(resp: Response, encoding: Encoding) -> Response {
     let (mut parts, body) = resp.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
-        // The body failed mid-way: nothing sensible to re-encode, and the status is sent.
-        return Response::from_parts(parts, Body::empty());
+    let bytes = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(bytes) => bytes,
+        // The body failed while it was being made (nothing has been sent yet): a 500 rather
+        // than the first part of it under the handler's 200.
+        Err(e) => {
+            return StatusError(ApiError::internal(format!(
+                "the response could not be completed: {e}"
+            )))
+            .into_response();
+        }
     };
     let Some((out, content_type)) = transcode(&bytes, encoding) else {
         return Response::from_parts(parts, Body::from(bytes));
@@ -489,5 +497,43 @@ mod tests {
         );
         assert!(transcode(b"{\"a\":1} trailing", Encoding::Yaml).is_none());
         assert!(transcode(b"not json", Encoding::PrettyJson).is_none());
+    }
+
+    /// A body that fails while this layer buffers it to re-encode is a 500 `Status`, not the
+    /// handler's 200 with an empty or partial body.
+    #[tokio::test]
+    async fn a_body_that_fails_while_re_encoded_is_a_500() {
+        use axum::Router;
+        use axum::routing::get;
+        use tower::ServiceExt as _;
+        let app: Router = Router::new()
+            .route(
+                "/x",
+                get(|| async {
+                    let parts: [Result<&'static str, std::io::Error>; 2] =
+                        [Ok("{\"a\":"), Err(std::io::Error::other("block failed"))];
+                    (
+                        [(header::CONTENT_TYPE, "application/json")],
+                        Body::from_stream(futures::stream::iter(parts)),
+                    )
+                }),
+            )
+            .layer(OutputLayer::default());
+        let req = Request::builder()
+            .uri("/x?pretty=true")
+            .body(Body::empty())
+            .unwrap();
+        let resp = app.oneshot(req).await.unwrap();
+        assert_eq!(resp.status(), 500);
+        let body = axum::body::to_bytes(resp.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["kind"], "Status");
+        assert_eq!(v["reason"], "InternalError");
+        assert!(
+            v["message"].as_str().unwrap().contains("block failed"),
+            "{v}"
+        );
     }
 }

@@ -71,6 +71,20 @@ impl Encoding {
         }
     }
 
+    /// True for an `ERROR` watch record (a `Status`, which has no resourceVersion to resume
+    /// from), read from its first field without a decode.
+    pub fn is_error(self, record: &[u8]) -> bool {
+        match self {
+            // `type` is written first by kube-apiserver, last by key-sorting encoders.
+            Encoding::Json => {
+                record.starts_with(br#"{"type":"ERROR""#)
+                    || record.ends_with(br#","type":"ERROR"}"#)
+            }
+            // `WatchEvent.type` is field 1: its tag, its length, then the text.
+            Encoding::Protobuf => record.starts_with(b"\x0a\x05ERROR"),
+        }
+    }
+
     /// The `metadata.resourceVersion` of the object in one watch record, if it has one.
     pub fn resource_version(self, record: &[u8]) -> Option<String> {
         match self {
@@ -317,5 +331,12 @@ mod tests {
             Some("43")
         );
         assert_eq!(Encoding::Protobuf.resource_version(b"\xff\xff"), None);
+        // ERROR records are told apart without a decode, in either encoding.
+        let status = pb::status_object(&herald_core::status::ApiError::expired("too old"));
+        assert!(Encoding::Protobuf.is_error(&pb::watch_frame("ERROR", status)[4..]));
+        assert!(!Encoding::Protobuf.is_error(&frame[4..]));
+        assert!(Encoding::Json.is_error(br#"{"type":"ERROR","object":{"kind":"Status"}}"#));
+        assert!(Encoding::Json.is_error(br#"{"object":{"kind":"Status"},"type":"ERROR"}"#));
+        assert!(!Encoding::Json.is_error(line.as_bytes()));
     }
 }

@@ -142,6 +142,11 @@ impl Watcher {
                         lag.saturating_record(micros);
                         received += 1;
                     }
+                    // An ERROR carries no resourceVersion: the one before it is where a
+                    // reconnect resumes.
+                    if self.encoding.is_error(record) {
+                        return;
+                    }
                     match at {
                         Some(at) => newest = Some(at),
                         // Completed from earlier chunks' bytes (rare): copied, as they go.
@@ -152,8 +157,9 @@ impl Watcher {
             self.counters
                 .received
                 .fetch_add(received, Ordering::Relaxed);
+            // Copied, not sliced: a slice would pin hyper's whole read buffer.
             if let Some(at) = newest {
-                *last = Some(data.slice(at));
+                *last = Some(Bytes::copy_from_slice(&data[at]));
             } else if joined.is_some() {
                 *last = joined;
             }

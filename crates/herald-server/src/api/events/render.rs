@@ -276,7 +276,7 @@ pub const LIST_BLOCK: usize = 2048;
 pub fn parallel_event_list(
     group: ApiGroup,
     l: RawEventList,
-) -> impl futures::Stream<Item = Result<Vec<u8>, tokio::task::JoinError>> + Send {
+) -> impl futures::Stream<Item = Result<bytes::Bytes, tokio::task::JoinError>> + Send {
     use futures::StreamExt as _;
     let head = list_head(group, &l);
     // Split from the end: each split moves only the block it takes.
@@ -301,17 +301,20 @@ pub fn parallel_event_list(
         .buffered(2)
         .map(move |block| {
             // Every item was written after a comma; the list's first item must not be.
-            block.map(|mut out| {
+            block.map(|out| {
+                let out = bytes::Bytes::from(out);
                 if !started && !out.is_empty() {
                     started = true;
-                    out.remove(0);
+                    return out.slice(1..);
                 }
                 out
             })
         });
-    futures::stream::once(async move { Ok(head) })
+    futures::stream::once(async move { Ok(bytes::Bytes::from(head)) })
         .chain(rendered)
-        .chain(futures::stream::once(async { Ok(b"]}".to_vec()) }))
+        .chain(futures::stream::once(async {
+            Ok(bytes::Bytes::from_static(b"]}"))
+        }))
 }
 
 /// `{"kind":"EventList",…,"items":[`: the list's start, up to its first item.
@@ -412,7 +415,7 @@ mod tests {
                 };
                 let want: Vec<u8> = raw_event_list(group, l.clone()).flatten().collect();
                 let got: Vec<u8> = parallel_event_list(group, l)
-                    .map(|r| r.unwrap())
+                    .map(|r| r.unwrap().to_vec())
                     .concat()
                     .await;
                 assert!(got == want, "{group:?}, {} items", items.len());

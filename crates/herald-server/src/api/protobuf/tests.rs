@@ -429,6 +429,13 @@ async fn lists_encode_from_the_store_as_the_json_list_transcodes() {
             "eventTime": if i.is_multiple_of(2) { json!("2026-11-21T23:59:00.123456Z") } else { json!(null) },
             "source": {"component": "kubelet"}, "type": "Warning",
             "reportingComponent": "kubelet", "reportingInstance": "node-1",
+            "action": "Pulling",
+            "related": if i.is_multiple_of(3) { json!({"kind": "Node", "name": "n"}) } else { json!(null) },
+            "series": match i % 3 {
+                0 => json!({"count": 2, "lastObservedTime": "2026-11-21T23:59:30.500000Z"}),
+                1 => json!({"count": 1, "lastObservedTime": herald_core::event::wire::ZERO_MICRO}),
+                _ => json!(null),
+            },
         }))
         .unwrap();
         KeyValue {
@@ -442,6 +449,7 @@ async fn lists_encode_from_the_store_as_the_json_list_transcodes() {
         (3, ApiGroup::Core),
         (3, ApiGroup::EventsV1),
         (PARALLEL_ITEMS + 3, ApiGroup::Core),
+        (PARALLEL_ITEMS + 3, ApiGroup::EventsV1),
     ] {
         let mut items: Vec<KeyValue> = (0..n).map(kv).collect();
         items.insert(1, {
@@ -461,10 +469,17 @@ async fn lists_encode_from_the_store_as_the_json_list_transcodes() {
             .unwrap()
             .concat();
         assert!(got == want, "{group:?} list of {n} differs");
-        let list =
-            k8s_pb::api::core::v1::EventList::decode(&unwrap(&got, "EventList").unwrap().raw[..]);
-        if group == ApiGroup::Core {
-            assert_eq!(list.unwrap().items.len(), n);
-        }
+        let raw = unwrap(&got, "EventList").unwrap().raw;
+        let items = match group {
+            ApiGroup::Core => k8s_pb::api::core::v1::EventList::decode(&raw[..])
+                .unwrap()
+                .items
+                .len(),
+            ApiGroup::EventsV1 => k8s_pb::api::events::v1::EventList::decode(&raw[..])
+                .unwrap()
+                .items
+                .len(),
+        };
+        assert_eq!(items, n, "{group:?}");
     }
 }
