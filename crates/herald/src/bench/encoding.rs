@@ -27,9 +27,10 @@ pub const MAX_RECORD: usize = 4 * 1024 * 1024;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Encoding {
-    /// `application/json`; watches are JSON lines.
+    /// application/json, as kubectl sends it; watches are JSON lines.
     Json,
-    /// `application/vnd.kubernetes.protobuf`; watches are length-prefixed frames.
+    /// application/vnd.kubernetes.protobuf, as kube's components send it; watches are
+    /// length-prefixed frames.
     Protobuf,
 }
 
