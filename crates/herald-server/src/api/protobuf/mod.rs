@@ -246,6 +246,10 @@ const PARALLEL_ITEMS: usize = 4096;
 /// Item encoding is CPU work proportional to the list (about 5 µs an event): it runs on the
 /// blocking pool, in two halves at once for long lists, so the async workers keep serving.
 /// An item that does not decode is skipped with a warning, as in the JSON list.
+///
+/// Bound: the whole encoded list (about 600 bytes an event) is held in memory before its
+/// first byte is sent, as kube-apiserver holds its lists; clients that page (client-go's
+/// reflectors ask for 500 at a time) hold one page.
 pub async fn event_list_object(
     group: ApiGroup,
     items: Vec<crate::storage::KeyValue>,
