@@ -148,6 +148,7 @@ const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 /// The server stores exactly the run's successful creates in `ns`, each with its send time.
 fn assert_stored(url: &str, ns: &str, summary: &serde_json::Value) {
     let stored = get_json(url, &format!("/api/v1/namespaces/{ns}/events"));
+    assert_eq!(stored["kind"], "EventList");
     let items = stored["items"].as_array().unwrap();
     assert_eq!(
         Some(items.len() as u64),
@@ -275,6 +276,57 @@ fn bench_speaks_protobuf_end_to_end() {
         Some(2 * frames),
         "{s}"
     );
+}
+
+/// The same run against events.k8s.io/v1, in both encodings: the strictly validated group
+/// takes every create, and its watches and lists see them all.
+#[test]
+fn bench_runs_against_events_k8s_io() {
+    let (_server, url) = serve();
+    for (encoding, ns) in [("json", "bench-v1"), ("protobuf", "bench-v1-pb")] {
+        let s = bench(
+            &url,
+            &[
+                "--group",
+                "events.k8s.io",
+                "--encoding",
+                encoding,
+                "--clients",
+                "4",
+                "--watchers",
+                "2",
+                "--namespace",
+                ns,
+                "--list",
+            ],
+        );
+        assert_eq!(s["group"], "events.k8s.io", "{s}");
+        assert_eq!(s["failed"], 0, "{s}");
+        assert_eq!(s["errors"], serde_json::json!({}), "{s}");
+        assert_stored(&url, ns, &s);
+        let v1 = get_json(
+            &url,
+            &format!("/apis/events.k8s.io/v1/namespaces/{ns}/events"),
+        );
+        assert!(
+            v1["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|e| e["reportingController"] == "herald.dev/bench"),
+            "{v1}"
+        );
+        let succeeded = s["succeeded"].as_u64().unwrap();
+        assert_eq!(s["list"]["items"].as_u64(), Some(succeeded), "{s}");
+        assert!(
+            s["list"]["path"]
+                .as_str()
+                .unwrap()
+                .starts_with("/apis/events.k8s.io/v1/"),
+            "{s}"
+        );
+        assert_eq!(s["watch"]["received_min"].as_u64(), Some(succeeded), "{s}");
+    }
 }
 
 /// A server that answers protobuf requests with JSON is one line before any load.

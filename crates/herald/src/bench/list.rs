@@ -22,13 +22,14 @@ use super::conn::connect;
 use super::encoding::Encoding;
 use super::summary::ListSummary;
 
-/// Lists every event of `ns` in one request, in `encoding`, and times it to the last byte.
+/// Lists every event of the collection at `path` in one request, in `encoding`, and times it
+/// to the last byte.
 pub async fn timed_list(
     addr: SocketAddr,
-    ns: &str,
+    path: &str,
     encoding: Encoding,
 ) -> anyhow::Result<ListSummary> {
-    let path = format!("/api/v1/namespaces/{ns}/events");
+    let path = path.to_string();
     let mut sender = connect(addr).await.context("connecting to list events")?;
     let request = |path: &str, accept: &str| {
         http::Request::get(path)

@@ -36,7 +36,7 @@ pub use self::encoding::Encoding;
 use self::summary::{Percentiles, Summary, WatchSummary};
 use self::timeline::Timeline;
 use self::watch::{WatchCounters, Watcher};
-pub use self::workload::Workload;
+pub use self::workload::{Group, Workload};
 
 /// Output format of the summary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -78,6 +78,9 @@ pub struct BenchArgs {
     /// How alike the created events are.
     #[arg(long, value_enum, default_value_t = Workload::Unique)]
     workload: Workload,
+    /// The API group to create, watch and list events in.
+    #[arg(long, value_enum, default_value_t = Group::Core)]
+    group: Group,
     /// How creates, their answers, watches and the list are encoded: JSON (kubectl's) or
     /// Kubernetes protobuf (what kube's own components and protobuf-configured client-go
     /// programs send).
@@ -208,6 +211,7 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
                 namespace: args.namespace.clone(),
                 from_rv: rv.clone(),
                 run: run.clone(),
+                group: args.group,
                 encoding: args.encoding,
                 clock: clock.clone(),
                 counters: c,
@@ -245,9 +249,10 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
             addr,
             client,
             clients,
-            path: format!("/api/v1/namespaces/{}/events", args.namespace),
+            path: args.group.collection(&args.namespace),
             namespace: args.namespace.clone(),
             run: run.clone(),
+            group: args.group,
             workload: args.workload,
             encoding: args.encoding,
             rate: args.rate,
@@ -352,7 +357,7 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
 
     let list = if args.list && !interrupt.is_cancelled() {
         progress.set_message("listing");
-        Some(list::timed_list(addr, &args.namespace, args.encoding).await?)
+        Some(list::timed_list(addr, &args.group.collection(&args.namespace), args.encoding).await?)
     } else {
         None
     };
@@ -362,6 +367,7 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
         server: url.display,
         namespace: args.namespace.clone(),
         workload: args.workload,
+        group: args.group,
         encoding: args.encoding,
         clients,
         rate: args.rate,
@@ -471,6 +477,7 @@ struct ClientCtx {
     path: String,
     namespace: String,
     run: String,
+    group: Group,
     workload: Workload,
     encoding: Encoding,
     rate: Option<f64>,
@@ -529,6 +536,7 @@ impl ClientCtx {
                 .strftime("%Y-%m-%dT%H:%M:%SZ")
                 .to_string();
             let body = workload::body(
+                self.group,
                 self.workload,
                 &self.run,
                 &self.namespace,

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::encoding::Encoding;
 use super::timeline::Point;
-use super::workload::Workload;
+use super::workload::{Group, Workload};
 
 /// Latency percentiles in milliseconds.
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
@@ -92,6 +92,8 @@ pub struct Summary {
     pub namespace: String,
     /// The workload shape.
     pub workload: Workload,
+    /// The API group (`core` or `events.k8s.io`).
+    pub group: Group,
     /// The wire encoding (`json` or `protobuf`).
     pub encoding: Encoding,
     /// Concurrent creating clients.
@@ -128,13 +130,14 @@ impl Summary {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "herald bench: {} {:?} {:?} clients={} rate={} against {} (namespace {})",
+            "herald bench: {} {:?} {} {:?} clients={} rate={} against {} (namespace {})",
             if self.interrupted {
                 "interrupted"
             } else {
                 "done"
             },
             self.workload,
+            self.group.name(),
             self.encoding,
             self.clients,
             self.rate
@@ -210,6 +213,7 @@ mod tests {
             server: "http://127.0.0.1:1".into(),
             namespace: "n".into(),
             workload: Workload::Unique,
+            group: Group::Core,
             encoding: Encoding::Json,
             clients: 1,
             rate: None,

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::conn::connect;
 use super::encoding::Encoding;
-use super::workload::SentFinder;
+use super::workload::{Group, SentFinder};
 
 /// What one watcher measured.
 pub struct WatchResult {
@@ -46,6 +46,8 @@ pub struct Watcher {
     pub from_rv: String,
     /// The bench run id.
     pub run: String,
+    /// The group whose events are watched.
+    pub group: Group,
     /// How the stream is encoded.
     pub encoding: Encoding,
     /// The clock send times were taken on.
@@ -102,8 +104,8 @@ impl Watcher {
     ) -> Result<(), ()> {
         let mut sender = connect(self.addr).await.map_err(|_| ())?;
         let path = format!(
-            "/api/v1/namespaces/{}/events?watch=1&resourceVersion={}",
-            self.namespace, rv
+            "{}?watch=1&resourceVersion={rv}",
+            self.group.collection(&self.namespace)
         );
         let req = http::Request::get(path)
             .header(http::header::HOST, self.addr.to_string())

@@ -26,11 +26,46 @@ pub enum Workload {
     Storm,
 }
 
-/// Builds the JSON body of event number `seq` of client `client`.
+/// The API group a bench run creates, watches and lists its events in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+pub enum Group {
+    /// core/v1 (`/api/v1`): what kubectl, client-go's recorder and most tools use.
+    #[value(name = "core")]
+    #[serde(rename = "core")]
+    Core,
+    /// events.k8s.io/v1 (`/apis/events.k8s.io/v1`): the newer API, which client-go's
+    /// `events` package and kube-rs's `Recorder` write; strictly validated.
+    #[value(name = "events.k8s.io")]
+    #[serde(rename = "events.k8s.io")]
+    EventsV1,
+}
+
+impl Group {
+    /// The group's name, as `--group` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Group::Core => "core",
+            Group::EventsV1 => "events.k8s.io",
+        }
+    }
+
+    /// The events collection of namespace `ns` in this group.
+    pub fn collection(self, ns: &str) -> String {
+        match self {
+            Group::Core => format!("/api/v1/namespaces/{ns}/events"),
+            Group::EventsV1 => format!("/apis/events.k8s.io/v1/namespaces/{ns}/events"),
+        }
+    }
+}
+
+/// Builds the JSON body of event number `seq` of client `client`, in `group`'s shape.
 ///
 /// `sent_nanos` is the send time (unix nanoseconds), `now_rfc3339` the same instant as an
-/// RFC 3339 timestamp with second precision for `firstTimestamp`/`lastTimestamp`.
+/// RFC 3339 timestamp with second precision for `firstTimestamp`/`lastTimestamp` (and, with
+/// `.000000` added, `eventTime`).
+#[allow(clippy::too_many_arguments)]
 pub fn body(
+    group: Group,
     workload: Workload,
     run: &str,
     namespace: &str,
@@ -68,6 +103,29 @@ pub fn body(
             )
         }
     };
+    if group == Group::EventsV1 {
+        return format!(
+            concat!(
+                r#"{{"apiVersion":"events.k8s.io/v1","kind":"Event","metadata":{{"name":"bench-{run}-{client}-{seq}","#,
+                r#""namespace":"{ns}","annotations":{{"{ann}":"{run}:{sent}"}}}},"#,
+                r#""regarding":{{"apiVersion":"v1","kind":"Pod","namespace":"{ns}","name":"{object}"}},"#,
+                r#""reason":"{reason}","note":"{message}","type":"{kind_type}","action":"Bench","#,
+                r#""reportingController":"herald.dev/bench","reportingInstance":"bench-{client}","#,
+                r#""eventTime":"{micro}"}}"#
+            ),
+            run = run,
+            client = client,
+            seq = seq,
+            ns = namespace,
+            ann = SENT_ANNOTATION,
+            sent = sent_nanos,
+            object = object,
+            reason = reason,
+            message = message.replace('"', "\\\""),
+            kind_type = kind_type,
+            micro = now_rfc3339.replace('Z', ".000000Z"),
+        );
+    }
     format!(
         concat!(
             r#"{{"apiVersion":"v1","kind":"Event","metadata":{{"name":"bench-{run}-{client}-{seq}","#,
@@ -152,7 +210,31 @@ mod tests {
             Workload::Similar,
             Workload::Storm,
         ] {
-            let b = body(w, "r1", "ns", 3, 7, 1_234_567, "2026-01-01T00:00:00Z");
+            let v1 = body(
+                Group::EventsV1,
+                w,
+                "r1",
+                "ns",
+                3,
+                7,
+                1_234_567,
+                "2026-01-01T00:00:00Z",
+            );
+            let v: serde_json::Value = serde_json::from_str(&v1).unwrap();
+            assert_eq!(v["apiVersion"], "events.k8s.io/v1");
+            assert_eq!(v["eventTime"], "2026-01-01T00:00:00.000000Z");
+            assert_eq!(v["metadata"]["annotations"][SENT_ANNOTATION], "r1:1234567");
+            assert!(Encoding::Protobuf.create_body(v1).is_some());
+            let b = body(
+                Group::Core,
+                w,
+                "r1",
+                "ns",
+                3,
+                7,
+                1_234_567,
+                "2026-01-01T00:00:00Z",
+            );
             let v: serde_json::Value = serde_json::from_str(&b).unwrap();
             assert_eq!(v["metadata"]["name"], "bench-r1-3-7");
             assert_eq!(v["metadata"]["annotations"][SENT_ANNOTATION], "r1:1234567");
