@@ -96,21 +96,46 @@ pub fn event_json(group: ApiGroup, event: &CoreEvent) -> Value {
 /// value: a list owns the events it decodes.
 pub fn write_events_v1_item(out: &mut Vec<u8>, event: CoreEvent) -> serde_json::Result<()> {
     let e = normalize_events_v1(core_to_events_v1(event));
-    serde_json::to_writer(out, &V1Item(&e))
+    serde_json::to_writer(
+        out,
+        &V1Item {
+            event: &e,
+            type_meta: false,
+        },
+    )
+}
+
+/// Appends the `events.k8s.io/v1` JSON of a stored event as an object of its own (a GET or
+/// a write's answer): exactly the bytes of [`events_v1_json`], without building a `Value`.
+pub fn write_events_v1_object(out: &mut Vec<u8>, event: CoreEvent) -> serde_json::Result<()> {
+    let e = normalize_events_v1(core_to_events_v1(event));
+    serde_json::to_writer(
+        out,
+        &V1Item {
+            event: &e,
+            type_meta: true,
+        },
+    )
 }
 
 /// An `events.k8s.io/v1` event as [`events_v1_json_of`] writes it, keys sorted: `k8s-openapi`
 /// writes each nested object's fields in sorted order already, and `fieldsV1` and maps are
-/// sorted maps.
-struct V1Item<'a>(&'a EventsV1Event);
+/// sorted maps. `kind` and `apiVersion` take their sorted places when `type_meta` is set.
+struct V1Item<'a> {
+    event: &'a EventsV1Event,
+    type_meta: bool,
+}
 
 impl serde::Serialize for V1Item<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap as _;
-        let e = self.0;
+        let e = self.event;
         let mut m = s.serialize_map(None)?;
         if let Some(v) = &e.action {
             m.serialize_entry("action", v)?;
+        }
+        if self.type_meta {
+            m.serialize_entry("apiVersion", ApiGroup::EventsV1.api_version())?;
         }
         if let Some(v) = &e.deprecated_count {
             m.serialize_entry("deprecatedCount", v)?;
@@ -122,6 +147,9 @@ impl serde::Serialize for V1Item<'_> {
             m.serialize_entry("deprecatedSource", v)?;
         }
         m.serialize_entry("eventTime", &e.event_time)?;
+        if self.type_meta {
+            m.serialize_entry("kind", "Event")?;
+        }
         m.serialize_entry("metadata", &e.metadata)?;
         if let Some(v) = &e.note {
             m.serialize_entry("note", v)?;
@@ -209,6 +237,12 @@ mod tests {
         }))
         .unwrap();
         for e in [full, zero_series, CoreEvent::default()] {
+            let mut object = Vec::new();
+            write_events_v1_object(&mut object, e.clone()).unwrap();
+            assert_eq!(
+                String::from_utf8(object).unwrap(),
+                serde_json::to_string(&events_v1_json(&e)).unwrap()
+            );
             let mut want = events_v1_json(&e);
             if let Some(m) = want.as_object_mut() {
                 m.remove("kind");

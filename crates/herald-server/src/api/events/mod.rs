@@ -46,7 +46,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures::StreamExt;
 use herald_core::clock::Clock;
-use herald_core::event::ApiGroup;
+use herald_core::event::{ApiGroup, CoreEvent};
 use herald_core::status::ApiError;
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use serde_json::{Value, json};
@@ -214,6 +214,24 @@ fn dry_run(pairs: &[(String, String)]) -> Result<bool, ApiError> {
         }
     }
     Ok(dry)
+}
+
+/// One event as a JSON answer in `group`'s shape: events.k8s.io/v1 written straight from the
+/// event (no `Value` tree: a fifth of such a create's CPU), core/v1 through its canonical
+/// JSON.
+fn event_response(code: StatusCode, group: ApiGroup, event: CoreEvent) -> Res {
+    match group {
+        ApiGroup::Core => Ok(json_response(
+            code,
+            &herald_core::event::wire::event_json(group, &event),
+        )),
+        ApiGroup::EventsV1 => {
+            let mut body = Vec::with_capacity(1536);
+            herald_core::event::wire::write_events_v1_object(&mut body, event)
+                .map_err(|e| ApiError::internal(format!("encoding the event: {e}")))?;
+            Ok(json_bytes_response(code, body))
+        }
+    }
 }
 
 fn json_response(code: StatusCode, v: &Value) -> Response {
@@ -698,10 +716,7 @@ async fn create(State(st): State<GroupState>, ApiPath(ns): ApiPath<String>, req:
     let mut resp = if rendered {
         json_bytes_response(StatusCode::CREATED, body)
     } else {
-        json_response(
-            StatusCode::CREATED,
-            &herald_core::event::wire::event_json(st.group, &created.event),
-        )
+        event_response(StatusCode::CREATED, st.group, created.event)?
     };
     add_warnings(&mut resp, &warnings);
     Ok(resp)
@@ -727,10 +742,7 @@ async fn update(
     } else {
         StatusCode::OK
     };
-    let mut resp = json_response(
-        code,
-        &herald_core::event::wire::event_json(st.group, &w.event),
-    );
+    let mut resp = event_response(code, st.group, w.event)?;
     add_warnings(&mut resp, &warnings);
     Ok(resp)
 }
@@ -786,7 +798,7 @@ async fn patch(
     } else {
         StatusCode::OK
     };
-    let mut resp = json_response(code, &herald_core::event::wire::event_json(group, &w.event));
+    let mut resp = event_response(code, group, w.event)?;
     add_warnings(&mut resp, &w.warnings);
     Ok(resp)
 }
@@ -887,10 +899,7 @@ async fn delete_one(
             } else {
                 StatusCode::OK
             };
-            return Ok(json_response(
-                code,
-                &herald_core::event::wire::event_json(st.group, &e),
-            ));
+            return event_response(code, st.group, e);
         }
     };
     let mut details = json!({"name": name, "kind": "events", "uid": gone.metadata.uid.clone().unwrap_or_default()});
