@@ -103,49 +103,43 @@ pub fn body(
             )
         }
     };
-    if group == Group::EventsV1 {
-        return format!(
+    let message = message.replace('"', "\\\"");
+    let meta = format!(
+        r#""metadata":{{"name":"bench-{run}-{client}-{seq}","namespace":"{namespace}","annotations":{{"{SENT_ANNOTATION}":"{run}:{sent_nanos}"}}}}"#
+    );
+    let pod = format!(
+        r#"{{"apiVersion":"v1","kind":"Pod","namespace":"{namespace}","name":"{object}"}}"#
+    );
+    match group {
+        Group::Core => format!(
             concat!(
-                r#"{{"apiVersion":"events.k8s.io/v1","kind":"Event","metadata":{{"name":"bench-{run}-{client}-{seq}","#,
-                r#""namespace":"{ns}","annotations":{{"{ann}":"{run}:{sent}"}}}},"#,
-                r#""regarding":{{"apiVersion":"v1","kind":"Pod","namespace":"{ns}","name":"{object}"}},"#,
+                r#"{{"apiVersion":"v1","kind":"Event",{meta},"involvedObject":{pod},"#,
+                r#""reason":"{reason}","message":"{message}","type":"{kind_type}","#,
+                r#""source":{{"component":"herald-bench"}},"firstTimestamp":"{now}","lastTimestamp":"{now}","count":1}}"#
+            ),
+            meta = meta,
+            pod = pod,
+            reason = reason,
+            message = message,
+            kind_type = kind_type,
+            now = now_rfc3339,
+        ),
+        Group::EventsV1 => format!(
+            concat!(
+                r#"{{"apiVersion":"events.k8s.io/v1","kind":"Event",{meta},"regarding":{pod},"#,
                 r#""reason":"{reason}","note":"{message}","type":"{kind_type}","action":"Bench","#,
                 r#""reportingController":"herald.dev/bench","reportingInstance":"bench-{client}","#,
                 r#""eventTime":"{micro}"}}"#
             ),
-            run = run,
-            client = client,
-            seq = seq,
-            ns = namespace,
-            ann = SENT_ANNOTATION,
-            sent = sent_nanos,
-            object = object,
+            meta = meta,
+            pod = pod,
             reason = reason,
-            message = message.replace('"', "\\\""),
+            message = message,
             kind_type = kind_type,
+            client = client,
             micro = now_rfc3339.replace('Z', ".000000Z"),
-        );
-    }
-    format!(
-        concat!(
-            r#"{{"apiVersion":"v1","kind":"Event","metadata":{{"name":"bench-{run}-{client}-{seq}","#,
-            r#""namespace":"{ns}","annotations":{{"{ann}":"{run}:{sent}"}}}},"#,
-            r#""involvedObject":{{"apiVersion":"v1","kind":"Pod","namespace":"{ns}","name":"{object}"}},"#,
-            r#""reason":"{reason}","message":"{message}","type":"{kind_type}","#,
-            r#""source":{{"component":"herald-bench"}},"firstTimestamp":"{now}","lastTimestamp":"{now}","count":1}}"#
         ),
-        run = run,
-        client = client,
-        seq = seq,
-        ns = namespace,
-        ann = SENT_ANNOTATION,
-        sent = sent_nanos,
-        object = object,
-        reason = reason,
-        message = message.replace('"', "\\\""),
-        kind_type = kind_type,
-        now = now_rfc3339,
-    )
+    }
 }
 
 /// Finds this run's send time (unix nanoseconds) in a raw watch record (a JSON line or a
