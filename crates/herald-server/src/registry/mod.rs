@@ -59,7 +59,9 @@ pub mod errors;
 pub mod fieldmanager;
 pub mod options;
 pub mod patch;
+pub mod stored_events_v1;
 mod stored_json;
+pub mod stored_time;
 pub mod watch;
 pub mod write;
 

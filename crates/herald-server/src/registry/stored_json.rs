@@ -461,7 +461,7 @@ fn word_needs_escape(w: u64) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use proptest::prelude::*;
 
@@ -711,7 +711,8 @@ mod tests {
         )
     }
 
-    fn event() -> impl Strategy<Value = CoreEvent> {
+    /// Any event, with the strings, times and nesting stored events can have.
+    pub(in crate::registry) fn event() -> impl Strategy<Value = CoreEvent> {
         let strings = (
             opt_text(),
             opt_text(),

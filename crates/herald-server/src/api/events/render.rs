@@ -10,6 +10,7 @@ use crate::api::table::{
     TableMeta, TableOptions, event_table, partial_object_metadata, partial_object_metadata_list,
 };
 use crate::registry::codec::{decode, decode_at, splice_resource_version_into};
+use crate::registry::stored_events_v1;
 use crate::registry::watch::ChangeKind;
 use crate::registry::{EventList, INITIAL_EVENTS_END_ANNOTATION, RawEventList, WatchItem};
 use crate::storage::{KeyValue, Revision};
@@ -222,6 +223,9 @@ pub fn stored_object_into(
         }
         out.truncate(len);
     }
+    if group == ApiGroup::EventsV1 && stored_events_v1::write_item(out, stored, revision, true) {
+        return Ok(());
+    }
     let e = decode_at(stored, revision)?;
     if let Err(err) = serde_json::to_writer(&mut *out, &event_json(group, &e)) {
         out.truncate(len);
@@ -339,9 +343,11 @@ fn push_item(out: &mut Vec<u8>, group: ApiGroup, kv: &KeyValue, comma: bool) -> 
     if comma {
         out.push(b',');
     }
-    let item = if group == ApiGroup::Core
-        && splice_resource_version_into(out, &kv.value, kv.mod_revision)
-    {
+    let transcoded = match group {
+        ApiGroup::Core => splice_resource_version_into(out, &kv.value, kv.mod_revision),
+        ApiGroup::EventsV1 => stored_events_v1::write_item(out, &kv.value, kv.mod_revision, false),
+    };
+    let item = if transcoded {
         Ok(())
     } else {
         decode(kv).and_then(|e| {
