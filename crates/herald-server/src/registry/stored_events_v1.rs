@@ -427,7 +427,7 @@ mod tests {
     proptest! {
         #[test]
         fn any_stored_event_transcodes_to_the_decoded_json(
-            e in crate::registry::stored_json::tests::event(),
+            e in crate::registry::any_event(),
             revision in 1u64..u64::MAX,
         ) {
             let stored = encode(&e);

@@ -712,7 +712,7 @@ pub(super) mod tests {
     }
 
     /// Any event, with the strings, times and nesting stored events can have.
-    pub(in crate::registry) fn event() -> impl Strategy<Value = CoreEvent> {
+    pub(crate) fn event() -> impl Strategy<Value = CoreEvent> {
         let strings = (
             opt_text(),
             opt_text(),

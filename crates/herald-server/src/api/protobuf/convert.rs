@@ -21,11 +21,17 @@ use k8s_pb::api::core::v1 as pc;
 use k8s_pb::api::events::v1 as pe;
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as pm;
 
+/// Go's `Unix()` seconds (floored) and the nanoseconds past them (never negative); jiff
+/// counts a time before 1970 toward zero, with negative nanoseconds.
 fn stamp_to_pb(t: Timestamp) -> (Option<i64>, Option<i32>) {
     if is_zero_time(t) {
-        (None, None)
+        return (None, None);
+    }
+    let (seconds, nanos) = (t.as_second(), t.subsec_nanosecond());
+    if nanos < 0 {
+        (Some(seconds - 1), Some(nanos + 1_000_000_000))
     } else {
-        (Some(t.as_second()), Some(t.subsec_nanosecond()))
+        (Some(seconds), Some(nanos))
     }
 }
 

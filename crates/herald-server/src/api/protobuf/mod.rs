@@ -34,6 +34,7 @@
 //! ```
 
 mod convert;
+mod stored;
 
 use herald_core::event::convert::{core_to_events_v1, normalize_core, normalize_events_v1};
 use herald_core::event::wire::ZERO_MICRO;
@@ -259,6 +260,9 @@ pub async fn event_list_object(
     let encode = move |kvs: Vec<crate::storage::KeyValue>| {
         let mut out = Vec::with_capacity(kvs.len() * 640);
         for kv in kvs {
+            if stored::write_list_item(&mut out, group, &kv.value, kv.mod_revision) {
+                continue;
+            }
             match crate::registry::codec::decode(&kv) {
                 // Field 2 of the list, encoded in place.
                 Ok(e) => encode_event(group, e, Some(2), &mut out),

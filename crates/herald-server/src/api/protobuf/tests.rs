@@ -357,6 +357,22 @@ fn time_is_whole_seconds_and_micro_time_keeps_its_fraction() {
     assert_eq!(back.first_timestamp.unwrap().0.subsec_nanosecond(), 0);
 }
 
+/// Go writes `Unix()` (floored) and a non-negative `Nanosecond()`; jiff counts a time
+/// before 1970 toward zero. Half a second before the epoch is -1 s + 0.5 s on the wire.
+#[test]
+fn a_time_before_1970_has_floored_seconds_and_positive_nanos() {
+    let mut e: oc::Event = serde_json::from_str(CORE_JSON).unwrap();
+    let t = k8s_openapi::jiff::Timestamp::new(0, -500_000_000).unwrap();
+    e.event_time = Some(om::MicroTime(t));
+    let pb = core_event_to_pb(e);
+    let event_time = pb.event_time.unwrap();
+    assert_eq!(
+        (event_time.seconds, event_time.nanos),
+        (Some(-1), Some(500_000_000))
+    );
+    assert_eq!(core_event_from_pb(pb).event_time, Some(om::MicroTime(t)));
+}
+
 #[test]
 fn a_time_with_any_field_is_a_time_and_an_empty_one_is_unset() {
     let read = |time: pm::Time, micro: pm::MicroTime| {
