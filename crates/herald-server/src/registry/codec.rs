@@ -350,7 +350,7 @@ fn go_zero_series_fields(obj: &mut serde_json::Map<String, Value>) -> bool {
 
 /// kube-apiserver never returns `"labels": {}` or `"annotations": {}` (the Go fields are
 /// `omitempty`), so removing the last label (`kubectl label ev x a-`) leaves no `labels` key.
-fn drop_empty_maps(mut e: CoreEvent) -> CoreEvent {
+pub(crate) fn drop_empty_maps(mut e: CoreEvent) -> CoreEvent {
     if e.metadata.labels.as_ref().is_some_and(|m| m.is_empty()) {
         e.metadata.labels = None;
     }

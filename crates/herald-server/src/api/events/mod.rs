@@ -9,7 +9,7 @@
 //! - Writes take JSON, YAML or protobuf bodies of at most [`MAX_BODY_BYTES`] (413 beyond),
 //!   415 for other content types, `fieldValidation` (Strict/Warn/Ignore), `dryRun=All` and
 //!   `fieldManager` (recorded in `managedFields`; required for server-side apply). A protobuf
-//!   body is decoded to JSON first ([`protobuf::event_body_json`]) and takes the JSON path.
+//!   body is decoded to the event the JSON path would make of it ([`protobuf::event_body`]).
 //! - A protobuf watch (the output layer marks it) streams length-framed `WatchEvent`s; the
 //!   frame of a change is made once and shared, as the JSON line is.
 //! - DELETE answers a `Status` Success, or, for an event its finalizers keep (marked as being
@@ -648,12 +648,15 @@ fn event_body(
     let decoded;
     let (format, body, validation) = match BodyFormat::from_content_type(&ct) {
         Some(format) => (format, body, validation),
-        // Decoded to JSON, a protobuf body takes the JSON path: its checks and messages. It
-        // has no unknown or repeated fields to report.
-        None if protobuf::is_protobuf(&ct) => {
-            decoded = protobuf::event_body_json(group, body)?;
-            (BodyFormat::Json, &decoded[..], FieldValidation::Ignore)
-        }
+        // A protobuf body has no unknown or repeated fields to report. It is decoded
+        // straight to the event, or, rarely, to JSON for the JSON path's checks and messages.
+        None if protobuf::is_protobuf(&ct) => match protobuf::event_body(group, body)? {
+            protobuf::EventBody::Event(e) => return Ok((e, Vec::new())),
+            protobuf::EventBody::Json(json) => {
+                decoded = json;
+                (BodyFormat::Json, &decoded[..], FieldValidation::Ignore)
+            }
+        },
         None => return Err(ApiError::unsupported_media_type(&ct)),
     };
     // The common case in one pass over the text: a JSON body that decodes and has no unknown

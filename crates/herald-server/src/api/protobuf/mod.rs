@@ -10,15 +10,17 @@
 //!   each a 4-byte big-endian length and a bare `metav1.WatchEvent` message whose
 //!   `object.raw` is a wrapped object ([`watch_frame`]).
 //!
-//! Requests: create and update bodies (an `Event` of the URL's group) and delete bodies
-//! (`DeleteOptions`) are decoded here into the JSON the handlers already take
-//! ([`event_body_json`], [`delete_options_json`]), so every check and message is the JSON
-//! path's. Protobuf has no unknown or repeated fields, so `fieldValidation` finds nothing in
-//! them, as in kube-apiserver. Patch bodies are JSON or YAML by their content types.
+//! Requests: create and update bodies (an `Event` of the URL's group) are decoded here into
+//! the event the JSON path would make of them ([`event_body`]; the tests hold the two
+//! equal), and delete bodies (`DeleteOptions`) into the JSON the handlers already take
+//! ([`delete_options_json`]), so every check and message is the JSON path's. Protobuf has
+//! no unknown or repeated fields, so `fieldValidation` finds nothing in them, as in
+//! kube-apiserver. Patch bodies are JSON or YAML by their content types.
 //!
-//! Responses: objects, lists and `Status`es are re-encoded from the handlers' JSON
-//! ([`transcode_json`], by the output layer); watch frames are made from the stored event
-//! ([`event_object`]) once per change and shared between watchers. `Table` and
+//! Responses: a created event is encoded from the stored event ([`event_object`]), a list
+//! from the stored bytes ([`event_list_object`]); other objects and `Status`es are
+//! re-encoded from the handlers' JSON ([`transcode_json`], by the output layer). Watch
+//! frames are made from the stored event once per change and shared between watchers. `Table` and
 //! `PartialObjectMetadata` are offered as JSON only; a client that lists them with protobuf
 //! (client-go's metadata client) names JSON as well.
 //!
@@ -36,7 +38,9 @@
 mod convert;
 mod stored;
 
-use herald_core::event::convert::{core_to_events_v1, normalize_core, normalize_events_v1};
+use herald_core::event::convert::{
+    core_to_events_v1, events_v1_to_core, normalize_core, normalize_events_v1,
+};
 use herald_core::event::wire::ZERO_MICRO;
 use herald_core::event::{ApiGroup, CoreEvent};
 use herald_core::status::ApiError;
@@ -184,6 +188,120 @@ pub fn event_body_json(group: ApiGroup, body: &[u8]) -> Result<Vec<u8>, ApiError
         }
     }
     .map_err(|e| ApiError::internal(format!("encoding the decoded event: {e}")))
+}
+
+/// What a protobuf create or update body holds, read for the JSON path's handlers.
+#[derive(Debug)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "returned once per request and unpacked at once; a box would only add an allocation"
+)]
+pub enum EventBody {
+    /// The event, in the storage shape: what the JSON path makes of [`event_body_json`]'s
+    /// output, without writing and parsing the JSON.
+    Event(CoreEvent),
+    /// The event's JSON, for the JSON path to decode: a body with a time outside the years
+    /// 0–9999, whose text form the JSON parser may reject, so that it gets the JSON path's
+    /// answer.
+    Json(Vec<u8>),
+}
+
+/// Decodes a protobuf create or update body sent to `group`'s URL; a 400 for a body that is
+/// not an `Event` of that group, as [`event_body_json`] answers.
+///
+/// The event is converted to the storage shape directly (this is how kube's components
+/// write events, so it is the hot path of a protobuf create), with the one change a trip
+/// through JSON makes: a `MicroTime` keeps whole microseconds, as its text form does.
+pub fn event_body(group: ApiGroup, body: &[u8]) -> Result<EventBody, ApiError> {
+    let u = unwrap(body, "Event")?;
+    check_type(&u.api_version, &u.kind, Some(group.api_version()), "Event")?;
+    let event = match group {
+        ApiGroup::Core => {
+            let pb = k8s_pb::api::core::v1::Event::decode(&u.raw[..]).map_err(cannot_handle)?;
+            let mut e = core_event_from_pb(pb);
+            if !times_in_text_range_core(&e) {
+                return event_body_json(group, body).map(EventBody::Json);
+            }
+            floor_micros(e.event_time.as_mut());
+            floor_micros(
+                e.series
+                    .as_mut()
+                    .and_then(|s| s.last_observed_time.as_mut()),
+            );
+            normalize_core(e)
+        }
+        ApiGroup::EventsV1 => {
+            let pb = k8s_pb::api::events::v1::Event::decode(&u.raw[..]).map_err(cannot_handle)?;
+            let mut e = events_event_from_pb(pb);
+            if !times_in_text_range_v1(&e) {
+                return event_body_json(group, body).map(EventBody::Json);
+            }
+            floor_micros(e.event_time.as_mut());
+            floor_micros(e.series.as_mut().map(|s| &mut s.last_observed_time));
+            events_v1_to_core(e)
+        }
+    };
+    Ok(EventBody::Event(crate::registry::codec::drop_empty_maps(
+        event,
+    )))
+}
+
+/// A `MicroTime` cut to whole microseconds, as its text (`.ffffff`, counted from the
+/// floored second) keeps it.
+fn floor_micros(t: Option<&mut om::MicroTime>) {
+    if let Some(t) = t {
+        let ns = t.0.as_nanosecond();
+        let floored = ns - ns.rem_euclid(1000);
+        if let Ok(ts) = k8s_openapi::jiff::Timestamp::from_nanosecond(floored) {
+            t.0 = ts;
+        }
+    }
+}
+
+/// Years 0..=9999: the times whose text the JSON path reads back.
+fn in_text_range(t: k8s_openapi::jiff::Timestamp) -> bool {
+    const FIRST: i64 = -62_167_219_200; // 0000-01-01T00:00:00Z
+    const END: i64 = 253_402_300_800; // 10000-01-01T00:00:00Z
+    (FIRST..END).contains(&t.as_second()) && !(t.as_second() == FIRST && t.subsec_nanosecond() < 0)
+}
+
+fn meta_times_in_text_range(m: &om::ObjectMeta) -> bool {
+    let mut times = [&m.creation_timestamp, &m.deletion_timestamp]
+        .into_iter()
+        .flatten()
+        .map(|t| t.0)
+        .chain(
+            m.managed_fields
+                .iter()
+                .flatten()
+                .filter_map(|f| f.time.as_ref().map(|t| t.0)),
+        );
+    times.all(in_text_range)
+}
+
+fn times_in_text_range_core(e: &oc::Event) -> bool {
+    let mut times = [&e.first_timestamp, &e.last_timestamp]
+        .into_iter()
+        .flatten()
+        .map(|t| t.0)
+        .chain(e.event_time.as_ref().map(|t| t.0))
+        .chain(
+            e.series
+                .as_ref()
+                .and_then(|s| s.last_observed_time.as_ref())
+                .map(|t| t.0),
+        );
+    meta_times_in_text_range(&e.metadata) && times.all(in_text_range)
+}
+
+fn times_in_text_range_v1(e: &oe::Event) -> bool {
+    let mut times = [&e.deprecated_first_timestamp, &e.deprecated_last_timestamp]
+        .into_iter()
+        .flatten()
+        .map(|t| t.0)
+        .chain(e.event_time.as_ref().map(|t| t.0))
+        .chain(e.series.as_ref().map(|s| s.last_observed_time.0));
+    meta_times_in_text_range(&e.metadata) && times.all(in_text_range)
 }
 
 /// The JSON of the `DeleteOptions` in a protobuf DELETE body; a 400 for a body that is not

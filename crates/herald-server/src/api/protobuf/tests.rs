@@ -499,3 +499,81 @@ async fn lists_encode_from_the_store_as_the_json_list_transcodes() {
         assert_eq!(items, n, "{group:?}");
     }
 }
+
+/// A protobuf body decoded straight to the event equals what the JSON path makes of it.
+fn direct_and_through_json(group: ApiGroup, body: &[u8]) -> (CoreEvent, CoreEvent) {
+    let direct = match event_body(group, body).unwrap() {
+        EventBody::Event(e) => e,
+        EventBody::Json(_) => panic!("{group:?}: a body in range went to JSON"),
+    };
+    let json = event_body_json(group, body).unwrap();
+    let through_json =
+        crate::registry::codec::decode_json_body(group, std::str::from_utf8(&json).unwrap())
+            .expect("the JSON path decodes it");
+    (direct, through_json)
+}
+
+fn pb_bodies(e: &CoreEvent) -> [(ApiGroup, Vec<u8>); 2] {
+    [
+        (
+            ApiGroup::Core,
+            wrap("v1", "Event", core_event_to_pb(e.clone()).encode_to_vec()),
+        ),
+        (
+            ApiGroup::EventsV1,
+            wrap(
+                "events.k8s.io/v1",
+                "Event",
+                events_event_to_pb(core_to_events_v1(e.clone())).encode_to_vec(),
+            ),
+        ),
+    ]
+}
+
+#[test]
+fn micro_times_keep_whole_microseconds_as_through_json() {
+    use k8s_openapi::jiff::Timestamp;
+    for (secs, nanos) in [
+        (1_700_000_000, 123_456_789),
+        (0, -500),              // just before the epoch
+        (-62_135_596_800, 999), // 999 ns after Go's zero time: unset, as its text is
+    ] {
+        let t = Timestamp::new(secs, nanos).unwrap();
+        let e = CoreEvent {
+            event_time: Some(om::MicroTime(t)),
+            series: Some(oc::EventSeries {
+                count: Some(2),
+                last_observed_time: Some(om::MicroTime(t)),
+            }),
+            ..serde_json::from_str(CORE_JSON).unwrap()
+        };
+        for (group, body) in pb_bodies(&e) {
+            let (direct, through_json) = direct_and_through_json(group, &body);
+            assert_eq!(direct, through_json, "{group:?} {t}");
+        }
+    }
+}
+
+#[test]
+fn a_time_outside_years_0_to_9999_goes_through_json() {
+    let t = k8s_openapi::jiff::Timestamp::new(-62_167_219_201, 0).unwrap();
+    let e = CoreEvent {
+        first_timestamp: Some(om::Time(t)),
+        ..serde_json::from_str(CORE_JSON).unwrap()
+    };
+    let [(group, body), _] = pb_bodies(&e);
+    assert!(matches!(
+        event_body(group, &body).unwrap(),
+        EventBody::Json(_)
+    ));
+}
+
+proptest::proptest! {
+    #[test]
+    fn any_protobuf_body_decodes_as_through_json(e in crate::registry::any_event()) {
+        for (group, body) in pb_bodies(&e) {
+            let (direct, through_json) = direct_and_through_json(group, &body);
+            proptest::prop_assert_eq!(direct, through_json);
+        }
+    }
+}
