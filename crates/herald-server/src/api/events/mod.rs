@@ -219,7 +219,16 @@ fn dry_run(pairs: &[(String, String)]) -> Result<bool, ApiError> {
 /// One event as a JSON answer in `group`'s shape: events.k8s.io/v1 written straight from the
 /// event (no `Value` tree: a fifth of such a create's CPU), core/v1 through its canonical
 /// JSON.
-fn event_response(code: StatusCode, group: ApiGroup, event: CoreEvent) -> Res {
+/// The answer to a write: the event in `group`'s shape, encoded straight from it as
+/// protobuf when the client asked for protobuf (kubelet's recorder patches events this way),
+/// else as JSON (which the output layer turns into YAML where asked).
+fn event_response(code: StatusCode, group: ApiGroup, event: CoreEvent, as_protobuf: bool) -> Res {
+    if as_protobuf {
+        return Ok(protobuf_response(
+            code,
+            Body::from(protobuf::event_object(group, &event)),
+        ));
+    }
     match group {
         ApiGroup::Core => Ok(json_response(
             code,
@@ -232,6 +241,14 @@ fn event_response(code: StatusCode, group: ApiGroup, event: CoreEvent) -> Res {
             Ok(json_bytes_response(code, body))
         }
     }
+}
+
+/// True when the output layer marked the request for a protobuf answer the handler may
+/// encode itself ([`protobuf::AnswerAsProtobuf`]).
+fn answers_protobuf(req: &Request) -> bool {
+    req.extensions()
+        .get::<protobuf::AnswerAsProtobuf>()
+        .is_some()
 }
 
 fn json_response(code: StatusCode, v: &Value) -> Response {
@@ -382,10 +399,7 @@ async fn read(
     }
     let pairs = query_pairs(req.uri())?;
     let p = list_params(&pairs)?;
-    let as_protobuf = req
-        .extensions()
-        .get::<protobuf::AnswerAsProtobuf>()
-        .is_some();
+    let as_protobuf = answers_protobuf(&req);
     let include = IncludeObject::from_query(q(&pairs, "includeObject"))?;
     let accept = accept_header(req.headers());
     let group = st.group;
@@ -685,10 +699,7 @@ fn event_body(
 async fn create(State(st): State<GroupState>, ApiPath(ns): ApiPath<String>, req: Request) -> Res {
     segments(&ns, None)?;
     let ctx = write_ctx(req.uri(), req.headers())?;
-    let as_protobuf = req
-        .extensions()
-        .get::<protobuf::AnswerAsProtobuf>()
-        .is_some();
+    let as_protobuf = answers_protobuf(&req);
     let (headers, body) = read_body(req, st.api.max_body).await?;
     let (event, warnings) = event_body(st.group, &headers, &body, ctx.validation)?;
     // Boxed, as in the other write handlers: the registry's future is kilobytes, and axum's
@@ -719,7 +730,7 @@ async fn create(State(st): State<GroupState>, ApiPath(ns): ApiPath<String>, req:
     let mut resp = if rendered {
         json_bytes_response(StatusCode::CREATED, body)
     } else {
-        event_response(StatusCode::CREATED, st.group, created.event)?
+        event_response(StatusCode::CREATED, st.group, created.event, false)?
     };
     add_warnings(&mut resp, &warnings);
     Ok(resp)
@@ -732,6 +743,7 @@ async fn update(
 ) -> Res {
     segments(&ns, Some(&name))?;
     let ctx = write_ctx(req.uri(), req.headers())?;
+    let as_protobuf = answers_protobuf(&req);
     let (headers, body) = read_body(req, st.api.max_body).await?;
     let (event, warnings) = event_body(st.group, &headers, &body, ctx.validation)?;
     let w = Box::pin(
@@ -745,7 +757,7 @@ async fn update(
     } else {
         StatusCode::OK
     };
-    let mut resp = event_response(code, st.group, w.event)?;
+    let mut resp = event_response(code, st.group, w.event, as_protobuf)?;
     add_warnings(&mut resp, &warnings);
     Ok(resp)
 }
@@ -757,6 +769,7 @@ async fn patch(
 ) -> Res {
     segments(&ns, Some(&name))?;
     let mut ctx = write_ctx(req.uri(), req.headers())?;
+    let as_protobuf = answers_protobuf(&req);
     let (headers, body) = read_body(req, st.api.max_body).await?;
     let ct = content_type(&headers);
     let Some(mut kind) = PatchKind::from_content_type(&ct) else {
@@ -801,7 +814,7 @@ async fn patch(
     } else {
         StatusCode::OK
     };
-    let mut resp = event_response(code, group, w.event)?;
+    let mut resp = event_response(code, group, w.event, as_protobuf)?;
     add_warnings(&mut resp, &w.warnings);
     Ok(resp)
 }
@@ -890,6 +903,7 @@ async fn delete_one(
 ) -> Res {
     segments(&ns, Some(&name))?;
     let pairs = query_pairs(req.uri())?;
+    let as_protobuf = answers_protobuf(&req);
     let (headers, body) = read_body(req, st.api.max_body).await?;
     let p = delete_params(&pairs, &headers, &body)?;
     let gone = match st.api.registry.delete(st.group, &ns, &name, &p).await? {
@@ -902,7 +916,7 @@ async fn delete_one(
             } else {
                 StatusCode::OK
             };
-            return event_response(code, st.group, e);
+            return event_response(code, st.group, e, as_protobuf);
         }
     };
     let mut details = json!({"name": name, "kind": "events", "uid": gone.metadata.uid.clone().unwrap_or_default()});

@@ -577,3 +577,22 @@ proptest::proptest! {
         }
     }
 }
+
+proptest::proptest! {
+    /// A handler that answers a protobuf client from the event (a create, update, patch or
+    /// held delete) sends what the output layer would make of its JSON answer.
+    #[test]
+    fn an_answer_from_the_event_is_the_transcoded_json_answer(
+        e in crate::registry::any_event(),
+        revision in 1u64..u64::MAX,
+    ) {
+        use crate::registry::codec::{decode_at, encode};
+        // As a handler has it: read back from its stored form.
+        let stored = decode_at(&encode(&e), revision).unwrap();
+        for group in [ApiGroup::Core, ApiGroup::EventsV1] {
+            let json = serde_json::to_vec(&herald_core::event::wire::event_json(group, &stored)).unwrap();
+            let want = transcode_json(&json).expect("an event's JSON transcodes");
+            proptest::prop_assert!(event_object(group, &stored) == want, "{:?}", group);
+        }
+    }
+}
