@@ -634,17 +634,28 @@ pub(super) mod tests {
     }
 
     fn reference() -> impl Strategy<Value = ObjectReference> {
-        (opt_text(), opt_text(), opt_text(), opt_text(), opt_text()).prop_map(
-            |(api_version, kind, name, namespace, uid)| ObjectReference {
-                api_version,
-                field_path: None,
-                kind,
-                name,
-                namespace,
-                resource_version: None,
-                uid,
-            },
+        (
+            opt_text(),
+            opt_text(),
+            opt_text(),
+            opt_text(),
+            opt_text(),
+            opt_text(),
+            opt_text(),
         )
+            .prop_map(
+                |(api_version, field_path, kind, name, namespace, resource_version, uid)| {
+                    ObjectReference {
+                        api_version,
+                        field_path,
+                        kind,
+                        name,
+                        namespace,
+                        resource_version,
+                        uid,
+                    }
+                },
+            )
     }
 
     fn meta() -> impl Strategy<Value = ObjectMeta> {
@@ -660,18 +671,28 @@ pub(super) mod tests {
             proptest::option::of(instant()),
             proptest::option::of(any::<i64>()),
         );
+        let deletion = (
+            opt_text(),
+            opt_text(),
+            proptest::option::of(instant()),
+            proptest::option::of(any::<i64>()),
+        );
         let entries = proptest::option::of(proptest::collection::vec(
-            (opt_text(), proptest::option::of(instant()), text()).prop_map(
-                |(manager, at, field)| ManagedFieldsEntry {
+            (
+                opt_text(),
+                proptest::option::of(instant()),
+                text(),
+                opt_text(),
+            )
+                .prop_map(|(manager, at, field, subresource)| ManagedFieldsEntry {
                     api_version: Some("v1".into()),
                     fields_type: Some("FieldsV1".into()),
                     fields_v1: Some(FieldsV1(serde_json::json!({ field: {}, "f:x": {"k": {}} }))),
                     manager,
                     operation: Some("Update".into()),
-                    subresource: None,
+                    subresource,
                     time: at.map(Time),
-                },
-            ),
+                }),
             0..3,
         ));
         let owners = proptest::option::of(proptest::collection::vec(
@@ -687,25 +708,30 @@ pub(super) mod tests {
             }),
             0..2,
         ));
-        (maps, scalars, entries, owners).prop_map(
+        (maps, scalars, deletion, entries, owners).prop_map(
             |(
                 (labels, annotations, finalizers),
                 (name, namespace, uid, created, generation),
+                (generate_name, self_link, deleted, grace),
                 managed_fields,
                 owner_references,
             )| {
                 ObjectMeta {
                     annotations,
                     creation_timestamp: created.map(Time),
+                    deletion_grace_period_seconds: grace,
+                    deletion_timestamp: deleted.map(Time),
                     finalizers,
+                    generate_name,
                     generation,
                     labels,
                     managed_fields,
                     name,
                     namespace,
                     owner_references,
+                    resource_version: None,
+                    self_link,
                     uid,
-                    ..ObjectMeta::default()
                 }
             },
         )

@@ -216,12 +216,11 @@ fn dry_run(pairs: &[(String, String)]) -> Result<bool, ApiError> {
     Ok(dry)
 }
 
-/// One event as a JSON answer in `group`'s shape: events.k8s.io/v1 written straight from the
-/// event (no `Value` tree: a fifth of such a create's CPU), core/v1 through its canonical
-/// JSON.
 /// The answer to a write: the event in `group`'s shape, encoded straight from it as
 /// protobuf when the client asked for protobuf (kubelet's recorder patches events this way),
-/// else as JSON (which the output layer turns into YAML where asked).
+/// else as JSON (which the output layer turns into YAML where asked): events.k8s.io/v1
+/// written straight from the event (no `Value` tree: a fifth of such a create's CPU),
+/// core/v1 through its canonical JSON.
 fn event_response(code: StatusCode, group: ApiGroup, event: CoreEvent, as_protobuf: bool) -> Res {
     if as_protobuf {
         return Ok(protobuf_response(

@@ -182,9 +182,9 @@ pub fn frame_slot(group: ApiGroup) -> usize {
 }
 
 /// The JSON watch line (`{"type":…,"object":…}\n`) of the event stored as `stored`, shown at
-/// `revision`: the same bytes [`watch_line`] makes for the decoded event. On core/v1 the stored
-/// bytes are spliced in without decoding; on `events.k8s.io/v1` they are decoded and
-/// converted. `None` (logged) when the bytes do not decode.
+/// `revision`: the line [`watch_line`] makes for the decoded event (the same bytes on core/v1,
+/// the same JSON value on `events.k8s.io/v1`), made as [`stored_object_into`] makes the
+/// object. `None` (logged) when the bytes do not decode.
 pub fn stored_watch_line(
     group: ApiGroup,
     kind: ChangeKind,
@@ -204,9 +204,11 @@ pub fn stored_watch_line(
 }
 
 /// Appends the JSON of the event stored as `stored` (see
-/// [`encode`](crate::registry::codec::encode)) in `group`'s shape, `kind` and `apiVersion`
-/// first, with `resourceVersion` = `revision`: the same object [`event_json`] renders for the
-/// decoded event. On core/v1 the stored bytes are spliced in without decoding. An error (and
+/// [`encode`](crate::registry::codec::encode)) in `group`'s shape, with `resourceVersion` =
+/// `revision`: the object [`event_json`] renders for the decoded event. On core/v1 it is the
+/// stored bytes with `kind`, `apiVersion` and the resourceVersion spliced in; on
+/// `events.k8s.io/v1` it is transcoded from them ([`stored_events_v1`]: equal as a JSON
+/// value, keys in another order), or decoded when the transcoder declines. An error (and
 /// `out` untouched) when the bytes do not decode.
 pub fn stored_object_into(
     out: &mut Vec<u8>,
@@ -243,7 +245,8 @@ pub const LIST_CHUNK: usize = 64 * 1024;
 /// [`LIST_CHUNK`] bytes rendered one at a time as they are taken (so a large list is sent
 /// while it is rendered, through a buffer of one chunk). On core/v1 each item is the stored
 /// bytes with the resourceVersion spliced in (no decode); on `events.k8s.io/v1` items are
-/// decoded, converted and written without a `Value` tree ([`write_events_v1_item`]).
+/// transcoded from the stored bytes ([`stored_events_v1`]), or, where it declines, decoded,
+/// converted and written without a `Value` tree ([`write_events_v1_item`]).
 pub fn raw_event_list(group: ApiGroup, l: RawEventList) -> impl Iterator<Item = Vec<u8>> {
     let mut pending = Some(list_head(group, &l));
     let mut items = l.items.into_iter();

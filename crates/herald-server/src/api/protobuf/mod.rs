@@ -17,8 +17,8 @@
 //! no unknown or repeated fields, so `fieldValidation` finds nothing in them, as in
 //! kube-apiserver. Patch bodies are JSON or YAML by their content types.
 //!
-//! Responses: a created event is encoded from the stored event ([`event_object`]), a list
-//! from the stored bytes ([`event_list_object`]); other objects and `Status`es are
+//! Responses: the answer to a write is encoded from the written event ([`event_object`]), a
+//! list from the stored bytes ([`event_list_object`]); other objects and `Status`es are
 //! re-encoded from the handlers' JSON ([`transcode_json`], by the output layer). Watch
 //! frames are made from the stored event once per change and shared between watchers. `Table` and
 //! `PartialObjectMetadata` are offered as JSON only; a client that lists them with protobuf
@@ -200,9 +200,11 @@ pub enum EventBody {
     /// The event, in the storage shape: what the JSON path makes of [`event_body_json`]'s
     /// output, without writing and parsing the JSON.
     Event(CoreEvent),
-    /// The event's JSON, for the JSON path to decode: a body with a time outside the years
-    /// 0–9999, whose text form the JSON parser may reject, so that it gets the JSON path's
-    /// answer.
+    /// The event's JSON, for the JSON path to decode, so that it gets that path's answer: a
+    /// body with a time outside the years 0–9999, whose text form the JSON parser may
+    /// reject, or with `managedFields`, whose `fieldsV1` the JSON path reads inside the
+    /// event (its nesting limit counts from the event's top, and a `null` is a reset).
+    /// kube's components send neither.
     Json(Vec<u8>),
 }
 
@@ -219,7 +221,7 @@ pub fn event_body(group: ApiGroup, body: &[u8]) -> Result<EventBody, ApiError> {
         ApiGroup::Core => {
             let pb = k8s_pb::api::core::v1::Event::decode(&u.raw[..]).map_err(cannot_handle)?;
             let mut e = core_event_from_pb(pb);
-            if !times_in_text_range_core(&e) {
+            if !times_in_text_range_core(&e) || e.metadata.managed_fields.is_some() {
                 return event_body_json(group, body).map(EventBody::Json);
             }
             floor_micros(e.event_time.as_mut());
@@ -233,7 +235,7 @@ pub fn event_body(group: ApiGroup, body: &[u8]) -> Result<EventBody, ApiError> {
         ApiGroup::EventsV1 => {
             let pb = k8s_pb::api::events::v1::Event::decode(&u.raw[..]).map_err(cannot_handle)?;
             let mut e = events_event_from_pb(pb);
-            if !times_in_text_range_v1(&e) {
+            if !times_in_text_range_v1(&e) || e.metadata.managed_fields.is_some() {
                 return event_body_json(group, body).map(EventBody::Json);
             }
             floor_micros(e.event_time.as_mut());
@@ -317,13 +319,19 @@ pub fn delete_options_json(body: &[u8]) -> Result<Vec<u8>, ApiError> {
         .map_err(|e| ApiError::internal(format!("encoding the decoded options: {e}")))
 }
 
-/// The wrapped message of a stored event in `group`'s shape: what a protobuf GET returns.
+/// The wrapped message of an event in `group`'s shape: what a protobuf GET returns, and
+/// what the output layer makes of the event's JSON. As in the JSON, a `MicroTime` keeps
+/// whole microseconds: a written event still has the nanoseconds its client sent, which the
+/// store does not keep.
 pub fn event_object(group: ApiGroup, e: &CoreEvent) -> Vec<u8> {
-    wrap(
-        group.api_version(),
-        "Event",
-        event_message(group, e.clone()),
-    )
+    let mut e = e.clone();
+    floor_micros(e.event_time.as_mut());
+    floor_micros(
+        e.series
+            .as_mut()
+            .and_then(|s| s.last_observed_time.as_mut()),
+    );
+    wrap(group.api_version(), "Event", event_message(group, e))
 }
 
 /// The bare message of a stored event in `group`'s shape (what [`event_object`] wraps).
