@@ -36,7 +36,7 @@
 //! ```
 
 mod convert;
-mod stored;
+pub mod stored;
 
 use herald_core::event::convert::{
     core_to_events_v1, events_v1_to_core, normalize_core, normalize_events_v1,
