@@ -585,6 +585,12 @@ mod tests {
             ..CoreEvent::default()
         };
         assert_same(&series_only, u64::MAX);
+        // Length prefixes of one, two and three bytes: a reference of 300 bytes, an item of
+        // 20 KB.
+        let mut long = CoreEvent::default();
+        long.involved_object.name = Some("p".repeat(300));
+        long.message = Some("m".repeat(20_000));
+        assert_same(&long, 3);
     }
 
     /// Shapes the store does not write are left to the decoding path.
