@@ -182,9 +182,9 @@ pub fn frame_slot(group: ApiGroup) -> usize {
 }
 
 /// The JSON watch line (`{"type":…,"object":…}\n`) of the event stored as `stored`, shown at
-/// `revision`: the line [`watch_line`] makes for the decoded event (the same bytes on core/v1,
-/// the same JSON value on `events.k8s.io/v1`), made as [`stored_object_into`] makes the
-/// object. `None` (logged) when the bytes do not decode.
+/// `revision`: the line [`watch_line`] makes for the decoded event, as a JSON value (keys
+/// in another order), its object made as [`stored_object_into`] makes it. `None` (logged)
+/// when the bytes do not decode.
 pub fn stored_watch_line(
     group: ApiGroup,
     kind: ChangeKind,
@@ -206,7 +206,8 @@ pub fn stored_watch_line(
 /// Appends the JSON of the event stored as `stored` (see
 /// [`encode`](crate::registry::codec::encode)) in `group`'s shape, with `resourceVersion` =
 /// `revision`: the object [`event_json`] renders for the decoded event. On core/v1 it is the
-/// stored bytes with `kind`, `apiVersion` and the resourceVersion spliced in; on
+/// stored bytes with `kind`, `apiVersion` and the resourceVersion spliced in (decoded when
+/// the bytes have no `metadata` object to splice into); on
 /// `events.k8s.io/v1` it is transcoded from them ([`stored_events_v1`]: equal as a JSON
 /// value, keys in another order), or decoded when the transcoder declines. An error (and
 /// `out` untouched) when the bytes do not decode.

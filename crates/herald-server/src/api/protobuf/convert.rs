@@ -47,11 +47,15 @@ fn stamp_from_pb(seconds: Option<i64>, nanos: Option<i32>) -> Option<Timestamp> 
 }
 
 /// `Time` is whole seconds on the wire: Go writes `nanos` as 0 and ignores it when reading.
+/// The seconds are floored, as the JSON text keeps them, so a time within a second after
+/// Go's zero time is that zero time (an empty message), as its text reads back.
 fn time_to_pb(t: om::Time) -> pm::Time {
-    let (seconds, nanos) = stamp_to_pb(t.0);
-    pm::Time {
-        seconds,
-        nanos: nanos.map(|_| 0),
+    match stamp_to_pb(t.0) {
+        (Some(seconds), _) if seconds != GO_ZERO_TIME.as_second() => pm::Time {
+            seconds: Some(seconds),
+            nanos: Some(0),
+        },
+        _ => pm::Time::default(),
     }
 }
 

@@ -320,18 +320,13 @@ pub fn delete_options_json(body: &[u8]) -> Result<Vec<u8>, ApiError> {
 }
 
 /// The wrapped message of an event in `group`'s shape: what a protobuf GET returns, and
-/// what the output layer makes of the event's JSON. As in the JSON, a `MicroTime` keeps
-/// whole microseconds: a written event still has the nanoseconds its client sent, which the
-/// store does not keep.
+/// what the output layer makes of the event's JSON (see [`encode_event`] for times).
 pub fn event_object(group: ApiGroup, e: &CoreEvent) -> Vec<u8> {
-    let mut e = e.clone();
-    floor_micros(e.event_time.as_mut());
-    floor_micros(
-        e.series
-            .as_mut()
-            .and_then(|s| s.last_observed_time.as_mut()),
-    );
-    wrap(group.api_version(), "Event", event_message(group, e))
+    wrap(
+        group.api_version(),
+        "Event",
+        event_message(group, e.clone()),
+    )
 }
 
 /// The bare message of a stored event in `group`'s shape (what [`event_object`] wraps).
@@ -351,13 +346,26 @@ fn encode_event(group: ApiGroup, e: CoreEvent, tag: Option<u32>, out: &mut Vec<u
             None => m.encode(out).unwrap_or_default(),
         }
     }
+    // As in the JSON, a `MicroTime` keeps whole microseconds: a written event still has the
+    // nanoseconds its client sent, which the store does not keep. Cut after the canonical
+    // form is taken, as the JSON text is written from it.
     match group {
-        ApiGroup::Core => put(&core_event_to_pb(normalize_core(e)), tag, out),
-        ApiGroup::EventsV1 => put(
-            &events_event_to_pb(normalize_events_v1(core_to_events_v1(e))),
-            tag,
-            out,
-        ),
+        ApiGroup::Core => {
+            let mut e = normalize_core(e);
+            floor_micros(e.event_time.as_mut());
+            floor_micros(
+                e.series
+                    .as_mut()
+                    .and_then(|s| s.last_observed_time.as_mut()),
+            );
+            put(&core_event_to_pb(e), tag, out)
+        }
+        ApiGroup::EventsV1 => {
+            let mut e = normalize_events_v1(core_to_events_v1(e));
+            floor_micros(e.event_time.as_mut());
+            floor_micros(e.series.as_mut().map(|s| &mut s.last_observed_time));
+            put(&events_event_to_pb(e), tag, out)
+        }
     }
 }
 

@@ -556,6 +556,28 @@ fn micro_times_keep_whole_microseconds_as_through_json() {
     }
 }
 
+/// Times just after Go's zero time, as a client may send them: the answer from the event
+/// equals the transcoded JSON answer (whose text has whole seconds or microseconds).
+#[test]
+fn answers_near_go_zero_time_are_the_transcoded_json_answers() {
+    use herald_core::event::convert::GO_ZERO_TIME;
+    use k8s_openapi::jiff::{SignedDuration, Timestamp};
+    let after = |nanos: i64| -> Timestamp { GO_ZERO_TIME + SignedDuration::from_nanos(nanos) };
+    let mut e: CoreEvent = serde_json::from_str(CORE_JSON).unwrap();
+    e.event_time = Some(om::MicroTime(after(5)));
+    e.series = Some(oc::EventSeries {
+        count: Some(2),
+        last_observed_time: Some(om::MicroTime(after(999))),
+    });
+    e.first_timestamp = Some(om::Time(after(500_000_000)));
+    e.metadata.creation_timestamp = Some(om::Time(after(1)));
+    for group in [ApiGroup::Core, ApiGroup::EventsV1] {
+        let json = serde_json::to_vec(&herald_core::event::wire::event_json(group, &e)).unwrap();
+        let want = transcode_json(&json).expect("transcodes");
+        assert!(event_object(group, &e) == want, "{group:?}");
+    }
+}
+
 /// `managedFields` are read by the JSON path inside the event (its nesting limit, `null` as
 /// a reset), so a body with them goes there, nested or not.
 #[test]
@@ -570,6 +592,15 @@ fn a_body_with_managed_fields_goes_through_json() {
         manager: Some("m".into()),
         ..Default::default()
     }]);
+    for (group, body) in pb_bodies(&e) {
+        assert!(
+            matches!(event_body(group, &body).unwrap(), EventBody::Json(_)),
+            "{group:?}"
+        );
+    }
+    // Shallow ones too.
+    let e: CoreEvent = serde_json::from_str(CORE_JSON).unwrap();
+    assert!(e.metadata.managed_fields.is_some());
     for (group, body) in pb_bodies(&e) {
         assert!(
             matches!(event_body(group, &body).unwrap(), EventBody::Json(_)),
