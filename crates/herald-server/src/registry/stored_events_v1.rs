@@ -23,6 +23,7 @@
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::stored_json::Object;
 use super::stored_time::{self, Layout, StoredTime};
 use crate::storage::Revision;
 
@@ -128,7 +129,7 @@ fn write(
     type_meta: bool,
 ) -> Result<(), Decline> {
     let mut o = Object::open(out);
-    o.opt_str("action", s.action)?;
+    opt_str(&mut o, "action", s.action)?;
     if type_meta {
         o.key("apiVersion");
         o.out.extend_from_slice(b"\"events.k8s.io/v1\"");
@@ -145,8 +146,8 @@ fn write(
     o.key("deprecatedSource");
     let mut src = Object::open(o.out);
     if let Some(source) = &s.source {
-        src.opt_str("component", source.component)?;
-        src.opt_str("host", source.host)?;
+        opt_str(&mut src, "component", source.component)?;
+        opt_str(&mut src, "host", source.host)?;
     }
     src.close();
     o.key("eventTime");
@@ -157,16 +158,16 @@ fn write(
     }
     o.key("metadata");
     metadata(o.out, s.metadata, revision)?;
-    o.opt_str("note", s.message)?;
-    o.opt_str("reason", s.reason)?;
+    opt_str(&mut o, "note", s.message)?;
+    opt_str(&mut o, "reason", s.reason)?;
     o.key("regarding");
     reference(o.out, Some(&s.involved_object))?;
     if let Some(related) = &s.related {
         o.key("related");
         reference(o.out, Some(related))?;
     }
-    o.opt_str("reportingController", s.reporting_component)?;
-    o.opt_str("reportingInstance", s.reporting_instance)?;
+    opt_str(&mut o, "reportingController", s.reporting_component)?;
+    opt_str(&mut o, "reportingInstance", s.reporting_instance)?;
     if let Some(series) = &s.series {
         o.key("series");
         let mut m = Object::open(o.out);
@@ -180,7 +181,7 @@ fn write(
         time_or_null(m.out, series.last_observed_time, Layout::Micros)?;
         m.close();
     }
-    o.opt_str("type", s.type_)?;
+    opt_str(&mut o, "type", s.type_)?;
     o.close();
     Ok(())
 }
@@ -213,13 +214,13 @@ fn metadata(out: &mut Vec<u8>, raw: &RawValue, revision: Revision) -> Result<(),
 fn reference(out: &mut Vec<u8>, r: Option<&Reference<'_>>) -> Result<(), Decline> {
     let mut o = Object::open(out);
     if let Some(r) = r {
-        o.opt_str("apiVersion", r.api_version)?;
-        o.opt_str("fieldPath", r.field_path)?;
-        o.opt_str("kind", r.kind)?;
-        o.opt_str("name", r.name)?;
-        o.opt_str("namespace", r.namespace)?;
-        o.opt_str("resourceVersion", r.resource_version)?;
-        o.opt_str("uid", r.uid)?;
+        opt_str(&mut o, "apiVersion", r.api_version)?;
+        opt_str(&mut o, "fieldPath", r.field_path)?;
+        opt_str(&mut o, "kind", r.kind)?;
+        opt_str(&mut o, "name", r.name)?;
+        opt_str(&mut o, "namespace", r.namespace)?;
+        opt_str(&mut o, "resourceVersion", r.resource_version)?;
+        opt_str(&mut o, "uid", r.uid)?;
     }
     o.close();
     Ok(())
@@ -254,40 +255,13 @@ fn time_or_null(out: &mut Vec<u8>, v: Option<&RawValue>, layout: Layout) -> Resu
     Ok(())
 }
 
-/// An object being written: tracks whether a member needs a comma before it.
-struct Object<'a> {
-    out: &'a mut Vec<u8>,
-    first: bool,
-}
-
-impl<'a> Object<'a> {
-    fn open(out: &'a mut Vec<u8>) -> Self {
-        out.push(b'{');
-        Object { out, first: true }
+/// A string member copied as stored, left out when absent, `null` or empty.
+fn opt_str(o: &mut Object<'_>, name: &'static str, v: Option<&RawValue>) -> Result<(), Decline> {
+    if let Some(v) = nonempty_str(v)? {
+        o.key(name);
+        o.out.extend_from_slice(v.as_bytes());
     }
-
-    /// Writes `"name":` for a schema field name (plain ASCII).
-    fn key(&mut self, name: &'static str) {
-        if !std::mem::take(&mut self.first) {
-            self.out.push(b',');
-        }
-        self.out.push(b'"');
-        self.out.extend_from_slice(name.as_bytes());
-        self.out.extend_from_slice(b"\":");
-    }
-
-    /// A string member copied as stored, left out when absent, `null` or empty.
-    fn opt_str(&mut self, name: &'static str, v: Option<&RawValue>) -> Result<(), Decline> {
-        if let Some(v) = nonempty_str(v)? {
-            self.key(name);
-            self.out.extend_from_slice(v.as_bytes());
-        }
-        Ok(())
-    }
-
-    fn close(self) {
-        self.out.push(b'}');
-    }
+    Ok(())
 }
 
 #[cfg(test)]

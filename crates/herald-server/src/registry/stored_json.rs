@@ -222,20 +222,20 @@ fn write_series(out: &mut Vec<u8>, s: &EventSeries) {
 }
 
 /// An object being written: tracks whether a member needs a comma before it.
-struct Object<'a> {
-    out: &'a mut Vec<u8>,
+pub(super) struct Object<'a> {
+    pub(super) out: &'a mut Vec<u8>,
     first: bool,
 }
 
 impl<'a> Object<'a> {
-    fn open(out: &'a mut Vec<u8>) -> Self {
+    pub(super) fn open(out: &'a mut Vec<u8>) -> Self {
         out.push(b'{');
         Object { out, first: true }
     }
 
     /// Writes `"name":` for a field name of the schema (plain ASCII, nothing to escape);
     /// the caller writes the value.
-    fn key(&mut self, name: &'static str) {
+    pub(super) fn key(&mut self, name: &'static str) {
         self.comma();
         self.out.push(b'"');
         self.out.extend_from_slice(name.as_bytes());
@@ -282,7 +282,7 @@ impl<'a> Object<'a> {
         }
     }
 
-    fn close(self) {
+    pub(super) fn close(self) {
         self.out.push(b'}');
     }
 }
