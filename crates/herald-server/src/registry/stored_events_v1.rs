@@ -94,17 +94,18 @@ struct Source<'a> {
     host: Option<&'a RawValue>,
 }
 
+/// A stored `series`, as both transcoders (this one and the protobuf list's) read it.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Series<'a> {
+pub(crate) struct Series<'a> {
     #[serde(default)]
-    count: Option<i32>,
+    pub(crate) count: Option<i32>,
     #[serde(borrow, default)]
-    last_observed_time: Option<&'a RawValue>,
+    pub(crate) last_observed_time: Option<&'a RawValue>,
 }
 
-/// The transcoder cannot vouch for this object; the caller decodes it instead.
-struct Decline;
+/// A transcoder cannot vouch for this object; the caller decodes it instead.
+pub(crate) struct Decline;
 
 /// Appends the `events.k8s.io/v1` JSON of the event stored as `stored`, with
 /// `resourceVersion` = `revision`: a list item, or with `kind` and `apiVersion` when

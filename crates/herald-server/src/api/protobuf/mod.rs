@@ -224,12 +224,7 @@ pub fn event_body(group: ApiGroup, body: &[u8]) -> Result<EventBody, ApiError> {
             if !times_in_text_range_core(&e) || e.metadata.managed_fields.is_some() {
                 return event_body_json(group, body).map(EventBody::Json);
             }
-            floor_micros(e.event_time.as_mut());
-            floor_micros(
-                e.series
-                    .as_mut()
-                    .and_then(|s| s.last_observed_time.as_mut()),
-            );
+            floor_core_micros(&mut e);
             normalize_core(e)
         }
         ApiGroup::EventsV1 => {
@@ -238,14 +233,30 @@ pub fn event_body(group: ApiGroup, body: &[u8]) -> Result<EventBody, ApiError> {
             if !times_in_text_range_v1(&e) || e.metadata.managed_fields.is_some() {
                 return event_body_json(group, body).map(EventBody::Json);
             }
-            floor_micros(e.event_time.as_mut());
-            floor_micros(e.series.as_mut().map(|s| &mut s.last_observed_time));
+            floor_v1_micros(&mut e);
             events_v1_to_core(e)
         }
     };
     Ok(EventBody::Event(crate::registry::codec::drop_empty_maps(
         event,
     )))
+}
+
+/// A core/v1 event's `MicroTime`s (`eventTime`, `series.lastObservedTime`) cut to whole
+/// microseconds, as their text keeps them.
+fn floor_core_micros(e: &mut oc::Event) {
+    floor_micros(e.event_time.as_mut());
+    floor_micros(
+        e.series
+            .as_mut()
+            .and_then(|s| s.last_observed_time.as_mut()),
+    );
+}
+
+/// [`floor_core_micros`] for an `events.k8s.io/v1` event.
+fn floor_v1_micros(e: &mut oe::Event) {
+    floor_micros(e.event_time.as_mut());
+    floor_micros(e.series.as_mut().map(|s| &mut s.last_observed_time));
 }
 
 /// A `MicroTime` cut to whole microseconds, as its text (`.ffffff`, counted from the
@@ -260,11 +271,13 @@ fn floor_micros(t: Option<&mut om::MicroTime>) {
     }
 }
 
-/// Years 0..=9999: the times whose text the JSON path reads back.
+/// Years 0..=9999: the times whose text the JSON path reads back. jiff's latest time is in
+/// year 9999, so only the start needs a check.
 fn in_text_range(t: k8s_openapi::jiff::Timestamp) -> bool {
-    const FIRST: i64 = -62_167_219_200; // 0000-01-01T00:00:00Z
-    const END: i64 = 253_402_300_800; // 10000-01-01T00:00:00Z
-    (FIRST..END).contains(&t.as_second()) && !(t.as_second() == FIRST && t.subsec_nanosecond() < 0)
+    // 0000-01-01T00:00:00Z
+    const FIRST: k8s_openapi::jiff::Timestamp =
+        k8s_openapi::jiff::Timestamp::constant(-62_167_219_200, 0);
+    t >= FIRST
 }
 
 fn meta_times_in_text_range(m: &om::ObjectMeta) -> bool {
@@ -352,18 +365,12 @@ fn encode_event(group: ApiGroup, e: CoreEvent, tag: Option<u32>, out: &mut Vec<u
     match group {
         ApiGroup::Core => {
             let mut e = normalize_core(e);
-            floor_micros(e.event_time.as_mut());
-            floor_micros(
-                e.series
-                    .as_mut()
-                    .and_then(|s| s.last_observed_time.as_mut()),
-            );
+            floor_core_micros(&mut e);
             put(&core_event_to_pb(e), tag, out)
         }
         ApiGroup::EventsV1 => {
             let mut e = normalize_events_v1(core_to_events_v1(e));
-            floor_micros(e.event_time.as_mut());
-            floor_micros(e.series.as_mut().map(|s| &mut s.last_observed_time));
+            floor_v1_micros(&mut e);
             put(&events_event_to_pb(e), tag, out)
         }
     }

@@ -21,6 +21,7 @@ use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use crate::registry::stored_events_v1::{Decline, Series};
 use crate::registry::stored_time::{self, Layout, StoredTime};
 use crate::storage::Revision;
 
@@ -185,18 +186,6 @@ struct Source<'a> {
     #[serde(borrow, default)]
     host: OptText<'a>,
 }
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Series<'a> {
-    #[serde(default)]
-    count: Option<i32>,
-    #[serde(borrow, default)]
-    last_observed_time: Option<&'a RawValue>,
-}
-
-/// The transcoder cannot vouch for this object; the caller decodes it instead.
-struct Decline;
 
 type Written = Result<(), Decline>;
 
@@ -497,9 +486,10 @@ fn message(out: &mut Vec<u8>, tag: u32, body: impl FnOnce(&mut Vec<u8>) -> Writt
     if len < 0x80 {
         out[at] = len as u8;
     } else {
-        let mut prefix = Vec::with_capacity(encoded_len_varint(len as u64));
-        encode_varint(len as u64, &mut prefix);
-        out.splice(at..=at, prefix);
+        let mut prefix = [0u8; 10];
+        let n = encoded_len_varint(len as u64);
+        encode_varint(len as u64, &mut &mut prefix[..]);
+        out.splice(at..=at, prefix[..n].iter().copied());
     }
     Ok(())
 }
