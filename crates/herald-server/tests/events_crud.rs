@@ -392,6 +392,8 @@ async fn every_patch_type() {
         json!(["example.com/a", "example.com/b"])
     );
     assert!(rv(&v) > rv(&created));
+    // The answer is the object as stored: what a GET shows.
+    assert_eq!(v, http.get(&path).await.json());
 
     // merge patch (kubectl label): lists replaced, null deletes
     let r = http
@@ -416,6 +418,7 @@ async fn every_patch_type() {
         .await
         .json();
     assert_eq!(rv(&same), rv(&v));
+    assert_eq!(same, http.get(&path).await.json());
 
     // JSON patch, with a failing test op
     let r = http

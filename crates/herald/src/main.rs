@@ -84,7 +84,7 @@ enum Command {
     Kubeconfig(KubeconfigArgs),
     /// Put load on an events API server and summarise throughput, latency and watch lag.
     #[command(
-        after_help = "Examples:\n  herald bench --clients 64 --duration 30s\n  herald bench --rate 10000 --watchers 1000 --duration 20s\n  herald bench --encoding protobuf --watchers 100 --list   # as kube's components speak\n  herald bench --group events.k8s.io --list\n  herald bench --server http://127.0.0.1:7443 --requests 100000 --list -o json\n\nCompare runs only from a quiet start: on a 2-core VM, a run started right after another was\nup to a fifth slower than one started after a 20 s pause (the last run's writes still flushing)."
+        after_help = "Examples:\n  herald bench --clients 64 --duration 30s\n  herald bench --rate 10000 --watchers 1000 --duration 20s\n  herald bench --encoding protobuf --watchers 100 --list   # as kube's components speak\n  herald bench --group events.k8s.io --list\n  herald bench --verb patch --watchers 10   # repeats counted as client-go's recorders patch them\n  herald bench --server http://127.0.0.1:7443 --requests 100000 --list -o json\n\nCompare runs only from a quiet start: on a 2-core VM, a run started right after another was\nup to a fifth slower than one started after a 20 s pause (the last run's writes still flushing)."
     )]
     Bench(bench::BenchArgs),
     /// Record an event through the real recording pipeline (once, or as a storm).

@@ -329,6 +329,72 @@ fn bench_runs_against_events_k8s_io() {
     }
 }
 
+/// `--verb patch`: each client creates its event, then every request patches it as
+/// client-go's recorders count a repeat. In each group and encoding the stored counts add up
+/// to exactly the run's successful patches, and every watcher sees every patch.
+#[test]
+fn bench_patches_count_every_repeat() {
+    let (_server, url) = serve();
+    for (group, encoding, ns) in [
+        ("core", "json", "patch-a"),
+        ("core", "protobuf", "patch-pb"),
+        ("events.k8s.io", "json", "patch-v1"),
+        ("events.k8s.io", "protobuf", "patch-v1-pb"),
+    ] {
+        let s = bench(
+            &url,
+            &[
+                "--verb",
+                "patch",
+                "--group",
+                group,
+                "--encoding",
+                encoding,
+                "--clients",
+                "4",
+                "--watchers",
+                "2",
+                "--namespace",
+                ns,
+                "--list",
+            ],
+        );
+        assert_eq!(s["verb"], "patch", "{s}");
+        let succeeded = s["succeeded"].as_u64().unwrap();
+        assert!(succeeded > 4, "{s}");
+        assert_eq!(s["requests"].as_u64(), Some(succeeded), "{s}");
+        assert_eq!(s["failed"], 0, "{s}");
+        assert_eq!(s["errors"], serde_json::json!({}), "{s}");
+        // One event per client, each counted once by its create and once per patch.
+        let (path, repeats): (String, fn(&serde_json::Value) -> u64) = match group {
+            "core" => (format!("/api/v1/namespaces/{ns}/events"), |e| {
+                e["count"].as_u64().unwrap() - 1
+            }),
+            _ => (
+                format!("/apis/events.k8s.io/v1/namespaces/{ns}/events"),
+                |e| e["series"]["count"].as_u64().map_or(0, |c| c - 1),
+            ),
+        };
+        let stored = get_json(&url, &path);
+        let items = stored["items"].as_array().unwrap();
+        assert_eq!(items.len(), 4, "{stored}");
+        assert_eq!(
+            items.iter().map(repeats).sum::<u64>(),
+            succeeded,
+            "{stored}"
+        );
+        assert!(
+            items
+                .iter()
+                .all(|e| e["metadata"]["annotations"]["herald.dev/bench-sent"].is_string())
+        );
+        assert_eq!(s["list"]["items"], 4, "{s}");
+        assert_eq!(s["watch"]["expected_per_watcher"].as_u64(), Some(succeeded));
+        assert_eq!(s["watch"]["received_min"].as_u64(), Some(succeeded), "{s}");
+        assert_eq!(s["watch"]["complete_watchers"], 2, "{s}");
+    }
+}
+
 /// A server that answers protobuf requests with JSON is one line before any load.
 #[test]
 fn a_server_without_protobuf_is_one_line() {

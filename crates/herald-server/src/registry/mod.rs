@@ -171,18 +171,24 @@ pub type FieldCheck = Arc<dyn Fn(&Value) -> Result<Vec<String>, ApiError> + Send
 pub struct Written {
     /// The stored event (resourceVersion set; for dry runs, the would-be object).
     pub event: CoreEvent,
+    /// The bytes stored for it and their revision, as [`Committed::stored`]; `None` for dry
+    /// runs and for an update that deleted the event (its last finalizer removed).
+    pub stored: Option<(bytes::Bytes, crate::storage::Revision)>,
     /// True when the write created the event (PUT or apply on a missing name: HTTP 201).
     pub created: bool,
     /// Warnings to return (unknown fields under `fieldValidation=Warn`).
     pub warnings: Vec<String>,
 }
 
-/// The result of a create ([`EventRegistry::create_stored`]).
+/// An event as a write committed it: the result of a create
+/// ([`EventRegistry::create_stored`]), and the part of an update's [`Written`] the store
+/// decides.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Created {
+pub struct Committed {
     /// The stored event, resourceVersion set (for dry runs, the would-be object).
     pub event: CoreEvent,
-    /// The bytes stored for it (see [`codec::encode`]) and its revision; `None` for dry runs.
+    /// The bytes stored for it (see [`codec::encode`]) and its revision, from which an
+    /// answer can be written without encoding the event again; `None` for dry runs.
     pub stored: Option<(bytes::Bytes, crate::storage::Revision)>,
 }
 
@@ -529,7 +535,7 @@ impl EventRegistry {
         namespace: &str,
         event: CoreEvent,
         opts: &WriteOptions,
-    ) -> Result<Created, ApiError> {
+    ) -> Result<Committed, ApiError> {
         write::create_stored(self, group, namespace, event, opts).await
     }
 

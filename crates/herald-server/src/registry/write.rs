@@ -13,12 +13,12 @@ use herald_core::event::{ApiGroup, CoreEvent};
 use herald_core::status::{ApiError, Reason, Resource};
 use serde_json::Value;
 
-use super::codec::{self, decode, decode_body, encode, parse_rv};
+use super::codec::{self, decode, decode_body, parse_rv};
 use super::errors::{storage_error, store_full};
 use super::fieldmanager;
 use super::options::{DeleteParams, ListParams, options_invalid};
 use super::patch::{self, PatchKind};
-use super::{Created, Deletion, EventList, EventRegistry, MAX_RETRIES, WriteOptions, Written};
+use super::{Committed, Deletion, EventList, EventRegistry, MAX_RETRIES, WriteOptions, Written};
 use crate::storage::{KeyValue, StorageError};
 
 fn rv_of(e: &CoreEvent) -> Option<&str> {
@@ -72,7 +72,7 @@ pub(super) async fn create_stored(
     namespace: &str,
     event: CoreEvent,
     opts: &WriteOptions,
-) -> Result<Created, ApiError> {
+) -> Result<Committed, ApiError> {
     check_field_manager("CreateOptions", opts)?;
     insert(reg, group, namespace, event, opts, Some(&opts.manager())).await
 }
@@ -100,7 +100,7 @@ async fn insert(
     mut event: CoreEvent,
     opts: &WriteOptions,
     manager: Option<&str>,
-) -> Result<Created, ApiError> {
+) -> Result<Committed, ApiError> {
     // As kube-apiserver's storage: only a number other than 0 is refused (it reads the
     // version as an integer, and one it cannot read as unset); the store assigns its own. Its
     // dry-run storage does not look.
@@ -153,7 +153,7 @@ async fn insert(
                 true if generated => continue,
                 true => return Err(ApiError::already_exists(r, &name)),
                 false => {
-                    return Ok(Created {
+                    return Ok(Committed {
                         event: e,
                         stored: None,
                     });
@@ -173,7 +173,7 @@ async fn insert(
         {
             Ok(kv) => {
                 e.metadata.resource_version = Some(kv.mod_revision.to_string());
-                return Ok(Created {
+                return Ok(Committed {
                     event: e,
                     stored: Some((bytes, kv.mod_revision)),
                 });
@@ -262,10 +262,11 @@ pub(super) async fn update(
         let Some(kv) = cur else {
             let mut e = event.clone();
             e.metadata.resource_version = None;
-            match create(reg, group, namespace, e, opts).await {
-                Ok(e) => {
+            match create_stored(reg, group, namespace, e, opts).await {
+                Ok(c) => {
                     return Ok(Written {
-                        event: e,
+                        event: c.event,
+                        stored: c.stored,
                         created: true,
                         warnings: Vec::new(),
                     });
@@ -283,9 +284,10 @@ pub(super) async fn update(
         fieldmanager::track_update(group, Some(&old), &mut e, &opts.manager(), reg.clock.now());
         validate_update(&e, &old, group)?;
         match commit_update(reg, r, name, &old, e, &kv, opts.dry_run).await? {
-            Some(e) => {
+            Some(c) => {
                 return Ok(Written {
-                    event: e,
+                    event: c.event,
+                    stored: c.stored,
                     created: false,
                     warnings: Vec::new(),
                 });
@@ -297,42 +299,49 @@ pub(super) async fn update(
     Err(ApiError::conflict(r, name))
 }
 
-/// Writes `new` over the stored `old` at `expected`. `Ok(None)` when another write won the
+/// Writes `new` over the stored `old` (read as `kv`). `Ok(None)` when another write won the
 /// race (the caller retries or answers 409). Unchanged bytes are not written (no new
 /// resourceVersion, no TTL refresh), as kube-apiserver does.
-#[allow(clippy::too_many_arguments)]
 async fn store_update(
     reg: &EventRegistry,
     r: Resource,
     name: &str,
     old: &CoreEvent,
-    mut new: CoreEvent,
-    expected: u64,
-    stored: &[u8],
+    new: CoreEvent,
+    kv: &KeyValue,
     dry_run: bool,
-) -> Result<Option<CoreEvent>, ApiError> {
-    let bytes = encode(&new);
-    if bytes.as_ref() == stored {
-        return Ok(Some(old.clone()));
+) -> Result<Option<Committed>, ApiError> {
+    let (bytes, mut new) = codec::encode_owned(new);
+    if bytes == kv.value {
+        return Ok(Some(Committed {
+            event: old.clone(),
+            stored: Some((kv.value.clone(), kv.mod_revision)),
+        }));
     }
     if dry_run {
         new.metadata.resource_version = old.metadata.resource_version.clone();
-        return Ok(Some(new));
+        return Ok(Some(Committed {
+            event: new,
+            stored: None,
+        }));
     }
     let ns = new.metadata.namespace.clone().unwrap_or_default();
     match reg
         .backend
         .update(
             &codec::key(&ns, name),
-            bytes,
-            Some(expected),
+            bytes.clone(),
+            Some(kv.mod_revision),
             reg.opts.event_ttl,
         )
         .await
     {
-        Ok(kv) => {
-            new.metadata.resource_version = Some(kv.mod_revision.to_string());
-            Ok(Some(new))
+        Ok(stored) => {
+            new.metadata.resource_version = Some(stored.mod_revision.to_string());
+            Ok(Some(Committed {
+                event: new,
+                stored: Some((bytes, stored.mod_revision)),
+            }))
         }
         Err(StorageError::Conflict { .. } | StorageError::NotFound { .. }) => Ok(None),
         Err(e) => Err(storage_error(e, r, name)),
@@ -342,8 +351,8 @@ async fn store_update(
 /// Ends a validated update of the stored `old` (read as `kv`) to `new`: stores `new`
 /// ([`store_update`]), unless the update took the last finalizer off an event being deleted
 /// (kube's `shouldDeleteDuringUpdate`). Then the event is deleted instead, and the answer is
-/// still `new`, the object a PUT or PATCH expects back (kube's `deleteWithoutFinalizers`).
-/// `Ok(None)` when another write won the race.
+/// still `new`, the object a PUT or PATCH expects back (kube's `deleteWithoutFinalizers`),
+/// with no stored bytes. `Ok(None)` when another write won the race.
 async fn commit_update(
     reg: &EventRegistry,
     r: Resource,
@@ -352,18 +361,22 @@ async fn commit_update(
     new: CoreEvent,
     kv: &KeyValue,
     dry_run: bool,
-) -> Result<Option<CoreEvent>, ApiError> {
+) -> Result<Option<Committed>, ApiError> {
     if !should_delete_during_update(&new.metadata, &old.metadata) {
-        return store_update(reg, r, name, old, new, kv.mod_revision, &kv.value, dry_run).await;
+        return store_update(reg, r, name, old, new, kv, dry_run).await;
     }
+    let deleted = Committed {
+        event: new,
+        stored: None,
+    };
     if dry_run {
-        return Ok(Some(new));
+        return Ok(Some(deleted));
     }
     match reg.backend.delete(&kv.key, Some(kv.mod_revision)).await {
-        Ok(_) => Ok(Some(new)),
+        Ok(_) => Ok(Some(deleted)),
         // Deleted by a concurrent update that emptied the finalizers too: same outcome, as
         // kube-apiserver treats it.
-        Err(StorageError::NotFound { .. }) => Ok(Some(new)),
+        Err(StorageError::NotFound { .. }) => Ok(Some(deleted)),
         Err(StorageError::Conflict { .. }) => Ok(None),
         Err(e) => Err(storage_error(e, r, name)),
     }
@@ -429,6 +442,7 @@ pub(super) async fn patch(
                 Ok(c) => {
                     return Ok(Written {
                         event: c.event,
+                        stored: c.stored,
                         created: true,
                         warnings,
                     });
@@ -466,9 +480,10 @@ pub(super) async fn patch(
         }
         validate_update(&e, &old, group)?;
         match commit_update(reg, r, name, &old, e, &kv, opts.dry_run).await? {
-            Some(e) => {
+            Some(c) => {
                 return Ok(Written {
-                    event: e,
+                    event: c.event,
+                    stored: c.stored,
                     created: false,
                     warnings,
                 });
@@ -533,19 +548,8 @@ pub(super) async fn delete(
             // update, and removed once an update takes the last finalizer off.
             let mut marked = old.clone();
             mark_deleting(&mut marked.metadata, reg.clock.now());
-            match store_update(
-                reg,
-                r,
-                name,
-                &old,
-                marked,
-                kv.mod_revision,
-                &kv.value,
-                p.dry_run,
-            )
-            .await?
-            {
-                Some(e) => return Ok(Deletion::Marked(e)),
+            match store_update(reg, r, name, &old, marked, &kv, p.dry_run).await? {
+                Some(c) => return Ok(Deletion::Marked(c.event)),
                 None => continue,
             }
         }

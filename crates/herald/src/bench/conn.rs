@@ -95,7 +95,21 @@ impl Conn {
         path: &str,
         body: Bytes,
     ) -> Result<(http::StatusCode, Bytes), Failure> {
-        match tokio::time::timeout(REQUEST_TIMEOUT, self.request_inner(method, path, body)).await {
+        let content_type = self.encoding.media_type();
+        self.request_as(method, path, content_type, body).await
+    }
+
+    /// As [`request`](Self::request), with a body of `content_type` (a patch's, say); the
+    /// answer is still asked for in the connection's encoding.
+    pub async fn request_as(
+        &mut self,
+        method: http::Method,
+        path: &str,
+        content_type: &str,
+        body: Bytes,
+    ) -> Result<(http::StatusCode, Bytes), Failure> {
+        let sent = self.request_inner(method, path, content_type, body);
+        match tokio::time::timeout(REQUEST_TIMEOUT, sent).await {
             Ok(r) => r,
             Err(_) => {
                 self.sender = None;
@@ -108,6 +122,7 @@ impl Conn {
         &mut self,
         method: http::Method,
         path: &str,
+        content_type: &str,
         body: Bytes,
     ) -> Result<(http::StatusCode, Bytes), Failure> {
         let sender = match &mut self.sender {
@@ -125,7 +140,7 @@ impl Conn {
             .method(method)
             .uri(path)
             .header(http::header::HOST, &self.authority)
-            .header(http::header::CONTENT_TYPE, self.encoding.media_type())
+            .header(http::header::CONTENT_TYPE, content_type)
             .header(http::header::ACCEPT, self.encoding.media_type())
             .body(Full::new(body))
             .map_err(|_| Failure::Io)?;

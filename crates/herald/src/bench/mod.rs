@@ -1,8 +1,8 @@
-//! `herald bench`: load against an events API server — concurrent creates (closed or open
-//! loop), optional watchers measuring delivery lag, an optional timed full list — and a
-//! summary as text or JSON.
+//! `herald bench`: load against an events API server — concurrent creates, or patches that
+//! count repeats as client-go's recorders do (closed or open loop), optional watchers
+//! measuring delivery lag, an optional timed full list — and a summary as text or JSON.
 //!
-//! Creates go over plain HTTP/1.1 keep-alive, one connection per client. Ctrl-C stops the
+//! Requests go over plain HTTP/1.1 keep-alive, one connection per client. Ctrl-C stops the
 //! load (in-flight requests finish, so the counts stay exact) and still prints the summary.
 //! With `--plot`, throughput and latency over time are charted to an SVG or PNG file.
 
@@ -36,7 +36,7 @@ pub use self::encoding::Encoding;
 use self::summary::{Percentiles, Summary, WatchSummary};
 use self::timeline::Timeline;
 use self::watch::{WatchCounters, Watcher};
-pub use self::workload::{Group, Workload};
+pub use self::workload::{Group, Verb, Workload};
 
 /// Output format of the summary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -59,31 +59,36 @@ pub struct BenchArgs {
     /// Kubeconfig context to use (default: the current context).
     #[arg(long)]
     context: Option<String>,
-    /// Concurrent creating clients, each with its own keep-alive connection.
+    /// Concurrent clients, each with its own keep-alive connection.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(0..=100_000))]
     clients: u32,
-    /// How long to create events, e.g. 30s or 2m.
+    /// How long to load the server, e.g. 30s or 2m.
     #[arg(long, default_value = "30s", value_parser = crate::parse_duration)]
     duration: Duration,
-    /// Stop after this many create requests in total (whichever of this and --duration comes first).
+    /// Stop after this many requests in total (whichever of this and --duration comes first).
     #[arg(long)]
     requests: Option<u64>,
-    /// Open loop: creates per second over all clients (latency counts from the scheduled send
-    /// time). Without it, closed loop: each client sends its next create when the last answers.
+    /// Open loop: requests per second over all clients (latency counts from the scheduled
+    /// send time). Without it, closed loop: each client sends its next request when the last
+    /// answers.
     #[arg(long)]
     rate: Option<f64>,
     /// Watch streams to open on the namespace; each measures the delivery lag of every event.
     #[arg(long, default_value_t = 0)]
     watchers: u32,
+    /// What each request does: create a new event, or patch the client's own event as
+    /// client-go's recorders count a repeat.
+    #[arg(long, value_enum, default_value_t = Verb::Create)]
+    verb: Verb,
     /// How alike the created events are.
     #[arg(long, value_enum, default_value_t = Workload::Unique)]
     workload: Workload,
     /// The API group to create, watch and list events in.
     #[arg(long, value_enum, default_value_t = Group::Core)]
     group: Group,
-    /// How creates, their answers, watches and the list are encoded: JSON (kubectl's) or
+    /// How creates, all answers, watches and the list are encoded: JSON (kubectl's) or
     /// Kubernetes protobuf (what kube's own components and protobuf-configured client-go
-    /// programs send).
+    /// programs send). Patches are JSON in both, as client-go sends them.
     #[arg(long, value_enum, default_value_t = Encoding::Json)]
     encoding: Encoding,
     /// Namespace to create (and watch, and list) events in.
@@ -108,7 +113,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if let Some(r) = args.rate
         && !(r.is_finite() && r > 0.0)
     {
-        anyhow::bail!("--rate must be a positive number of creates per second");
+        anyhow::bail!("--rate must be a positive number of requests per second");
     }
     if !herald_core::naming::is_dns1123_label(&args.namespace) {
         anyhow::bail!(
@@ -121,13 +126,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let summary = runtime.block_on(bench(&args))?;
     if let (Some(path), Some(format)) = (&args.plot, plot_format) {
         let title = format!(
-            "herald bench: {} clients, {:?} workload, {} against {}",
+            "herald bench: {} clients, {}, {:?} workload, {} against {}",
             summary.clients,
+            summary.verb.noun(),
             summary.workload,
             rate_text(summary.rate),
             summary.server
         );
-        plot::write(path, format, &summary.timeline, &title)?;
+        plot::write(path, format, &summary.timeline, &title, summary.verb)?;
         if args.output == Output::Text {
             eprintln!("plot written to {}", path.display());
         }
@@ -197,6 +203,11 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
     }
     let progress = progress_bar(args);
 
+    if args.verb == Verb::Patch {
+        progress.set_message(format!("creating the {} events to patch", args.clients));
+        create_patch_targets(addr, args, &run, clock.as_ref()).await?;
+    }
+
     // Watchers first, from the namespace's current resourceVersion, so they see every event.
     let watch_stop = CancellationToken::new();
     let mut watchers = Vec::new();
@@ -253,6 +264,7 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
             namespace: args.namespace.clone(),
             run: run.clone(),
             group: args.group,
+            verb: args.verb,
             workload: args.workload,
             encoding: args.encoding,
             rate: args.rate,
@@ -284,7 +296,8 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
                 progress.set_position(el.as_millis().min(u64::MAX as u128) as u64);
                 let ok = live.ok.load(Ordering::Relaxed);
                 progress.set_message(format!(
-                    "{ok} created ({:.0}/s), {} failed",
+                    "{ok} {} ({:.0}/s), {} failed",
+                    args.verb.done(),
                     ok as f64 / el.as_secs_f64().max(1e-3),
                     live.failed.load(Ordering::Relaxed)
                 ));
@@ -366,6 +379,7 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
     Ok(Summary {
         server: url.display,
         namespace: args.namespace.clone(),
+        verb: args.verb,
         workload: args.workload,
         group: args.group,
         encoding: args.encoding,
@@ -469,7 +483,66 @@ async fn current_rv(addr: SocketAddr, ns: &str) -> anyhow::Result<String> {
     Ok(l.metadata.resource_version)
 }
 
-/// One creating client.
+/// `now` to the second, as RFC 3339 (what `firstTimestamp`/`lastTimestamp` hold).
+fn second_stamp(now: jiff::Timestamp) -> String {
+    now.round(jiff::Unit::Second)
+        .unwrap_or(now)
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+/// Creates each client's event to patch (its event 0), at most 64 at a time, before the
+/// load and its watchers start; any failure ends the run with what the server answered.
+async fn create_patch_targets(
+    addr: SocketAddr,
+    args: &BenchArgs,
+    run: &str,
+    clock: &dyn Clock,
+) -> anyhow::Result<()> {
+    use futures::StreamExt as _;
+    let path = args.group.collection(&args.namespace);
+    let created = futures::stream::iter(0..args.clients as usize)
+        .map(|client| {
+            let path = &path;
+            async move {
+                let now = clock.now();
+                let body = workload::body(
+                    args.group,
+                    args.workload,
+                    run,
+                    &args.namespace,
+                    client,
+                    0,
+                    now.as_nanosecond(),
+                    &second_stamp(now),
+                );
+                let body = args
+                    .encoding
+                    .create_body(body)
+                    .context("encoding an event to patch")?;
+                let mut conn = Conn::with_encoding(addr, args.encoding);
+                match conn.request(http::Method::POST, path, body).await {
+                    Ok((http::StatusCode::CREATED, _)) => Ok(()),
+                    Ok((status, body)) => anyhow::bail!(
+                        "creating the events to patch: {path} answered {status}: {}",
+                        String::from_utf8_lossy(&body[..body.len().min(300)])
+                    ),
+                    Err(f) => anyhow::bail!(
+                        "creating the events to patch: {path} failed ({})",
+                        f.label()
+                    ),
+                }
+            }
+        })
+        .buffer_unordered(64);
+    futures::pin_mut!(created);
+    while let Some(r) = created.next().await {
+        r?;
+    }
+    Ok(())
+}
+
+/// One loading client.
 struct ClientCtx {
     addr: SocketAddr,
     client: usize,
@@ -478,6 +551,7 @@ struct ClientCtx {
     namespace: String,
     run: String,
     group: Group,
+    verb: Verb,
     workload: Workload,
     encoding: Encoding,
     rate: Option<f64>,
@@ -530,39 +604,63 @@ impl ClientCtx {
                 break;
             }
             let now = self.clock.now();
-            let stamp = now
-                .round(jiff::Unit::Second)
-                .unwrap_or(now)
-                .strftime("%Y-%m-%dT%H:%M:%SZ")
-                .to_string();
-            let body = workload::body(
-                self.group,
-                self.workload,
-                &self.run,
-                &self.namespace,
-                self.client,
-                seq,
-                now.as_nanosecond(),
-                &stamp,
-            );
+            let stamp = second_stamp(now);
             seq += 1;
             out.sent += 1;
-            let Some(body) = self.encoding.create_body(body) else {
-                // Never for the bodies the workloads build; counted rather than hidden.
-                *out.errors.entry("encode".to_string()).or_insert(0) += 1;
-                self.live.failed.fetch_add(1, Ordering::Relaxed);
-                continue;
+            let r = match self.verb {
+                Verb::Create => {
+                    let body = workload::body(
+                        self.group,
+                        self.workload,
+                        &self.run,
+                        &self.namespace,
+                        self.client,
+                        seq - 1,
+                        now.as_nanosecond(),
+                        &stamp,
+                    );
+                    let Some(body) = self.encoding.create_body(body) else {
+                        // Never for the bodies the workloads build; counted rather than hidden.
+                        *out.errors.entry("encode".to_string()).or_insert(0) += 1;
+                        self.live.failed.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    };
+                    conn.request(http::Method::POST, &self.path, body).await
+                }
+                Verb::Patch => {
+                    let patch = workload::patch_body(
+                        self.group,
+                        self.workload,
+                        &self.run,
+                        self.client,
+                        seq,
+                        now.as_nanosecond(),
+                        &stamp,
+                    );
+                    let path = format!(
+                        "{}/{}",
+                        self.path,
+                        workload::event_name(&self.run, self.client, 0)
+                    );
+                    conn.request_as(
+                        http::Method::PATCH,
+                        &path,
+                        workload::PATCH_CONTENT_TYPE,
+                        Bytes::from(patch),
+                    )
+                    .await
+                }
             };
-            let r = conn.request(http::Method::POST, &self.path, body).await;
             let done = Instant::now();
             let micros = done
                 .saturating_duration_since(scheduled)
                 .as_micros()
                 .min(u64::MAX as u128) as u64;
-            let created = matches!(&r, Ok((status, _)) if *status == http::StatusCode::CREATED);
-            self.timeline.record(done, micros, created);
+            let success = self.verb.success();
+            let ok = matches!(&r, Ok((status, _)) if *status == success);
+            self.timeline.record(done, micros, ok);
             match r {
-                Ok((status, _)) if status == http::StatusCode::CREATED => {
+                Ok((status, _)) if status == success => {
                     out.latency.saturating_record(micros);
                     out.succeeded += 1;
                     self.live.ok.fetch_add(1, Ordering::Relaxed);

@@ -9,6 +9,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::timeline::Point;
+use super::workload::Verb;
 use crate::usage::UsageError;
 
 /// The image formats `--plot` writes.
@@ -44,19 +45,28 @@ const SIZE: (u32, u32) = (1000, 700);
 
 type DrawResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
-/// Writes the chart of `points` to `path` in `format`, titled `title`.
-pub fn write(path: &Path, format: Format, points: &[Point], title: &str) -> anyhow::Result<()> {
+/// Writes the chart of `points` to `path` in `format`, titled `title`, for requests of
+/// `verb`.
+pub fn write(
+    path: &Path,
+    format: Format,
+    points: &[Point],
+    title: &str,
+    verb: Verb,
+) -> anyhow::Result<()> {
     register_font()?;
     let drawn = match format {
         Format::Svg => draw(
             SVGBackend::new(path, SIZE).into_drawing_area(),
             points,
             title,
+            verb,
         ),
         Format::Png => draw(
             BitMapBackend::new(path, SIZE).into_drawing_area(),
             points,
             title,
+            verb,
         ),
     };
     drawn.map_err(|e| anyhow::anyhow!("cannot write the plot to {}: {e}", path.display()))
@@ -76,6 +86,7 @@ fn draw<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
     points: &[Point],
     title: &str,
+    verb: Verb,
 ) -> DrawResult
 where
     DB::ErrorType: 'static,
@@ -106,7 +117,7 @@ where
     chart
         .configure_mesh()
         .x_desc("seconds since start")
-        .y_desc("creates/s")
+        .y_desc(format!("{}/s", verb.noun()))
         .y_label_formatter(&|v| format!("{v:.0}"))
         .draw()?;
     chart
@@ -114,7 +125,7 @@ where
             points.iter().map(|p| (mid(p), p.throughput_per_second)),
             BLUE.stroke_width(2),
         ))?
-        .label("successful creates per second")
+        .label(format!("successful {} per second", verb.noun()))
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE.stroke_width(2)));
     chart
         .configure_series_labels()
@@ -124,7 +135,7 @@ where
 
     let l_max = points.iter().map(|p| p.p99_ms).fold(0.0, f64::max).max(1.0) * 1.1;
     let mut chart = ChartBuilder::on(&lower)
-        .caption("create latency", ("sans-serif", 16))
+        .caption(format!("{} latency", verb.name()), ("sans-serif", 16))
         .margin(12)
         .x_label_area_size(36)
         .y_label_area_size(70)
@@ -193,15 +204,22 @@ mod tests {
     fn writes_svg_and_png() {
         let dir = tempfile::tempdir().unwrap();
         let svg = dir.path().join("b.svg");
-        write(&svg, Format::Svg, &points(), "bench").unwrap();
+        write(&svg, Format::Svg, &points(), "bench", Verb::Create).unwrap();
         let text = std::fs::read_to_string(&svg).unwrap();
         assert!(text.starts_with("<svg"), "{}", &text[..80.min(text.len())]);
         assert!(text.contains("throughput") && text.contains("p99"));
         let png = dir.path().join("b.png");
-        write(&png, Format::Png, &points(), "bench").unwrap();
+        write(&png, Format::Png, &points(), "bench", Verb::Create).unwrap();
         let bytes = std::fs::read(&png).unwrap();
         assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
         // An empty run still draws (empty axes).
-        write(&dir.path().join("e.svg"), Format::Svg, &[], "empty").unwrap();
+        write(
+            &dir.path().join("e.svg"),
+            Format::Svg,
+            &[],
+            "empty",
+            Verb::Patch,
+        )
+        .unwrap();
     }
 }

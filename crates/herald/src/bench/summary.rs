@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::encoding::Encoding;
 use super::timeline::Point;
-use super::workload::{Group, Workload};
+use super::workload::{Group, Verb, Workload};
 
 /// Latency percentiles in milliseconds.
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
@@ -48,7 +48,8 @@ impl Percentiles {
 pub struct WatchSummary {
     /// Number of watch streams.
     pub watchers: usize,
-    /// Events each watcher should have received (the run's successful creates).
+    /// Events each watcher should have received (the run's successful requests: ADDED for
+    /// creates, MODIFIED for patches).
     pub expected_per_watcher: u64,
     /// Fewest events of this run any watcher received.
     pub received_min: u64,
@@ -90,27 +91,29 @@ pub struct Summary {
     pub server: String,
     /// The namespace events were created in.
     pub namespace: String,
+    /// What each request did (`create` or `patch`).
+    pub verb: Verb,
     /// The workload shape.
     pub workload: Workload,
     /// The API group (`core` or `events.k8s.io`).
     pub group: Group,
     /// The wire encoding (`json` or `protobuf`).
     pub encoding: Encoding,
-    /// Concurrent creating clients.
+    /// Concurrent clients.
     pub clients: usize,
-    /// Target creates/s (open loop), or `null` for closed loop (as fast as answers come).
+    /// Target requests/s (open loop), or `null` for closed loop (as fast as answers come).
     pub rate: Option<f64>,
     /// Wall time of the load phase, seconds.
     pub duration_seconds: f64,
-    /// Create requests sent.
+    /// Requests sent (creates or patches, by `verb`).
     pub requests: u64,
-    /// Creates answered 201.
+    /// Requests answered with success: 201 for a create, 200 for a patch.
     pub succeeded: u64,
-    /// Creates that failed (any other status, or no answer).
+    /// Requests that failed (any other status, or no answer).
     pub failed: u64,
-    /// Successful creates per second over the load phase.
+    /// Successful requests per second over the load phase.
     pub throughput_per_second: f64,
-    /// Create latency (from the intended send time, so open-loop queueing is included).
+    /// Request latency (from the intended send time, so open-loop queueing is included).
     pub latency_ms: Percentiles,
     /// Failures by HTTP status code, or `connect` / `io` / `timeout`.
     pub errors: BTreeMap<String, u64>,
@@ -145,9 +148,10 @@ impl Summary {
             self.server,
             self.namespace,
         );
+        let noun = self.verb.noun();
         let _ = writeln!(
             s,
-            "  creates     {} sent, {} ok, {} failed in {:.2}s = {:.0} creates/s",
+            "  {noun:<11} {} sent, {} ok, {} failed in {:.2}s = {:.0} {noun}/s",
             self.requests,
             self.succeeded,
             self.failed,
@@ -212,6 +216,7 @@ mod tests {
         let s = Summary {
             server: "http://127.0.0.1:1".into(),
             namespace: "n".into(),
+            verb: Verb::Create,
             workload: Workload::Unique,
             group: Group::Core,
             encoding: Encoding::Json,
@@ -241,6 +246,46 @@ mod tests {
             "{}",
             s.render()
         );
+    }
+
+    #[test]
+    fn requests_are_named_by_verb() {
+        let mut s = Summary {
+            server: "http://127.0.0.1:1".into(),
+            namespace: "n".into(),
+            verb: Verb::Patch,
+            workload: Workload::Storm,
+            group: Group::Core,
+            encoding: Encoding::Json,
+            clients: 1,
+            rate: None,
+            duration_seconds: 2.0,
+            requests: 9,
+            succeeded: 8,
+            failed: 1,
+            throughput_per_second: 4.0,
+            latency_ms: Percentiles::default(),
+            errors: BTreeMap::new(),
+            watch: None,
+            list: None,
+            interrupted: false,
+            timeline: Vec::new(),
+        };
+        assert!(
+            s.render()
+                .contains("\n  patches     9 sent, 8 ok, 1 failed in 2.00s = 4 patches/s\n"),
+            "{}",
+            s.render()
+        );
+        s.verb = Verb::Create;
+        assert!(
+            s.render()
+                .contains("\n  creates     9 sent, 8 ok, 1 failed in 2.00s = 4 creates/s\n"),
+            "{}",
+            s.render()
+        );
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["verb"], "create");
     }
 
     #[test]

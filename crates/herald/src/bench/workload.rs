@@ -1,7 +1,8 @@
-//! The event bodies each workload creates (core/v1 Events, JSON).
+//! The requests of a bench run: the event bodies each workload creates, and the patches
+//! that count repeats of them as client-go's recorder does (JSON either way).
 //!
-//! Every body carries the annotation [`SENT_ANNOTATION`] = `"{run}:{unix nanos}"`, the send
-//! time on the bench's clock, which watchers compare with their receipt time.
+//! Every body and patch carries the annotation [`SENT_ANNOTATION`] = `"{run}:{unix nanos}"`,
+//! the send time on the bench's clock, which watchers compare with their receipt time.
 
 use clap::ValueEnum;
 use serde::Serialize;
@@ -25,6 +26,57 @@ pub enum Workload {
     /// Ten pods in a crash loop, each repeating one message: a typical event storm.
     Storm,
 }
+
+/// What each request of a bench run does (`--verb`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verb {
+    /// POST a new event (201 Created): a storm of distinct events, or a recorder's first
+    /// occurrence of each.
+    Create,
+    /// PATCH the client's own event (200 OK), as client-go's recorders count a repeat: a
+    /// strategic-merge patch of `count`, `lastTimestamp` and `message` on core/v1, of
+    /// `series` on events.k8s.io/v1. Each client creates its event before the load starts.
+    /// In a storm of repeats most writes are these.
+    Patch,
+}
+
+impl Verb {
+    /// The verb's name, as `--verb` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Verb::Create => "create",
+            Verb::Patch => "patch",
+        }
+    }
+
+    /// The plural noun of the requests, for summaries and charts.
+    pub fn noun(self) -> &'static str {
+        match self {
+            Verb::Create => "creates",
+            Verb::Patch => "patches",
+        }
+    }
+
+    /// The past participle, for the progress line.
+    pub fn done(self) -> &'static str {
+        match self {
+            Verb::Create => "created",
+            Verb::Patch => "patched",
+        }
+    }
+
+    /// The status a successful request is answered with.
+    pub fn success(self) -> http::StatusCode {
+        match self {
+            Verb::Create => http::StatusCode::CREATED,
+            Verb::Patch => http::StatusCode::OK,
+        }
+    }
+}
+
+/// The content type client-go sends its recorders' patches with.
+pub const PATCH_CONTENT_TYPE: &str = "application/strategic-merge-patch+json";
 
 /// The API group a bench run creates, watches and lists its events in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
@@ -74,38 +126,12 @@ pub fn body(
     sent_nanos: i128,
     now_rfc3339: &str,
 ) -> String {
-    let (object, kind_type, reason, message) = match workload {
-        Workload::Unique => (
-            format!("bench-{client}-{seq}"),
-            "Normal",
-            "BenchCreated",
-            format!("bench event {seq} from client {client}"),
-        ),
-        Workload::Identical => (
-            "web-0".to_string(),
-            "Warning",
-            "BackOff",
-            "Back-off restarting failed container app in pod web-0".to_string(),
-        ),
-        Workload::Similar => (
-            "web-0".to_string(),
-            "Warning",
-            "FailedMount",
-            format!("MountVolume.SetUp failed for volume \"data-{seq}\": not found"),
-        ),
-        Workload::Storm => {
-            let pod = (seq as usize + client) % 10;
-            (
-                format!("crashloop-{pod}"),
-                "Warning",
-                "BackOff",
-                format!("Back-off restarting failed container app in pod crashloop-{pod}"),
-            )
-        }
-    };
+    let (object, kind_type, reason, message) = shape(workload, client, seq);
     let message = message.replace('"', "\\\"");
     let meta = format!(
-        r#""metadata":{{"name":"bench-{run}-{client}-{seq}","namespace":"{namespace}","annotations":{{"{SENT_ANNOTATION}":"{run}:{sent_nanos}"}}}}"#
+        r#""metadata":{{"name":"{name}","namespace":"{namespace}","annotations":{{{sent}}}}}"#,
+        name = event_name(run, client, seq),
+        sent = sent_annotation(run, sent_nanos),
     );
     let pod = format!(
         r#"{{"apiVersion":"v1","kind":"Pod","namespace":"{namespace}","name":"{object}"}}"#
@@ -137,6 +163,96 @@ pub fn body(
             message = message,
             kind_type = kind_type,
             client = client,
+            micro = now_rfc3339.replace('Z', ".000000Z"),
+        ),
+    }
+}
+
+/// The object name, type, reason and message of event `seq` of `client` in `workload`.
+fn shape(
+    workload: Workload,
+    client: usize,
+    seq: u64,
+) -> (String, &'static str, &'static str, String) {
+    match workload {
+        Workload::Unique => (
+            format!("bench-{client}-{seq}"),
+            "Normal",
+            "BenchCreated",
+            format!("bench event {seq} from client {client}"),
+        ),
+        Workload::Identical => (
+            "web-0".to_string(),
+            "Warning",
+            "BackOff",
+            "Back-off restarting failed container app in pod web-0".to_string(),
+        ),
+        Workload::Similar => (
+            "web-0".to_string(),
+            "Warning",
+            "FailedMount",
+            format!("MountVolume.SetUp failed for volume \"data-{seq}\": not found"),
+        ),
+        Workload::Storm => {
+            let pod = (seq as usize + client) % 10;
+            (
+                format!("crashloop-{pod}"),
+                "Warning",
+                "BackOff",
+                format!("Back-off restarting failed container app in pod crashloop-{pod}"),
+            )
+        }
+    }
+}
+
+/// The name of event `seq` of `client` in run `run`. A patching client's event is its
+/// event 0.
+pub fn event_name(run: &str, client: usize, seq: u64) -> String {
+    format!("bench-{run}-{client}-{seq}")
+}
+
+/// The `annotations` member that carries the send time.
+fn sent_annotation(run: &str, sent_nanos: i128) -> String {
+    format!(r#""{SENT_ANNOTATION}":"{run}:{sent_nanos}""#)
+}
+
+/// The strategic-merge patch ([`PATCH_CONTENT_TYPE`]) that counts repeat `seq` (1, 2, …)
+/// of `client`'s event, in
+/// `group`'s shape, as client-go's recorders send it: on core/v1 the new `count` (`seq + 1`,
+/// the create counted 1), `lastTimestamp` and `message`; on events.k8s.io/v1 the `series`
+/// with that count and `lastObservedTime`. The send time goes in the annotation, as on
+/// creates, so watchers can time the MODIFIED events.
+pub fn patch_body(
+    group: Group,
+    workload: Workload,
+    run: &str,
+    client: usize,
+    seq: u64,
+    sent_nanos: i128,
+    now_rfc3339: &str,
+) -> String {
+    let meta = format!(
+        r#""metadata":{{"annotations":{{{}}}}}"#,
+        sent_annotation(run, sent_nanos)
+    );
+    let count = seq + 1;
+    match group {
+        Group::Core => {
+            // A repeat keeps its event's message, but for similar events, whose message the
+            // correlator's aggregation replaces.
+            let of = if workload == Workload::Similar {
+                seq
+            } else {
+                0
+            };
+            let (_, _, _, message) = shape(workload, client, of);
+            let message = message.replace('"', "\\\"");
+            format!(
+                r#"{{{meta},"count":{count},"lastTimestamp":"{now_rfc3339}","message":"{message}"}}"#
+            )
+        }
+        Group::EventsV1 => format!(
+            r#"{{{meta},"series":{{"count":{count},"lastObservedTime":"{micro}"}}}}"#,
             micro = now_rfc3339.replace('Z', ".000000Z"),
         ),
     }

@@ -71,6 +71,7 @@ use crate::registry::{
     DeleteParams, Deletion, EventRegistry, ListParams, PatchKind, RawEventWatch, RawWatchItem,
     WatchItem, WriteOptions,
 };
+use crate::storage::Revision;
 
 /// The largest request body accepted (kube-apiserver's 3 MiB); larger bodies get 413.
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
@@ -222,6 +223,28 @@ fn dry_run(pairs: &[(String, String)]) -> Result<bool, ApiError> {
 /// written straight from the event (no `Value` tree: a fifth of such a create's CPU),
 /// core/v1 through its canonical JSON.
 fn event_response(code: StatusCode, group: ApiGroup, event: CoreEvent, as_protobuf: bool) -> Res {
+    committed_response(code, group, event, None, as_protobuf)
+}
+
+/// [`event_response`] for an event a write committed: a core/v1 JSON answer is the `stored`
+/// bytes (see [`Committed::stored`](crate::registry::Committed::stored)) with `kind`, `apiVersion` and the resourceVersion put
+/// in, no second encoding.
+fn committed_response(
+    code: StatusCode,
+    group: ApiGroup,
+    event: CoreEvent,
+    stored: Option<&(Bytes, Revision)>,
+    as_protobuf: bool,
+) -> Res {
+    if !as_protobuf
+        && group == ApiGroup::Core
+        && let Some((stored, revision)) = stored
+    {
+        let mut body = Vec::with_capacity(stored.len() + 64);
+        if render::stored_object_into(&mut body, group, stored, *revision).is_ok() {
+            return Ok(json_bytes_response(code, body));
+        }
+    }
     if as_protobuf {
         return Ok(protobuf_response(
             code,
@@ -709,28 +732,13 @@ async fn create(State(st): State<GroupState>, ApiPath(ns): ApiPath<String>, req:
             .create_stored(st.group, &ns, event, &ctx.opts),
     )
     .await?;
-    // A protobuf client (kube's components record events this way) gets the event encoded
-    // once, from the stored object, rather than rendered as JSON and parsed back.
-    if as_protobuf {
-        let mut resp = protobuf_response(
-            StatusCode::CREATED,
-            Body::from(protobuf::event_object(st.group, &created.event)),
-        );
-        add_warnings(&mut resp, &warnings);
-        return Ok(resp);
-    }
-    // On core/v1 the response is the stored bytes with the resourceVersion put in: no second
-    // encoding.
-    let mut body = Vec::new();
-    let rendered = st.group == ApiGroup::Core
-        && created.stored.as_ref().is_some_and(|(stored, rev)| {
-            render::stored_object_into(&mut body, st.group, stored, *rev).is_ok()
-        });
-    let mut resp = if rendered {
-        json_bytes_response(StatusCode::CREATED, body)
-    } else {
-        event_response(StatusCode::CREATED, st.group, created.event, false)?
-    };
+    let mut resp = committed_response(
+        StatusCode::CREATED,
+        st.group,
+        created.event,
+        created.stored.as_ref(),
+        as_protobuf,
+    )?;
     add_warnings(&mut resp, &warnings);
     Ok(resp)
 }
@@ -756,7 +764,7 @@ async fn update(
     } else {
         StatusCode::OK
     };
-    let mut resp = event_response(code, st.group, w.event, as_protobuf)?;
+    let mut resp = committed_response(code, st.group, w.event, w.stored.as_ref(), as_protobuf)?;
     add_warnings(&mut resp, &warnings);
     Ok(resp)
 }
@@ -813,7 +821,7 @@ async fn patch(
     } else {
         StatusCode::OK
     };
-    let mut resp = event_response(code, group, w.event, as_protobuf)?;
+    let mut resp = committed_response(code, group, w.event, w.stored.as_ref(), as_protobuf)?;
     add_warnings(&mut resp, &w.warnings);
     Ok(resp)
 }
