@@ -306,6 +306,83 @@ async fn generate_name_and_create_on_update() {
     server.shutdown().await.unwrap();
 }
 
+/// Every core/v1 write answers with the object a GET then shows (the answers are written from
+/// the stored bytes): a PUT that updates, one that creates, an apply that creates, dry runs
+/// (nothing stored: the answer is the would-be object at the old resourceVersion), and a PUT
+/// that takes the last finalizer off an event being deleted (answered with the object; it is
+/// gone).
+#[tokio::test]
+async fn write_answers_are_what_a_get_shows() {
+    let (server, _) = memory().await;
+    let http = Http::new(&server);
+    let path = |name: &str| format!("{}/{name}", core_path("default"));
+
+    let created = http.create_core("default", "w.1", "R").await.json();
+    let mut changed = created.clone();
+    changed["message"] = json!("updated by PUT");
+    let r = http.put(&path("w.1"), &changed).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let updated = r.json();
+    assert_eq!(updated["message"], "updated by PUT");
+    assert_eq!(updated, http.get(&path("w.1")).await.json());
+
+    let r = http
+        .put(&path("w.put"), &core_event("w.put", "default", "Put"))
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    assert_eq!(r.json(), http.get(&path("w.put")).await.json());
+
+    let r = http
+        .patch(
+            &format!("{}?fieldManager=tester", path("w.apply")),
+            "application/apply-patch+yaml",
+            &core_event("w.apply", "default", "Applied"),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    assert_eq!(r.json(), http.get(&path("w.apply")).await.json());
+
+    // Dry runs store nothing: the answer carries the change at the stored resourceVersion.
+    let mut dry = updated.clone();
+    dry["message"] = json!("dry PUT");
+    let r = http.put(&format!("{}?dryRun=All", path("w.1")), &dry).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let answer = r.json();
+    assert_eq!(answer["message"], "dry PUT");
+    assert_eq!(rv(&answer), rv(&updated));
+    let r = http
+        .patch(
+            &format!("{}?dryRun=All", path("w.1")),
+            "application/strategic-merge-patch+json",
+            &json!({"message": "dry patch"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["message"], "dry patch");
+    assert_eq!(rv(&r.json()), rv(&updated));
+    assert_eq!(updated, http.get(&path("w.1")).await.json());
+
+    // The last finalizer taken off an event being deleted: answered, then gone.
+    let mut held = core_event("w.held", "default", "Held");
+    held["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    assert_eq!(http.post(&core_path("default"), &held).await.status, 201);
+    let r = http.delete(&path("w.held"), "").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let mut marked = http.get(&path("w.held")).await.json();
+    assert!(
+        marked["metadata"]["deletionTimestamp"].is_string(),
+        "{marked}"
+    );
+    marked["metadata"]["finalizers"] = json!([]);
+    let r = http.put(&path("w.held"), &marked).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["metadata"]["name"], "w.held");
+    http.get(&path("w.held"))
+        .await
+        .status_failure(404, "NotFound");
+    server.shutdown().await.unwrap();
+}
+
 #[tokio::test]
 async fn validation_per_group() {
     let (server, _) = memory().await;

@@ -171,8 +171,9 @@ pub type FieldCheck = Arc<dyn Fn(&Value) -> Result<Vec<String>, ApiError> + Send
 pub struct Written {
     /// The stored event (resourceVersion set; for dry runs, the would-be object).
     pub event: CoreEvent,
-    /// The bytes stored for it and their revision, as [`Committed::stored`]; `None` for dry
-    /// runs and for an update that deleted the event (its last finalizer removed).
+    /// The bytes stored for it and their revision, as [`Committed::stored`]: after a write
+    /// that changed nothing, the bytes already stored. `None` for a dry run that would change
+    /// the event and for an update that deleted it (its last finalizer removed).
     pub stored: Option<(bytes::Bytes, crate::storage::Revision)>,
     /// True when the write created the event (PUT or apply on a missing name: HTTP 201).
     pub created: bool,
@@ -188,7 +189,8 @@ pub struct Committed {
     /// The stored event, resourceVersion set (for dry runs, the would-be object).
     pub event: CoreEvent,
     /// The bytes stored for it (see [`codec::encode`]) and its revision, from which an
-    /// answer can be written without encoding the event again; `None` for dry runs.
+    /// answer can be written without encoding the event again; `None` for a dry run that
+    /// would store something.
     pub stored: Option<(bytes::Bytes, crate::storage::Revision)>,
 }
 

@@ -66,6 +66,7 @@ pub struct BenchArgs {
     #[arg(long, default_value = "30s", value_parser = crate::parse_duration)]
     duration: Duration,
     /// Stop after this many requests in total (whichever of this and --duration comes first).
+    /// With `--verb patch`, the one create per client before the load is not counted.
     #[arg(long)]
     requests: Option<u64>,
     /// Open loop: requests per second over all clients (latency counts from the scheduled
@@ -205,7 +206,13 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
 
     if args.verb == Verb::Patch {
         progress.set_message(format!("creating the {} events to patch", args.clients));
-        create_patch_targets(addr, args, &run, clock.as_ref()).await?;
+        tokio::select! {
+            created = create_patch_targets(addr, args, &run, clock.as_ref()) => created?,
+            _ = interrupt.cancelled() => {
+                progress.finish_and_clear();
+                anyhow::bail!("interrupted while creating the events to patch; nothing was measured");
+            }
+        }
     }
 
     // Watchers first, from the namespace's current resourceVersion, so they see every event.
@@ -492,7 +499,8 @@ fn second_stamp(now: jiff::Timestamp) -> String {
 }
 
 /// Creates each client's event to patch (its event 0), at most 64 at a time, before the
-/// load and its watchers start; any failure ends the run with what the server answered.
+/// load and its watchers start (outside `--duration` and `--requests`); any failure ends the
+/// run with what the server answered.
 async fn create_patch_targets(
     addr: SocketAddr,
     args: &BenchArgs,

@@ -34,10 +34,14 @@ pub enum Verb {
     /// POST a new event (201 Created): a storm of distinct events, or a recorder's first
     /// occurrence of each.
     Create,
-    /// PATCH the client's own event (200 OK), as client-go's recorders count a repeat: a
-    /// strategic-merge patch of `count`, `lastTimestamp` and `message` on core/v1, of
-    /// `series` on events.k8s.io/v1. Each client creates its event before the load starts.
-    /// In a storm of repeats most writes are these.
+    /// PATCH the client's own event (200 OK) with a repeat's new count. On core/v1 it is the
+    /// strategic-merge patch of `count`, `lastTimestamp` and `message` that client-go's
+    /// `record` package (kubelet, most controllers) sends for each repeat it does not
+    /// aggregate: in a storm of repeats most writes are these. On events.k8s.io/v1 it is a
+    /// patch of `series` (count and lastObservedTime) per repeat, which kube-rs's Recorder
+    /// sends as part of a merge patch of the whole event; client-go's `events` package
+    /// sends its first and then one every 30 minutes. Each client creates its event before
+    /// the load starts.
     Patch,
 }
 
@@ -217,11 +221,13 @@ fn sent_annotation(run: &str, sent_nanos: i128) -> String {
 }
 
 /// The strategic-merge patch ([`PATCH_CONTENT_TYPE`]) that counts repeat `seq` (1, 2, …)
-/// of `client`'s event, in
-/// `group`'s shape, as client-go's recorders send it: on core/v1 the new `count` (`seq + 1`,
-/// the create counted 1), `lastTimestamp` and `message`; on events.k8s.io/v1 the `series`
-/// with that count and `lastObservedTime`. The send time goes in the annotation, as on
-/// creates, so watchers can time the MODIFIED events.
+/// of `client`'s event, in `group`'s shape (see [`Verb::Patch`]): on core/v1 the new
+/// `count` (`seq + 1`, the create counted 1), `lastTimestamp` and `message`; on
+/// events.k8s.io/v1 the `series` with that count and `lastObservedTime`. As in client-go,
+/// the count is the recorder's, not the server's: after a failed patch the next one skips
+/// a number, so the stored counts add up to the successful patches only in a run without
+/// failures. The send time goes in an annotation, as on creates, so watchers can time the
+/// MODIFIED events; a recorder sends none, so each patch here also changes an annotation.
 pub fn patch_body(
     group: Group,
     workload: Workload,
@@ -238,8 +244,7 @@ pub fn patch_body(
     let count = seq + 1;
     match group {
         Group::Core => {
-            // A repeat keeps its event's message, but for similar events, whose message the
-            // correlator's aggregation replaces.
+            // A repeat keeps its event's message; similar events each bring their own.
             let of = if workload == Workload::Similar {
                 seq
             } else {
@@ -311,6 +316,56 @@ impl SentFinder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn patches_count_repeats_in_each_group() {
+        let core = |w, seq| {
+            let p = patch_body(Group::Core, w, "r1", 3, seq, 42, "2026-01-01T00:00:05Z");
+            serde_json::from_str::<serde_json::Value>(&p).unwrap()
+        };
+        let p = core(Workload::Unique, 1);
+        assert_eq!(
+            p,
+            serde_json::json!({
+                "metadata": {"annotations": {SENT_ANNOTATION: "r1:42"}},
+                "count": 2,
+                "lastTimestamp": "2026-01-01T00:00:05Z",
+                "message": "bench event 0 from client 3",
+            })
+        );
+        assert_eq!(core(Workload::Storm, 7)["count"], 8);
+        assert_eq!(
+            core(Workload::Storm, 7)["message"],
+            core(Workload::Storm, 1)["message"]
+        );
+        // Similar events each bring their own message, quotes escaped.
+        assert_eq!(
+            core(Workload::Similar, 4)["message"],
+            "MountVolume.SetUp failed for volume \"data-4\": not found"
+        );
+        let v1 = patch_body(
+            Group::EventsV1,
+            Workload::Unique,
+            "r1",
+            3,
+            5,
+            42,
+            "2026-01-01T00:00:05Z",
+        );
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&v1).unwrap(),
+            serde_json::json!({
+                "metadata": {"annotations": {SENT_ANNOTATION: "r1:42"}},
+                "series": {"count": 6, "lastObservedTime": "2026-01-01T00:00:05.000000Z"},
+            })
+        );
+        assert_eq!(event_name("r1", 3, 0), "bench-r1-3-0");
+        // What a watcher reads the send time from.
+        assert_eq!(
+            SentFinder::new(Encoding::Json, "r1").sent_nanos(v1.as_bytes()),
+            Some(42)
+        );
+    }
 
     #[test]
     fn bodies_are_valid_json_and_carry_the_send_time() {
