@@ -204,10 +204,18 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
     }
     let progress = progress_bar(args);
 
+    let requests = Arc::new(Requests {
+        group: args.group,
+        workload: args.workload,
+        encoding: args.encoding,
+        collection: args.group.collection(&args.namespace),
+        namespace: args.namespace.clone(),
+        run: run.clone(),
+    });
     if args.verb == Verb::Patch {
         progress.set_message(format!("creating the {} events to patch", args.clients));
         tokio::select! {
-            created = create_patch_targets(addr, args, &run, clock.as_ref()) => created?,
+            created = create_patch_targets(addr, &requests, args.clients, clock.as_ref()) => created?,
             _ = interrupt.cancelled() => {
                 progress.finish_and_clear();
                 anyhow::bail!("interrupted while creating the events to patch; nothing was measured");
@@ -267,13 +275,8 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
             addr,
             client,
             clients,
-            path: args.group.collection(&args.namespace),
-            namespace: args.namespace.clone(),
-            run: run.clone(),
-            group: args.group,
+            requests: requests.clone(),
             verb: args.verb,
-            workload: args.workload,
-            encoding: args.encoding,
             rate: args.rate,
             limit: args.requests,
             start,
@@ -490,6 +493,57 @@ async fn current_rv(addr: SocketAddr, ns: &str) -> anyhow::Result<String> {
     Ok(l.metadata.resource_version)
 }
 
+/// What the requests of a run carry, but for the client, the sequence number and the time.
+struct Requests {
+    group: Group,
+    workload: Workload,
+    encoding: Encoding,
+    /// The events collection of the namespace, where creates go.
+    collection: String,
+    namespace: String,
+    run: String,
+}
+
+impl Requests {
+    /// The create body of event `seq` of `client`, sent at `now`, in the run's encoding;
+    /// `None` when the protobuf encoder cannot take it (never for the workloads' bodies).
+    fn create(&self, client: usize, seq: u64, now: jiff::Timestamp) -> Option<Bytes> {
+        let body = workload::body(
+            self.group,
+            self.workload,
+            &self.run,
+            &self.namespace,
+            client,
+            seq,
+            now.as_nanosecond(),
+            &second_stamp(now),
+        );
+        self.encoding.create_body(body)
+    }
+
+    /// The patch that counts repeat `repeat` (1, 2, …) of `client`'s event, sent at `now`.
+    fn patch(&self, client: usize, repeat: u64, now: jiff::Timestamp) -> Bytes {
+        Bytes::from(workload::patch_body(
+            self.group,
+            self.workload,
+            &self.run,
+            client,
+            repeat,
+            now.as_nanosecond(),
+            &second_stamp(now),
+        ))
+    }
+
+    /// The path of the event `client` patches (its event 0).
+    fn patch_path(&self, client: usize) -> String {
+        format!(
+            "{}/{}",
+            self.collection,
+            workload::event_name(&self.run, client, 0)
+        )
+    }
+}
+
 /// `now` to the second, as RFC 3339 (what `firstTimestamp`/`lastTimestamp` hold).
 fn second_stamp(now: jiff::Timestamp) -> String {
     now.round(jiff::Unit::Second)
@@ -503,43 +557,28 @@ fn second_stamp(now: jiff::Timestamp) -> String {
 /// run with what the server answered.
 async fn create_patch_targets(
     addr: SocketAddr,
-    args: &BenchArgs,
-    run: &str,
+    requests: &Requests,
+    clients: u32,
     clock: &dyn Clock,
 ) -> anyhow::Result<()> {
     use futures::StreamExt as _;
-    let path = args.group.collection(&args.namespace);
-    let created = futures::stream::iter(0..args.clients as usize)
-        .map(|client| {
-            let path = &path;
-            async move {
-                let now = clock.now();
-                let body = workload::body(
-                    args.group,
-                    args.workload,
-                    run,
-                    &args.namespace,
-                    client,
-                    0,
-                    now.as_nanosecond(),
-                    &second_stamp(now),
-                );
-                let body = args
-                    .encoding
-                    .create_body(body)
-                    .context("encoding an event to patch")?;
-                let mut conn = Conn::with_encoding(addr, args.encoding);
-                match conn.request(http::Method::POST, path, body).await {
-                    Ok((http::StatusCode::CREATED, _)) => Ok(()),
-                    Ok((status, body)) => anyhow::bail!(
-                        "creating the events to patch: {path} answered {status}: {}",
-                        String::from_utf8_lossy(&body[..body.len().min(300)])
-                    ),
-                    Err(f) => anyhow::bail!(
-                        "creating the events to patch: {path} failed ({})",
-                        f.label()
-                    ),
-                }
+    let path = &requests.collection;
+    let created = futures::stream::iter(0..clients as usize)
+        .map(|client| async move {
+            let body = requests
+                .create(client, 0, clock.now())
+                .context("encoding an event to patch")?;
+            let mut conn = Conn::with_encoding(addr, requests.encoding);
+            match conn.request(http::Method::POST, path, body).await {
+                Ok((http::StatusCode::CREATED, _)) => Ok(()),
+                Ok((status, body)) => anyhow::bail!(
+                    "creating the events to patch: {path} answered {status}: {}",
+                    String::from_utf8_lossy(&body[..body.len().min(300)])
+                ),
+                Err(f) => anyhow::bail!(
+                    "creating the events to patch: {path} failed ({})",
+                    f.label()
+                ),
             }
         })
         .buffer_unordered(64);
@@ -555,13 +594,8 @@ struct ClientCtx {
     addr: SocketAddr,
     client: usize,
     clients: usize,
-    path: String,
-    namespace: String,
-    run: String,
-    group: Group,
+    requests: Arc<Requests>,
     verb: Verb,
-    workload: Workload,
-    encoding: Encoding,
     rate: Option<f64>,
     limit: Option<u64>,
     start: Instant,
@@ -573,7 +607,8 @@ struct ClientCtx {
 
 impl ClientCtx {
     async fn run(self) -> ClientResult {
-        let mut conn = Conn::with_encoding(self.addr, self.encoding);
+        let mut conn = Conn::with_encoding(self.addr, self.requests.encoding);
+        let patch_path = self.requests.patch_path(self.client);
         let mut out = ClientResult {
             latency: histogram(),
             errors: BTreeMap::new(),
@@ -612,49 +647,29 @@ impl ClientCtx {
                 break;
             }
             let now = self.clock.now();
-            let stamp = second_stamp(now);
             seq += 1;
             out.sent += 1;
             let r = match self.verb {
+                // Event `seq - 1`: the first is event 0.
                 Verb::Create => {
-                    let body = workload::body(
-                        self.group,
-                        self.workload,
-                        &self.run,
-                        &self.namespace,
-                        self.client,
-                        seq - 1,
-                        now.as_nanosecond(),
-                        &stamp,
-                    );
-                    let Some(body) = self.encoding.create_body(body) else {
+                    let Some(body) = self.requests.create(self.client, seq - 1, now) else {
                         // Never for the bodies the workloads build; counted rather than hidden.
                         *out.errors.entry("encode".to_string()).or_insert(0) += 1;
                         self.live.failed.fetch_add(1, Ordering::Relaxed);
                         continue;
                     };
-                    conn.request(http::Method::POST, &self.path, body).await
+                    let path = &self.requests.collection;
+                    conn.request(http::Method::POST, path, body).await
                 }
+                // Repeat `seq`: the first is repeat 1 (the create was the event's first
+                // occurrence).
                 Verb::Patch => {
-                    let patch = workload::patch_body(
-                        self.group,
-                        self.workload,
-                        &self.run,
-                        self.client,
-                        seq,
-                        now.as_nanosecond(),
-                        &stamp,
-                    );
-                    let path = format!(
-                        "{}/{}",
-                        self.path,
-                        workload::event_name(&self.run, self.client, 0)
-                    );
+                    let patch = self.requests.patch(self.client, seq, now);
                     conn.request_as(
                         http::Method::PATCH,
-                        &path,
+                        &patch_path,
                         workload::PATCH_CONTENT_TYPE,
-                        Bytes::from(patch),
+                        patch,
                     )
                     .await
                 }

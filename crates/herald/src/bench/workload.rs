@@ -131,7 +131,6 @@ pub fn body(
     now_rfc3339: &str,
 ) -> String {
     let (object, kind_type, reason, message) = shape(workload, client, seq);
-    let message = message.replace('"', "\\\"");
     let meta = format!(
         r#""metadata":{{"name":"{name}","namespace":"{namespace}","annotations":{{{sent}}}}}"#,
         name = event_name(run, client, seq),
@@ -167,12 +166,18 @@ pub fn body(
             message = message,
             kind_type = kind_type,
             client = client,
-            micro = now_rfc3339.replace('Z', ".000000Z"),
+            micro = micro_time(now_rfc3339),
         ),
     }
 }
 
-/// The object name, type, reason and message of event `seq` of `client` in `workload`.
+/// A timestamp to the second (`…:05Z`) as a MicroTime (`…:05.000000Z`).
+fn micro_time(rfc3339: &str) -> String {
+    rfc3339.replace('Z', ".000000Z")
+}
+
+/// The object name, type, reason and message of event `seq` of `client` in `workload`, all
+/// ready to go in a JSON string (the message's quotes escaped).
 fn shape(
     workload: Workload,
     client: usize,
@@ -195,7 +200,7 @@ fn shape(
             "web-0".to_string(),
             "Warning",
             "FailedMount",
-            format!("MountVolume.SetUp failed for volume \"data-{seq}\": not found"),
+            format!(r#"MountVolume.SetUp failed for volume \"data-{seq}\": not found"#),
         ),
         Workload::Storm => {
             let pod = (seq as usize + client) % 10;
@@ -251,14 +256,13 @@ pub fn patch_body(
                 0
             };
             let (_, _, _, message) = shape(workload, client, of);
-            let message = message.replace('"', "\\\"");
             format!(
                 r#"{{{meta},"count":{count},"lastTimestamp":"{now_rfc3339}","message":"{message}"}}"#
             )
         }
         Group::EventsV1 => format!(
             r#"{{{meta},"series":{{"count":{count},"lastObservedTime":"{micro}"}}}}"#,
-            micro = now_rfc3339.replace('Z', ".000000Z"),
+            micro = micro_time(now_rfc3339),
         ),
     }
 }

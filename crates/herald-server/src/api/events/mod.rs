@@ -227,8 +227,8 @@ fn event_response(code: StatusCode, group: ApiGroup, event: CoreEvent, as_protob
 }
 
 /// [`event_response`] for an event a write committed: a core/v1 JSON answer is the `stored`
-/// bytes (see [`Committed::stored`](crate::registry::Committed::stored)) with `kind`, `apiVersion` and the resourceVersion put
-/// in, no second encoding.
+/// bytes ([`Committed::stored`](crate::registry::Committed::stored)) with `kind`,
+/// `apiVersion` and the resourceVersion put in, no second encoding.
 fn committed_response(
     code: StatusCode,
     group: ApiGroup,
