@@ -170,15 +170,7 @@ impl CreatedKey {
     /// The created field set, in the key's group's shape.
     pub(super) fn fields(&self) -> FieldSet {
         let group = self.group;
-        let top = |core: &'static str| {
-            let name = match group {
-                ApiGroup::Core => core,
-                ApiGroup::EventsV1 => {
-                    schema::rename_top(core, ApiGroup::Core, group).unwrap_or(core)
-                }
-            };
-            PathElement::named(name)
-        };
+        let top = |core: &'static str| schema::top_element(group, core);
         let on = |bit: u32| self.set & bit != 0;
         let mut s = FieldSet::new();
         for (name, bit) in LEAVES.into_iter().zip(0..) {

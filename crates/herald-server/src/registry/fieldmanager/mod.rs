@@ -30,6 +30,7 @@ mod created;
 pub mod fieldpath;
 pub mod schema;
 pub mod typed;
+mod updated;
 
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
@@ -472,12 +473,15 @@ fn track_update_general(
         // Nothing is removed from the zero object; the typed reading skips the JSON.
         None => (created::created_fields(group, new), FieldSet::new()),
         Some(l) => {
-            let cmp = typed::compare(
-                schema::event(group),
-                &without_managed_fields(event_json(group, l)),
-                &event_json(group, new),
-            )
-            .without(&STRIPPED);
+            // The typed reading (what patches take) skips both JSON trees.
+            let cmp = updated::compare(group, l, new).unwrap_or_else(|| {
+                typed::compare(
+                    schema::event(group),
+                    &without_managed_fields(event_json(group, l)),
+                    &event_json(group, new),
+                )
+                .without(&STRIPPED)
+            });
             (cmp.changed(), cmp.removed)
         }
     };

@@ -180,3 +180,8 @@ pub fn rename_top(name: &str, from: ApiGroup, to: ApiGroup) -> Option<&'static s
         _ => None,
     })
 }
+
+/// The path element of top-level field `core` (its core/v1 name) in `group`'s shape.
+pub fn top_element(group: ApiGroup, core: &'static str) -> PathElement {
+    PathElement::named(rename_top(core, ApiGroup::Core, group).unwrap_or(core))
+}

@@ -1,3 +1,4 @@
+use super::updated;
 use super::*;
 use herald_core::event::convert::normalize_core;
 use serde_json::json;
@@ -370,8 +371,44 @@ fn manager_names() {
     assert_eq!(field_manager_causes("a\u{7}b").len(), 1);
 }
 
-mod created_equals_the_generic_comparison {
+#[test]
+fn a_repeat_patch_is_read_from_the_typed_events() {
+    // What client-go's recorder patches on a repeat, and kube-rs's series patch.
+    let old = kubelet_event();
+    let mut new = old.clone();
+    new.count = Some(2);
+    new.last_timestamp = Some(Time(t(60)));
+    new.message = Some("Back-off again".into());
+    let typed = updated::compare(ApiGroup::Core, &old, &new).expect("a typed comparison");
+    assert_eq!(
+        typed.changed().to_fields_v1(),
+        json!({"f:count": {}, "f:lastTimestamp": {}, "f:message": {}})
+    );
+    assert!(typed.removed.is_empty());
+    new.series = Some(k8s_openapi::api::core::v1::EventSeries {
+        count: Some(2),
+        last_observed_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+            t(60),
+        )),
+    });
+    let typed = updated::compare(ApiGroup::EventsV1, &old, &new).expect("a typed comparison");
+    assert_eq!(
+        typed.added.to_fields_v1(),
+        json!({"f:series": {".": {}, "f:count": {}, "f:lastObservedTime": {}}})
+    );
+    assert_eq!(
+        typed.modified.to_fields_v1(),
+        json!({"f:deprecatedCount": {}, "f:deprecatedLastTimestamp": {}, "f:note": {}})
+    );
+    // More precision than the JSON keeps: left to the generic comparison.
+    new.last_timestamp = Some(Time(t(60) + jiff::SignedDuration::from_millis(1)));
+    assert_eq!(updated::compare(ApiGroup::Core, &old, &new), None);
+}
+
+/// The typed fast paths (creates, updates) against the generic comparison of JSON trees.
+mod fast_paths_equal_the_generic_comparison {
     use super::super::created::{CreatedKey, created_fields};
+    use super::super::updated;
     use super::*;
     use herald_core::event::convert::GO_ZERO_TIME;
     use k8s_openapi::api::core::v1::{EventSeries, EventSource, ObjectReference};
@@ -388,9 +425,12 @@ mod created_equals_the_generic_comparison {
 
     fn time() -> impl Strategy<Value = Option<Timestamp>> {
         prop_oneof![
-            Just(None),
-            Just(Some(GO_ZERO_TIME)),
-            (0i64..1000).prop_map(|s| Some(t(s)))
+            4 => Just(None),
+            2 => Just(Some(GO_ZERO_TIME)),
+            8 => (0i64..3).prop_map(|s| Some(t(s))),
+            // More precision than a `Time` (or a `MicroTime`) keeps.
+            1 => (0i64..3).prop_map(|ms| Some(t(0) + jiff::SignedDuration::from_millis(ms))),
+            1 => Just(Some(t(0) + jiff::SignedDuration::from_nanos(1))),
         ]
     }
 
@@ -450,7 +490,83 @@ mod created_equals_the_generic_comparison {
         }
     }
 
+    /// Copies one field of an event into another.
+    type Take = fn(&mut CoreEvent, &CoreEvent);
+
+    /// Every field [`event`] sets, and the metadata it leaves alone.
+    const FIELDS: [Take; 22] = [
+        |n, b| n.action = b.action.clone(),
+        |n, b| n.count = b.count,
+        |n, b| n.event_time = b.event_time.clone(),
+        |n, b| n.first_timestamp = b.first_timestamp.clone(),
+        |n, b| n.last_timestamp = b.last_timestamp.clone(),
+        |n, b| n.involved_object = b.involved_object.clone(),
+        |n, b| n.message = b.message.clone(),
+        |n, b| n.reason = b.reason.clone(),
+        |n, b| n.related = b.related.clone(),
+        |n, b| n.reporting_component = b.reporting_component.clone(),
+        |n, b| n.reporting_instance = b.reporting_instance.clone(),
+        |n, b| n.type_ = b.type_.clone(),
+        |n, b| n.series = b.series.clone(),
+        |n, b| n.source = b.source.clone(),
+        |n, b| n.metadata.labels = b.metadata.labels.clone(),
+        |n, b| n.metadata.annotations = b.metadata.annotations.clone(),
+        |n, b| n.metadata.finalizers = b.metadata.finalizers.clone(),
+        |n, b| n.metadata.owner_references = b.metadata.owner_references.clone(),
+        |n, b| n.metadata.generate_name = b.metadata.generate_name.clone(),
+        |n, _| n.metadata.deletion_grace_period_seconds = Some(30),
+        |n, b| n.metadata.deletion_timestamp = b.first_timestamp.clone(),
+        // Identity and server-set fields, which nobody owns.
+        |n, _| {
+            n.metadata.resource_version = Some("9".into());
+            n.metadata.generation = Some(2);
+        },
+    ];
+
+    prop_compose! {
+        /// A stored event and what a write makes of it: each field of the new event is the
+        /// old one's or another event's (so most are equal, as in a patch), and some pairs
+        /// have no `ownerReferences`, which the typed comparison leaves to the generic one.
+        fn update()(
+            old in event(), other in event(), take in any::<u32>(), owners in any::<bool>(),
+        ) -> (CoreEvent, CoreEvent) {
+            let mut old = old;
+            let mut new = old.clone();
+            for (i, f) in FIELDS.iter().enumerate() {
+                if take & (1 << i) != 0 {
+                    f(&mut new, &other);
+                }
+            }
+            if !owners {
+                old.metadata.owner_references = None;
+                new.metadata.owner_references = None;
+            }
+            (old, new)
+        }
+    }
+
     proptest! {
+        // A quarter of the pairs or so have neither more precise times nor owner references,
+        // which the typed comparison answers for: more cases than the default 256.
+        #![proptest_config(ProptestConfig::with_cases(1024))]
+
+        /// The typed comparison of an update (what a patch takes) equals the generic one of
+        /// the two events' JSON, in both versions, whenever it answers.
+        #[test]
+        fn an_update_reads_as_the_generic_comparison((old, new) in update()) {
+            for group in [ApiGroup::Core, ApiGroup::EventsV1] {
+                let generic = typed::compare(
+                    schema::event(group),
+                    &without_managed_fields(event_json(group, &old)),
+                    &event_json(group, &new),
+                )
+                .without(&STRIPPED);
+                if let Some(typed) = updated::compare(group, &old, &new) {
+                    prop_assert_eq!(typed, generic, "{:?}", group);
+                }
+            }
+        }
+
         /// The create fast path of `track_update` (one entry, per-thread `fieldsV1` cache)
         /// writes what the general merge writes, for every event and both versions; the
         /// second create of each event is answered from the cache.
