@@ -4,8 +4,9 @@
 //! one's (minus the fields nobody owns), specialised to the Event schema so that a patch, the
 //! write a storm of repeats is made of, builds no JSON trees for it. Each field is reduced to
 //! what its JSON is in the group's shape: absent, or a value compared as its JSON compares
-//! (empty strings and zero counts dropped where that shape drops them, zero times `null`,
-//! object references without their empty strings).
+//! (empty strings and zero counts dropped where that shape drops them, the event's zero
+//! times `null` while `metadata.deletionTimestamp` is written as it is, object references
+//! without their empty strings).
 //!
 //! Events the reduction would not follow exactly are left to the generic comparison
 //! ([`compare`] answers `None`): a time with more precision than its JSON keeps (a `Time`
@@ -158,7 +159,7 @@ pub(super) fn compare(group: ApiGroup, old: &CoreEvent, new: &CoreEvent) -> Opti
 
 /// True when every time of `e` is exactly what its JSON keeps: whole seconds for a `Time`,
 /// whole microseconds for a `MicroTime`.
-fn exact(e: &CoreEvent) -> bool {
+pub(super) fn exact(e: &CoreEvent) -> bool {
     let seconds = |t: Option<&Time>| t.is_none_or(|t| t.0.subsec_nanosecond() == 0);
     let micros = |t: Option<&MicroTime>| t.is_none_or(|t| t.0.subsec_nanosecond() % 1000 == 0);
     seconds(e.first_timestamp.as_ref())
