@@ -634,28 +634,34 @@ pub(super) mod tests {
     }
 
     fn reference() -> impl Strategy<Value = ObjectReference> {
-        (
-            opt_text(),
-            opt_text(),
-            opt_text(),
-            opt_text(),
-            opt_text(),
-            opt_text(),
-            opt_text(),
+        reference_from(opt_text())
+    }
+
+    /// An object reference, each of its fields drawn from `field`.
+    pub(crate) fn reference_from(
+        field: impl Strategy<Value = Option<String>>,
+    ) -> impl Strategy<Value = ObjectReference> {
+        proptest::array::uniform7(field).prop_map(
+            |[
+                api_version,
+                field_path,
+                kind,
+                name,
+                namespace,
+                resource_version,
+                uid,
+            ]| {
+                ObjectReference {
+                    api_version,
+                    field_path,
+                    kind,
+                    name,
+                    namespace,
+                    resource_version,
+                    uid,
+                }
+            },
         )
-            .prop_map(
-                |(api_version, field_path, kind, name, namespace, resource_version, uid)| {
-                    ObjectReference {
-                        api_version,
-                        field_path,
-                        kind,
-                        name,
-                        namespace,
-                        resource_version,
-                        uid,
-                    }
-                },
-            )
     }
 
     fn meta() -> impl Strategy<Value = ObjectMeta> {

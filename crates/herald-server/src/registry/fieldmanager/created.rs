@@ -19,17 +19,7 @@ fn set(s: &Option<String>) -> bool {
 
 /// An object reference whose JSON (empty strings dropped) is not `{}`.
 fn reference_set(r: &ObjectReference) -> bool {
-    [
-        &r.api_version,
-        &r.field_path,
-        &r.kind,
-        &r.name,
-        &r.namespace,
-        &r.resource_version,
-        &r.uid,
-    ]
-    .into_iter()
-    .any(set)
+    super::updated::reference(r).iter().any(Option::is_some)
 }
 
 /// The fields a create of `e` (after the create-time metadata steps) sets, in `group`'s

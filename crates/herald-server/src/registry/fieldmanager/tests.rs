@@ -438,27 +438,7 @@ mod fast_paths_equal_the_generic_comparison {
     }
 
     fn reference() -> impl Strategy<Value = ObjectReference> {
-        proptest::array::uniform7(opt_str()).prop_map(
-            |[
-                api_version,
-                field_path,
-                kind,
-                name,
-                namespace,
-                resource_version,
-                uid,
-            ]| {
-                ObjectReference {
-                    api_version,
-                    field_path,
-                    kind,
-                    name,
-                    namespace,
-                    resource_version,
-                    uid,
-                }
-            },
-        )
+        crate::registry::stored_json::tests::reference_from(opt_str())
     }
 
     fn map() -> impl Strategy<Value = Option<std::collections::BTreeMap<String, String>>> {

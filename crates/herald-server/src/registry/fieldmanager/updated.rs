@@ -201,7 +201,7 @@ fn micro(t: Option<&MicroTime>) -> Option<Timestamp> {
 }
 
 /// An object reference as its JSON: every field, empty strings dropped.
-fn reference(r: &ObjectReference) -> [Option<&str>; 7] {
+pub(super) fn reference(r: &ObjectReference) -> [Option<&str>; 7] {
     [
         &r.api_version,
         &r.field_path,
