@@ -65,6 +65,7 @@ mod stored_json;
 #[cfg(test)]
 pub(crate) use stored_json::tests::event as any_event;
 pub mod stored_time;
+pub mod typed_patch;
 pub mod watch;
 pub mod write;
 

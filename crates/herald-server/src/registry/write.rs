@@ -18,6 +18,7 @@ use super::errors::{storage_error, store_full};
 use super::fieldmanager;
 use super::options::{DeleteParams, ListParams, options_invalid};
 use super::patch::{self, PatchKind};
+use super::typed_patch;
 use super::{Committed, Deletion, EventList, EventRegistry, MAX_RETRIES, WriteOptions, Written};
 use crate::storage::{KeyValue, StorageError};
 
@@ -453,26 +454,40 @@ pub(super) async fn patch(
         };
         let old = decode(&kv)?;
         let now = reg.clock.now();
-        let patched = match (&doc, kind) {
-            (patch::PatchDoc::Object(config), PatchKind::Apply { .. }) => {
-                fieldmanager::apply(group, Some(&old), config, applier, force, now)?
+        let (mut e, warnings) = match typed_patch::apply(group, kind, &doc, &old) {
+            // A recorder's repeat, set on the typed event. The patched object's unknown
+            // fields would be the patch's, and a typed patch has none: checking the patch
+            // reports what its text repeats. It cannot carry a resourceVersion.
+            Some(e) => {
+                let warnings = match &doc {
+                    patch::PatchDoc::Object(v) => check(v)?,
+                    patch::PatchDoc::Json(_) => Vec::new(),
+                };
+                (e, warnings)
             }
-            _ => {
-                let mut patched = event_json(group, &old);
-                patch::apply(kind, &doc, &mut patched)?;
-                patched
+            None => {
+                let patched = match (&doc, kind) {
+                    (patch::PatchDoc::Object(config), PatchKind::Apply { .. }) => {
+                        fieldmanager::apply(group, Some(&old), config, applier, force, now)?
+                    }
+                    _ => {
+                        let mut patched = event_json(group, &old);
+                        patch::apply(kind, &doc, &mut patched)?;
+                        patched
+                    }
+                };
+                let warnings = check(&patched)?;
+                let precondition = precondition_rv(
+                    patched
+                        .pointer("/metadata/resourceVersion")
+                        .and_then(Value::as_str),
+                )?;
+                if precondition.is_some_and(|rv| rv != kv.mod_revision) {
+                    return Err(ApiError::conflict(r, name));
+                }
+                (decode_body(group, patched, None)?, warnings)
             }
         };
-        let warnings = check(&patched)?;
-        let precondition = precondition_rv(
-            patched
-                .pointer("/metadata/resourceVersion")
-                .and_then(Value::as_str),
-        )?;
-        if precondition.is_some_and(|rv| rv != kv.mod_revision) {
-            return Err(ApiError::conflict(r, name));
-        }
-        let mut e = decode_body(group, patched, None)?;
         check_url_name(&e.metadata, namespace, name)?;
         prepare_for_update(&mut e.metadata, &old.metadata, namespace)?;
         if !matches!(kind, PatchKind::Apply { .. }) {
