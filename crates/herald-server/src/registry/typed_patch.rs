@@ -3,10 +3,12 @@
 //! A merge or strategic-merge patch is applied to the event's JSON in the request's shape,
 //! and the result decoded again ([`super::write`]): the JSON tree of the stored event, the
 //! merge and the decode of the whole patched tree are most of a patch's handler. The patches
-//! recorders send on every repeat of an event set a few top-level fields: client-go's
-//! `record` package `count`, `lastTimestamp` and `message` on core/v1; kube-rs's Recorder a
-//! `series` on events.k8s.io/v1; some add an annotation. [`apply`] sets those on a copy of
-//! the typed event instead, and normalizes it as the decode does.
+//! recorders send on a repeat of an event set a few top-level fields: client-go's `record`
+//! package `count`, `lastTimestamp` and `message` on core/v1 (every repeat it does not
+//! aggregate); client-go's `events` package a `series` on events.k8s.io/v1 (the first
+//! repeat, then one per 30 minutes); some add an annotation. [`apply`] sets those on a copy
+//! of the typed event instead, and normalizes it as the decode does. (kube-rs's Recorder
+//! merges the whole event with its series: that takes the general path.)
 //!
 //! It answers only for patches whose every member it reads exactly as the decode would:
 //! top-level strings, counts and times of the event (by the request's field names), `null`
@@ -235,23 +237,28 @@ mod tests {
     #[test]
     fn a_recorders_repeat_is_applied_to_the_typed_event() {
         let old = kubelet_event();
-        let doc = PatchDoc::Object(json!({
+        // client-go's `record` package (with the annotation `herald bench` adds), and its
+        // `events` package.
+        let record = PatchDoc::Object(json!({
             "count": 2, "lastTimestamp": "2026-01-01T00:01:00Z", "message": "Back-off again",
             "metadata": {"annotations": {"a": "1"}},
         }));
-        let typed = apply(ApiGroup::Core, PatchKind::StrategicMerge, &doc, &old).expect("typed");
-        assert_eq!(typed.count, Some(2));
-        assert_eq!(typed.message.as_deref(), Some("Back-off again"));
-        assert_eq!(
-            Some(typed),
-            general(ApiGroup::Core, PatchKind::StrategicMerge, &doc, &old)
-        );
-
-        let doc = PatchDoc::Object(json!({
+        let events = PatchDoc::Object(json!({
             "series": {"count": 2, "lastObservedTime": "2026-01-01T00:01:00.000000Z"},
         }));
-        let typed = apply(ApiGroup::EventsV1, PatchKind::Merge, &doc, &old).expect("typed");
-        assert_eq!(typed.series.and_then(|s| s.count), Some(2));
+        for kind in [PatchKind::StrategicMerge, PatchKind::Merge] {
+            let typed = apply(ApiGroup::Core, kind, &record, &old).expect("typed");
+            assert_eq!(typed.count, Some(2));
+            assert_eq!(typed.message.as_deref(), Some("Back-off again"));
+            assert_eq!(Some(typed), general(ApiGroup::Core, kind, &record, &old));
+
+            let typed = apply(ApiGroup::EventsV1, kind, &events, &old).expect("typed");
+            assert_eq!(typed.series.as_ref().and_then(|s| s.count), Some(2));
+            assert_eq!(
+                Some(typed),
+                general(ApiGroup::EventsV1, kind, &events, &old)
+            );
+        }
     }
 
     #[test]
@@ -267,13 +274,28 @@ mod tests {
             json!({"lastTimestamp": "yesterday"}),
             json!({"note": "core/v1 has no note"}),
             json!({"series": {"count": 2}}),
+            json!({"$patch": "replace", "count": 2}),
+            json!({"metadata": {"$patch": "replace"}}),
         ] {
             let doc = PatchDoc::Object(doc);
-            assert_eq!(
-                apply(ApiGroup::Core, PatchKind::Merge, &doc, &old),
-                None,
-                "{doc:?}"
-            );
+            for kind in [PatchKind::Merge, PatchKind::StrategicMerge] {
+                assert_eq!(apply(ApiGroup::Core, kind, &doc, &old), None, "{doc:?}");
+            }
+        }
+        for doc in [
+            json!({"message": "events.k8s.io/v1 has no message"}),
+            json!({"series": 3}),
+            json!({"series": {"count": 2, "other": 1}}),
+            json!({"series": {"$patch": "delete"}}),
+            json!({"series": {"count": 2.0}}),
+            json!({"deprecatedCount": 1e2}),
+            json!({"eventTime": "2026-01-01T00:00:00.000000Z"}),
+            json!({"regarding": {"kind": "Node"}}),
+        ] {
+            let doc = PatchDoc::Object(doc);
+            for kind in [PatchKind::Merge, PatchKind::StrategicMerge] {
+                assert_eq!(apply(ApiGroup::EventsV1, kind, &doc, &old), None, "{doc:?}");
+            }
         }
         let json_patch = patch::parse(PatchKind::Json, br#"[{"op":"remove","path":"/message"}]"#)
             .expect("a JSON patch");
@@ -397,7 +419,7 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(1024))]
 
         /// Whenever the typed patch answers, it is what the general path makes of the same
-        /// patch, for both shapes and both patch kinds; and for recorders' patches it answers.
+        /// patch, for both shapes and both patch kinds.
         #[test]
         fn a_typed_patch_is_the_general_one(
             e in crate::registry::stored_json::tests::event(),

@@ -373,7 +373,8 @@ fn manager_names() {
 
 #[test]
 fn a_repeat_patch_is_read_from_the_typed_events() {
-    // What client-go's recorder patches on a repeat, and kube-rs's series patch.
+    // What client-go's `record` package patches on a repeat, and its `events` package's
+    // series patch.
     let old = kubelet_event();
     let mut new = old.clone();
     new.count = Some(2);
