@@ -5,39 +5,21 @@
 //!
 //! `cargo bench -p herald-server --bench render -- --warm-up-time 1 --measurement-time 3`
 
+mod common;
+
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use herald_core::event::ApiGroup;
 use herald_core::event::wire::write_events_v1_item;
-use herald_core::event::{ApiGroup, CoreEvent};
 use herald_server::api::protobuf::{event_object, stored::write_list_item};
 use herald_server::registry::codec::{decode_at, encode, splice_resource_version_into};
 use herald_server::registry::stored_events_v1::write_item;
-use serde_json::json;
 
 /// Items per iteration.
 const ITEMS: usize = 1000;
 
-/// A kubelet event as the server stores it after a create: with its managedFields entry.
+/// Event `i` as the server stores it after a create.
 fn stored(i: usize) -> bytes::Bytes {
-    let e: CoreEvent = serde_json::from_value(json!({
-        "metadata": {"name": format!("web-{i}.17f3a2b4c5d6e7f8"), "namespace": "default",
-                     "uid": format!("0b9c6f2e-3d4a-4e8b-9f1a-{i:012}"),
-                     "creationTimestamp": "2026-11-25T09:48:17Z",
-                     "managedFields": [{"manager": "kubelet", "operation": "Update", "apiVersion": "v1",
-                         "time": "2026-11-25T09:48:17Z", "fieldsType": "FieldsV1",
-                         "fieldsV1": {"f:count": {}, "f:firstTimestamp": {}, "f:involvedObject": {},
-                                      "f:lastTimestamp": {}, "f:message": {}, "f:reason": {},
-                                      "f:reportingComponent": {}, "f:reportingInstance": {},
-                                      "f:source": {"f:component": {}, "f:host": {}}, "f:type": {}}}]},
-        "involvedObject": {"kind": "Pod", "namespace": "default", "name": format!("web-{i}"),
-                           "uid": "5e1d7c3a-2b4f-4a6e-8d9c-000000000001", "apiVersion": "v1",
-                           "resourceVersion": "8123", "fieldPath": "spec.containers{app}"},
-        "reason": "BackOff", "message": format!("Back-off restarting failed container app in pod web-{i}"),
-        "source": {"component": "kubelet", "host": "node-1"}, "count": 1, "type": "Warning",
-        "firstTimestamp": "2026-11-25T09:48:17Z", "lastTimestamp": "2026-11-25T09:48:17Z",
-        "reportingComponent": "kubelet", "reportingInstance": "node-1",
-    }))
-    .expect("event");
-    encode(&e)
+    encode(&common::kubelet_event(i))
 }
 
 fn bench(c: &mut Criterion) {
