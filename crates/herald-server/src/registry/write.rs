@@ -454,17 +454,15 @@ pub(super) async fn patch(
         };
         let old = decode(&kv)?;
         let now = reg.clock.now();
-        let (mut e, warnings) = match typed_patch::apply(group, kind, &doc, &old) {
+        let typed = match &doc {
+            patch::PatchDoc::Object(p) => typed_patch::apply(group, kind, p, &old).map(|e| (e, p)),
+            patch::PatchDoc::Json(_) => None,
+        };
+        let (mut e, warnings) = match typed {
             // A recorder's repeat, set on the typed event. The patched object's unknown
             // fields would be the patch's, and a typed patch has none: checking the patch
             // reports what its text repeats. It cannot carry a resourceVersion.
-            Some(e) => {
-                let warnings = match &doc {
-                    patch::PatchDoc::Object(v) => check(v)?,
-                    patch::PatchDoc::Json(_) => Vec::new(),
-                };
-                (e, warnings)
-            }
+            Some((e, p)) => (e, check(p)?),
             None => {
                 let patched = match (&doc, kind) {
                     (patch::PatchDoc::Object(config), PatchKind::Apply { .. }) => {

@@ -13,8 +13,9 @@ use serde_json::{Map, Value};
 use super::fieldpath::{FieldSet, PathElement, compact};
 use super::schema;
 
+/// A string field whose JSON is written (not empty).
 fn set(s: &Option<String>) -> bool {
-    s.as_deref().is_some_and(|s| !s.is_empty())
+    super::updated::nonempty(s).is_some()
 }
 
 /// An object reference whose JSON (empty strings dropped) is not `{}`.

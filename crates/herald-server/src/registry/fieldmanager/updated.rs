@@ -173,7 +173,8 @@ pub(super) fn exact(e: &CoreEvent) -> bool {
         )
 }
 
-fn nonempty(s: &Option<String>) -> Option<&str> {
+/// A string as its JSON: `None` when empty (dropped).
+pub(super) fn nonempty(s: &Option<String>) -> Option<&str> {
     s.as_deref().filter(|s| !s.is_empty())
 }
 
