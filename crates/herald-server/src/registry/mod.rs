@@ -61,6 +61,7 @@ pub mod options;
 pub mod patch;
 pub mod stored_events_v1;
 mod stored_json;
+pub mod stored_scan;
 /// Any event, for property tests of what reads stored bytes.
 #[cfg(test)]
 pub(crate) use stored_json::tests::event as any_event;

@@ -24,6 +24,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::stored_json::Object;
+use super::stored_scan::Decline;
 use super::stored_time::{self, Layout, StoredTime};
 use crate::storage::Revision;
 
@@ -94,18 +95,14 @@ struct Source<'a> {
     host: Option<&'a RawValue>,
 }
 
-/// A stored `series`, as both transcoders (this one and the protobuf list's) read it.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct Series<'a> {
+struct Series<'a> {
     #[serde(default)]
-    pub(crate) count: Option<i32>,
+    count: Option<i32>,
     #[serde(borrow, default)]
-    pub(crate) last_observed_time: Option<&'a RawValue>,
+    last_observed_time: Option<&'a RawValue>,
 }
-
-/// A transcoder cannot vouch for this object; the caller decodes it instead.
-pub(crate) struct Decline;
 
 /// Appends the `events.k8s.io/v1` JSON of the event stored as `stored`, with
 /// `resourceVersion` = `revision`: a list item, or with `kind` and `apiVersion` when

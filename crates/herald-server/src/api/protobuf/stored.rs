@@ -5,23 +5,21 @@
 //! and serialized again), convert it to `k8s-pb` messages and encode those: about 5 µs an
 //! event, a 100,000-event list's 0.3 s.
 //!
-//! [`write_list_item`] reads the stored JSON into borrowed views (strings without escapes
-//! are slices of the stored bytes, `fieldsV1` stays raw text, timestamps are read in the
-//! one layout the store writes) and writes the protobuf fields straight from them, in tag
-//! order, with the canonicalisation the decoding path applies. The bytes equal that path's
-//! for every object the store writes (the tests compare them byte for byte); anything else
-//! (a timestamp in another layout, a member of an unexpected type) makes it decline, and
-//! the caller decodes the event instead.
+//! [`write_list_item`] reads the stored JSON with a [`Scanner`] into borrowed views
+//! (strings without escapes are slices of the stored bytes, `fieldsV1` stays raw text,
+//! timestamps are read in the one layout the store writes) and writes the protobuf fields
+//! straight from them, in tag order, with the canonicalisation the decoding path applies.
+//! The bytes equal that path's for every object the store writes (the tests compare them
+//! byte for byte); anything else (a timestamp in another layout, a member of an unexpected
+//! type) makes it decline, and the caller decodes the event instead.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use herald_core::event::ApiGroup;
 use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint};
-use serde::Deserialize;
-use serde_json::value::RawValue;
 
-use crate::registry::stored_events_v1::{Decline, Series};
+use crate::registry::stored_scan::{Decline, Scanned, Scanner};
 use crate::registry::stored_time::{self, Layout, StoredTime};
 use crate::storage::Revision;
 
@@ -29,165 +27,300 @@ use crate::storage::Revision;
 #[derive(Default, PartialEq, Eq, PartialOrd, Ord)]
 struct Text<'a>(Cow<'a, str>);
 
-impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Visitor;
-        impl<'de> serde::de::Visitor<'de> for Visitor {
-            type Value = Cow<'de, str>;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
-                Ok(Cow::Borrowed(v))
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(Cow::Owned(v.to_owned()))
-            }
-            fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
-                Ok(Cow::Owned(v))
-            }
-        }
-        d.deserialize_str(Visitor).map(Text)
-    }
-}
-
 type OptText<'a> = Option<Text<'a>>;
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
+fn text_of<'a>(s: &mut Scanner<'a>) -> Scanned<Text<'a>> {
+    s.str().map(Text)
+}
+
+fn opt_text<'a>(s: &mut Scanner<'a>) -> Scanned<OptText<'a>> {
+    s.nullable(text_of)
+}
+
+/// A member kept as its stored text (a timestamp or `fieldsV1`), `null` included.
+fn raw<'a>(s: &mut Scanner<'a>) -> Scanned<Option<&'a str>> {
+    s.raw().map(Some)
+}
+
+#[derive(Default)]
 struct Stored<'a> {
-    #[serde(borrow)]
     metadata: Meta<'a>,
-    #[serde(borrow)]
     involved_object: Reference<'a>,
-    #[serde(borrow, default)]
     reason: OptText<'a>,
-    #[serde(borrow, default)]
     message: OptText<'a>,
-    #[serde(borrow, default)]
     source: Option<Source<'a>>,
-    #[serde(borrow, default)]
-    first_timestamp: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    last_timestamp: Option<&'a RawValue>,
-    #[serde(default)]
+    first_timestamp: Option<&'a str>,
+    last_timestamp: Option<&'a str>,
     count: Option<i32>,
-    #[serde(borrow, default, rename = "type")]
     type_: OptText<'a>,
-    #[serde(borrow, default)]
-    event_time: Option<&'a RawValue>,
-    #[serde(borrow, default)]
+    event_time: Option<&'a str>,
     series: Option<Series<'a>>,
-    #[serde(borrow, default)]
     action: OptText<'a>,
-    #[serde(borrow, default)]
     related: Option<Reference<'a>>,
-    #[serde(borrow, default)]
     reporting_component: OptText<'a>,
-    #[serde(borrow, default)]
     reporting_instance: OptText<'a>,
 }
 
+impl<'a> Stored<'a> {
+    /// The stored event's members. `metadata` and `involvedObject` are required: the store
+    /// always writes them, and for bytes without them (which k8s-openapi reads as empty)
+    /// declining is the safe answer. k8s-openapi rejects an `apiVersion` or `kind` other
+    /// than core/v1's, so this declines them.
+    fn read(stored: &'a [u8]) -> Scanned<Self> {
+        let mut s = Scanner::new(stored)?;
+        let mut e = Stored::default();
+        let (mut has_metadata, mut has_involved_object) = (false, false);
+        s.object(|s, name| {
+            match &*name {
+                "metadata" => {
+                    e.metadata = Meta::read(s)?;
+                    has_metadata = true;
+                }
+                "involvedObject" => {
+                    e.involved_object = Reference::read(s)?;
+                    has_involved_object = true;
+                }
+                "reason" => e.reason = opt_text(s)?,
+                "message" => e.message = opt_text(s)?,
+                "source" => e.source = s.nullable(Source::read)?,
+                "firstTimestamp" => e.first_timestamp = raw(s)?,
+                "lastTimestamp" => e.last_timestamp = raw(s)?,
+                "count" => e.count = s.nullable(Scanner::int)?,
+                "type" => e.type_ = opt_text(s)?,
+                "eventTime" => e.event_time = raw(s)?,
+                "series" => e.series = s.nullable(Series::read)?,
+                "action" => e.action = opt_text(s)?,
+                "related" => e.related = s.nullable(Reference::read)?,
+                "reportingComponent" => e.reporting_component = opt_text(s)?,
+                "reportingInstance" => e.reporting_instance = opt_text(s)?,
+                "apiVersion" | "kind" => {
+                    let want = if name == "kind" { "Event" } else { "v1" };
+                    if s.str()? != want {
+                        return Err(Decline);
+                    }
+                }
+                _ => s.skip()?,
+            }
+            Ok(())
+        })?;
+        s.finish()?;
+        if has_metadata && has_involved_object {
+            Ok(e)
+        } else {
+            Err(Decline)
+        }
+    }
+}
+
 /// `ObjectMeta` less `resourceVersion`, which the list sets from the key's revision.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Default)]
 struct Meta<'a> {
-    #[serde(borrow, default)]
     name: OptText<'a>,
-    #[serde(borrow, default)]
     generate_name: OptText<'a>,
-    #[serde(borrow, default)]
     namespace: OptText<'a>,
-    #[serde(borrow, default)]
     self_link: OptText<'a>,
-    #[serde(borrow, default)]
     uid: OptText<'a>,
-    #[serde(default)]
     generation: Option<i64>,
-    #[serde(borrow, default)]
-    creation_timestamp: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    deletion_timestamp: Option<&'a RawValue>,
-    #[serde(default)]
+    creation_timestamp: Option<&'a str>,
+    deletion_timestamp: Option<&'a str>,
     deletion_grace_period_seconds: Option<i64>,
-    #[serde(borrow, default)]
     labels: Option<BTreeMap<Text<'a>, Text<'a>>>,
-    #[serde(borrow, default)]
     annotations: Option<BTreeMap<Text<'a>, Text<'a>>>,
-    #[serde(borrow, default)]
     owner_references: Option<Vec<Owner<'a>>>,
-    #[serde(borrow, default)]
     finalizers: Option<Vec<Text<'a>>>,
-    #[serde(borrow, default)]
     managed_fields: Option<Vec<Managed<'a>>>,
+}
+
+impl<'a> Meta<'a> {
+    fn read(s: &mut Scanner<'a>) -> Scanned<Self> {
+        let mut m = Meta::default();
+        s.object(|s, name| {
+            match &*name {
+                "name" => m.name = opt_text(s)?,
+                "generateName" => m.generate_name = opt_text(s)?,
+                "namespace" => m.namespace = opt_text(s)?,
+                "selfLink" => m.self_link = opt_text(s)?,
+                "uid" => m.uid = opt_text(s)?,
+                "generation" => m.generation = s.nullable(Scanner::int)?,
+                "creationTimestamp" => m.creation_timestamp = raw(s)?,
+                "deletionTimestamp" => m.deletion_timestamp = raw(s)?,
+                "deletionGracePeriodSeconds" => {
+                    m.deletion_grace_period_seconds = s.nullable(Scanner::int)?
+                }
+                "labels" => m.labels = s.nullable(string_map)?,
+                "annotations" => m.annotations = s.nullable(string_map)?,
+                "ownerReferences" => m.owner_references = s.nullable(|s| list(s, Owner::read))?,
+                "finalizers" => m.finalizers = s.nullable(|s| list(s, text_of))?,
+                "managedFields" => m.managed_fields = s.nullable(|s| list(s, Managed::read))?,
+                // Set from the key's revision; read only to decline what k8s-openapi
+                // would not decode.
+                "resourceVersion" => drop(opt_text(s)?),
+                _ => s.skip()?,
+            }
+            Ok(())
+        })?;
+        Ok(m)
+    }
+}
+
+/// A map of strings; a key named twice keeps its last value, as a map decodes.
+fn string_map<'a>(s: &mut Scanner<'a>) -> Scanned<BTreeMap<Text<'a>, Text<'a>>> {
+    let mut map = BTreeMap::new();
+    s.object(|s, k| {
+        map.insert(Text(k), text_of(s)?);
+        Ok(())
+    })?;
+    Ok(map)
+}
+
+fn list<'a, T>(
+    s: &mut Scanner<'a>,
+    mut item: impl FnMut(&mut Scanner<'a>) -> Scanned<T>,
+) -> Scanned<Vec<T>> {
+    let mut items = Vec::new();
+    s.array(|s| {
+        items.push(item(s)?);
+        Ok(())
+    })?;
+    Ok(items)
 }
 
 /// An `OwnerReference`: its four strings are required (empty when missing, as
 /// `k8s-openapi` reads them).
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Default)]
 struct Owner<'a> {
-    #[serde(borrow, default)]
     api_version: Text<'a>,
-    #[serde(borrow, default)]
     kind: Text<'a>,
-    #[serde(borrow, default)]
     name: Text<'a>,
-    #[serde(borrow, default)]
     uid: Text<'a>,
-    #[serde(default)]
     controller: Option<bool>,
-    #[serde(default)]
     block_owner_deletion: Option<bool>,
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
+impl<'a> Owner<'a> {
+    fn read(s: &mut Scanner<'a>) -> Scanned<Self> {
+        let mut o = Owner::default();
+        s.object(|s, name| {
+            match &*name {
+                "apiVersion" => o.api_version = text_of(s)?,
+                "kind" => o.kind = text_of(s)?,
+                "name" => o.name = text_of(s)?,
+                "uid" => o.uid = text_of(s)?,
+                "controller" => o.controller = s.nullable(Scanner::bool)?,
+                "blockOwnerDeletion" => o.block_owner_deletion = s.nullable(Scanner::bool)?,
+                _ => s.skip()?,
+            }
+            Ok(())
+        })?;
+        Ok(o)
+    }
+}
+
+#[derive(Default)]
 struct Managed<'a> {
-    #[serde(borrow, default)]
     manager: OptText<'a>,
-    #[serde(borrow, default)]
     operation: OptText<'a>,
-    #[serde(borrow, default)]
     api_version: OptText<'a>,
-    #[serde(borrow, default)]
-    time: Option<&'a RawValue>,
-    #[serde(borrow, default)]
+    time: Option<&'a str>,
     fields_type: OptText<'a>,
-    #[serde(borrow, default, rename = "fieldsV1")]
-    fields_v1: Option<&'a RawValue>,
-    #[serde(borrow, default)]
+    fields_v1: Option<&'a str>,
     subresource: OptText<'a>,
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
+impl<'a> Managed<'a> {
+    fn read(s: &mut Scanner<'a>) -> Scanned<Self> {
+        let mut e = Managed::default();
+        s.object(|s, name| {
+            match &*name {
+                "manager" => e.manager = opt_text(s)?,
+                "operation" => e.operation = opt_text(s)?,
+                "apiVersion" => e.api_version = opt_text(s)?,
+                "time" => e.time = raw(s)?,
+                "fieldsType" => e.fields_type = opt_text(s)?,
+                "fieldsV1" => e.fields_v1 = raw(s)?,
+                "subresource" => e.subresource = opt_text(s)?,
+                _ => s.skip()?,
+            }
+            Ok(())
+        })?;
+        Ok(e)
+    }
+}
+
+#[derive(Default)]
 struct Reference<'a> {
-    #[serde(borrow, default)]
     kind: OptText<'a>,
-    #[serde(borrow, default)]
     namespace: OptText<'a>,
-    #[serde(borrow, default)]
     name: OptText<'a>,
-    #[serde(borrow, default)]
     uid: OptText<'a>,
-    #[serde(borrow, default)]
     api_version: OptText<'a>,
-    #[serde(borrow, default)]
     resource_version: OptText<'a>,
-    #[serde(borrow, default)]
     field_path: OptText<'a>,
 }
 
-#[derive(Deserialize)]
+impl<'a> Reference<'a> {
+    fn read(s: &mut Scanner<'a>) -> Scanned<Self> {
+        let mut r = Reference::default();
+        s.object(|s, name| {
+            match &*name {
+                "kind" => r.kind = opt_text(s)?,
+                "namespace" => r.namespace = opt_text(s)?,
+                "name" => r.name = opt_text(s)?,
+                "uid" => r.uid = opt_text(s)?,
+                "apiVersion" => r.api_version = opt_text(s)?,
+                "resourceVersion" => r.resource_version = opt_text(s)?,
+                "fieldPath" => r.field_path = opt_text(s)?,
+                _ => s.skip()?,
+            }
+            Ok(())
+        })?;
+        Ok(r)
+    }
+}
+
+#[derive(Default)]
+struct Series<'a> {
+    count: Option<i32>,
+    last_observed_time: Option<&'a str>,
+}
+
+impl<'a> Series<'a> {
+    fn read(s: &mut Scanner<'a>) -> Scanned<Self> {
+        let mut series = Series::default();
+        s.object(|s, name| {
+            match &*name {
+                "count" => series.count = s.nullable(Scanner::int)?,
+                "lastObservedTime" => series.last_observed_time = raw(s)?,
+                _ => s.skip()?,
+            }
+            Ok(())
+        })?;
+        Ok(series)
+    }
+}
+
+#[derive(Default)]
 struct Source<'a> {
-    #[serde(borrow, default)]
     component: OptText<'a>,
-    #[serde(borrow, default)]
     host: OptText<'a>,
 }
 
-type Written = Result<(), Decline>;
+impl<'a> Source<'a> {
+    fn read(s: &mut Scanner<'a>) -> Scanned<Self> {
+        let mut src = Source::default();
+        s.object(|s, name| {
+            match &*name {
+                "component" => src.component = opt_text(s)?,
+                "host" => src.host = opt_text(s)?,
+                _ => s.skip()?,
+            }
+            Ok(())
+        })?;
+        Ok(src)
+    }
+}
+
+type Written = Scanned<()>;
 
 /// Appends the event stored as `stored`, with `resourceVersion` = `revision`, in `group`'s
 /// shape as item (field 2) of a protobuf `EventList`. False, with `out` untouched, when the
@@ -199,14 +332,12 @@ pub fn write_list_item(
     revision: Revision,
 ) -> bool {
     let start = out.len();
-    let written = serde_json::from_slice::<Stored<'_>>(stored)
-        .map_err(|_| Decline)
-        .and_then(|s| {
-            message(out, 2, |out| match group {
-                ApiGroup::Core => core_event(out, &s, revision),
-                ApiGroup::EventsV1 => events_v1_event(out, &s, revision),
-            })
-        });
+    let written = Stored::read(stored).and_then(|s| {
+        message(out, 2, |out| match group {
+            ApiGroup::Core => core_event(out, &s, revision),
+            ApiGroup::EventsV1 => events_v1_event(out, &s, revision),
+        })
+    });
     if written.is_err() {
         out.truncate(start);
     }
@@ -329,7 +460,7 @@ fn meta(out: &mut Vec<u8>, m: &Meta<'_>, revision: Revision) -> Written {
             opt(out, 3, &e.api_version);
             meta_time(out, 4, e.time)?;
             opt(out, 6, &e.fields_type);
-            if let Some(raw) = e.fields_v1.filter(|v| v.get() != "null") {
+            if let Some(raw) = e.fields_v1.filter(|v| *v != "null") {
                 message(out, 7, |out| {
                     bytes(out, 1, &fields_v1_raw(raw)?);
                     Ok(())
@@ -347,8 +478,8 @@ fn meta(out: &mut Vec<u8>, m: &Meta<'_>, revision: Revision) -> Written {
 /// The bytes the decoding path puts in `FieldsV1.raw`: its `Value` serialized again. Field
 /// sets are objects of objects with plain keys, whose stored text is already exactly that;
 /// anything else (escapes, arrays, numbers, spaces) takes the round trip.
-fn fields_v1_raw(raw: &RawValue) -> Result<Cow<'_, [u8]>, Decline> {
-    let text = raw.get().as_bytes();
+fn fields_v1_raw(raw: &str) -> Result<Cow<'_, [u8]>, Decline> {
+    let text = raw.as_bytes();
     let mut in_string = false;
     let plain = text.iter().all(|&b| match (in_string, b) {
         (_, b'\\') => false,
@@ -363,7 +494,7 @@ fn fields_v1_raw(raw: &RawValue) -> Result<Cow<'_, [u8]>, Decline> {
     if plain {
         return Ok(Cow::Borrowed(text));
     }
-    let v: serde_json::Value = serde_json::from_str(raw.get()).map_err(|_| Decline)?;
+    let v: serde_json::Value = serde_json::from_str(raw).map_err(|_| Decline)?;
     serde_json::to_vec(&v).map(Cow::Owned).map_err(|_| Decline)
 }
 
@@ -389,8 +520,8 @@ fn source(out: &mut Vec<u8>, s: Option<&Source<'_>>) -> Written {
 }
 
 /// A stored timestamp member: `None` when absent or `null`; declines text in another layout.
-fn read_time(v: Option<&RawValue>, layout: Layout) -> Result<Option<StoredTime>, Decline> {
-    match v.map(RawValue::get) {
+fn read_time(v: Option<&str>, layout: Layout) -> Result<Option<StoredTime>, Decline> {
+    match v {
         None | Some("null") => Ok(None),
         Some(text) => stored_time::parse(text.as_bytes(), layout)
             .map(Some)
@@ -399,7 +530,7 @@ fn read_time(v: Option<&RawValue>, layout: Layout) -> Result<Option<StoredTime>,
 }
 
 /// An event's time field, left out when unset (absent, `null` or Go's zero time).
-fn set_time(out: &mut Vec<u8>, tag: u32, v: Option<&RawValue>, layout: Layout) -> Written {
+fn set_time(out: &mut Vec<u8>, tag: u32, v: Option<&str>, layout: Layout) -> Written {
     match read_time(v, layout)? {
         Some(at @ StoredTime::At { .. }) => message(out, tag, |out| {
             timestamp(out, at, layout);
@@ -410,7 +541,7 @@ fn set_time(out: &mut Vec<u8>, tag: u32, v: Option<&RawValue>, layout: Layout) -
 }
 
 /// A time that is written whenever it is present: Go's zero time is an empty message.
-fn meta_time(out: &mut Vec<u8>, tag: u32, v: Option<&RawValue>) -> Written {
+fn meta_time(out: &mut Vec<u8>, tag: u32, v: Option<&str>) -> Written {
     match read_time(v, Layout::Seconds)? {
         Some(at) => message(out, tag, |out| {
             timestamp(out, at, Layout::Seconds);
@@ -421,7 +552,7 @@ fn meta_time(out: &mut Vec<u8>, tag: u32, v: Option<&RawValue>) -> Written {
 }
 
 /// A required time: Go's zero time when absent or `null`.
-fn present_time(v: Option<&RawValue>, layout: Layout) -> Result<StoredTime, Decline> {
+fn present_time(v: Option<&str>, layout: Layout) -> Result<StoredTime, Decline> {
     Ok(read_time(v, layout)?.unwrap_or(StoredTime::Zero))
 }
 
@@ -593,6 +724,17 @@ mod tests {
             r#"{"metadata":{},"involvedObject":{"name":7}}"#,
             r#"{"metadata":{}}"#,
             "{not json",
+            r#"{"metadata":{},"involvedObject":{}} trailing"#,
+            r#"{"metadata":{"finalizers":[null]},"involvedObject":{}}"#,
+            r#"{"metadata":{"generation":1.5},"involvedObject":{}}"#,
+            r#"{"metadata":{"ownerReferences":[{"name":null}]},"involvedObject":{}}"#,
+            r#"{"involvedObject":{}}"#,
+            r#"{"metadata":null,"involvedObject":{}}"#,
+            r#"{"metadata":{},"involvedObject":[]}"#,
+            r#"{"metadata":{},"involvedObject":{},"count":-0}"#,
+            r#"{"metadata":{},"involvedObject":{},"apiVersion":"v2"}"#,
+            r#"{"metadata":{},"involvedObject":{},"kind":"Pod"}"#,
+            r#"{"metadata":{"resourceVersion":5},"involvedObject":{}}"#,
         ] {
             for group in [ApiGroup::Core, ApiGroup::EventsV1] {
                 assert!(
@@ -601,6 +743,56 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Text the store does not write but k8s-openapi reads (spaces, `null` members, unknown
+    /// and escaped member names, a type meta) is read as it reads it.
+    #[test]
+    fn other_json_of_an_event_is_read_as_decoded() {
+        let e: CoreEvent = serde_json::from_value(json!({
+            "metadata": {"name": "a", "namespace": "ns", "labels": {"k": "v"},
+                         "managedFields": [{"manager": "m", "fieldsV1": {"f:count": {}}}]},
+            "involvedObject": {"kind": "Pod", "name": "p"},
+            "reason": "R", "count": 3, "firstTimestamp": "2024-01-01T00:00:00Z",
+        }))
+        .unwrap();
+        let mut v: serde_json::Value = serde_json::from_slice(&encode(&e)).unwrap();
+        v["apiVersion"] = json!("v1");
+        v["kind"] = json!("Event");
+        v["unknown"] = json!({"deep": [1, {"x": null}]});
+        for member in ["source", "series", "related", "message", "action"] {
+            v[member] = serde_json::Value::Null;
+        }
+        v["metadata"]["resourceVersion"] = json!("12");
+        v["metadata"]["managedFields"][0]["time"] = serde_json::Value::Null;
+        let text = serde_json::to_string_pretty(&v)
+            .unwrap()
+            .replace("\"reason\"", "\"\\u0072eason\"");
+        for group in [ApiGroup::Core, ApiGroup::EventsV1] {
+            let got = transcoded(group, text.as_bytes(), 9);
+            assert_eq!(got, Some(decoded(group, text.as_bytes(), 9)), "{group:?}");
+        }
+        assert_eq!(
+            decode_at(text.as_bytes(), 9).unwrap().reason.as_deref(),
+            Some("R")
+        );
+    }
+
+    /// A member named twice counts the last time, as k8s-openapi reads it; so does a label.
+    #[test]
+    fn a_member_named_twice_is_read_as_decoded() {
+        let twice = br#"{"metadata":{"name":"a","name":"b","labels":{"k":"1","k":"2"}},"involvedObject":{"kind":"Pod","kind":"Node"},"count":1,"count":2}"#;
+        for group in [ApiGroup::Core, ApiGroup::EventsV1] {
+            let got = transcoded(group, twice, 9);
+            assert_eq!(got, Some(decoded(group, twice, 9)), "{group:?}");
+        }
+        let e = decode_at(twice, 9).unwrap();
+        assert_eq!(e.metadata.name.as_deref(), Some("b"));
+        assert_eq!(e.metadata.labels.unwrap()["k"], "2");
+        assert_eq!(
+            (e.involved_object.kind.as_deref(), e.count),
+            (Some("Node"), Some(2))
+        );
     }
 
     proptest! {
