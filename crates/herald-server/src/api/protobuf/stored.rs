@@ -475,28 +475,71 @@ fn meta(out: &mut Vec<u8>, m: &Meta<'_>, revision: Revision) -> Written {
     Ok(())
 }
 
-/// The bytes the decoding path puts in `FieldsV1.raw`: its `Value` serialized again. Field
-/// sets are objects of objects with plain keys, whose stored text is already exactly that;
-/// anything else (escapes, arrays, numbers, spaces) takes the round trip.
+/// The bytes the decoding path puts in `FieldsV1.raw`: its `Value` serialized again, which
+/// writes each object's keys once, sorted. Field sets are objects of objects with plain keys
+/// in that order, whose stored text is already exactly that; anything else (escapes,
+/// arrays, numbers, spaces, keys out of order or repeated) takes the round trip.
 fn fields_v1_raw(raw: &str) -> Result<Cow<'_, [u8]>, Decline> {
-    let text = raw.as_bytes();
-    let mut in_string = false;
-    let plain = text.iter().all(|&b| match (in_string, b) {
-        (_, b'\\') => false,
-        (_, b'"') => {
-            in_string = !in_string;
-            true
-        }
-        (true, _) => true,
-        (false, b'{' | b'}' | b':' | b',') => true,
-        (false, _) => false,
-    });
-    if plain {
-        return Ok(Cow::Borrowed(text));
+    if is_canonical(raw.as_bytes()) {
+        return Ok(Cow::Borrowed(raw.as_bytes()));
     }
     let v: serde_json::Value = serde_json::from_str(raw).map_err(|_| Decline)?;
     serde_json::to_vec(&v).map(Cow::Owned).map_err(|_| Decline)
 }
+
+/// Whether `json` (one JSON value) is objects and strings without escapes only, each
+/// object's keys in strictly increasing byte order: what `serde_json` writes for such a
+/// `Value`. False too past [`CANONICAL_DEPTH`] objects deep, which a field set never is.
+fn is_canonical(json: &[u8]) -> bool {
+    // The last key of each open object, `None` before its first.
+    let mut last: [Option<&[u8]>; CANONICAL_DEPTH] = [None; CANONICAL_DEPTH];
+    let mut depth = 0;
+    let mut key_next = false;
+    let mut i = 0;
+    while let Some(&b) = json.get(i) {
+        i += 1;
+        match b {
+            b'{' => {
+                let Some(slot) = last.get_mut(depth) else {
+                    return false;
+                };
+                *slot = None;
+                depth += 1;
+                key_next = true;
+            }
+            b'}' => {
+                depth = depth.saturating_sub(1);
+                key_next = false;
+            }
+            b',' => key_next = true,
+            b':' => key_next = false,
+            b'"' => {
+                let Some(len) = memchr::memchr(b'"', &json[i..]) else {
+                    return false;
+                };
+                let s = &json[i..i + len];
+                i += len + 1;
+                if memchr::memchr(b'\\', s).is_some() {
+                    return false;
+                }
+                if key_next {
+                    let Some(top) = depth.checked_sub(1).and_then(|d| last.get_mut(d)) else {
+                        return false;
+                    };
+                    if top.is_some_and(|prev| prev >= s) {
+                        return false;
+                    }
+                    *top = Some(s);
+                }
+            }
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// How many objects deep [`is_canonical`] follows a field set.
+const CANONICAL_DEPTH: usize = 16;
 
 /// An `ObjectReference` with its empty strings left out.
 fn reference(out: &mut Vec<u8>, r: &Reference<'_>) -> Written {
@@ -742,6 +785,47 @@ mod tests {
                     "{stored}"
                 );
             }
+        }
+    }
+
+    /// A field set is copied as stored only when it is what the decoding path writes: keys
+    /// sorted and once, nothing but objects and plain strings.
+    #[test]
+    fn field_sets_are_copied_only_when_canonical() {
+        use super::is_canonical;
+        for json in [
+            r#"{}"#,
+            r#"{"f:a":{},"f:b":{"f:x":{},"k:{\"y\":1}":{}}}"#,
+            r#"{"a":"s"}"#,
+        ] {
+            assert_eq!(
+                is_canonical(json.as_bytes()),
+                !json.contains('\\'),
+                "{json}"
+            );
+        }
+        assert!(is_canonical(br#"{"f:a":{"f:x":{}},"f:b":{"f:a":{}}}"#));
+        for json in [
+            r#"{"f:b":{},"f:a":{}}"#,
+            r#"{"f:a":{},"f:a":{}}"#,
+            r#"{"f:a":{"f:y":{},"f:x":{}}}"#,
+            r#"{"f:a":[]}"#,
+            r#"{"f:a": {}}"#,
+            r#"{"n":1}"#,
+        ] {
+            assert!(!is_canonical(json.as_bytes()), "{json}");
+        }
+        // Objects `n` deep: `{"a":{"a":…{}…}}`.
+        let nested = |n: usize| "{\"a\":".repeat(n - 1) + "{}" + &"}".repeat(n - 1);
+        assert!(is_canonical(nested(16).as_bytes()));
+        assert!(!is_canonical(nested(17).as_bytes()));
+        // Out of order, repeated and nested: the decoding path sorts and keeps the last.
+        let stored = br#"{"metadata":{"managedFields":[{"manager":"m","fieldsV1":{"f:b":{},"f:a":{"f:y":{},"f:x":{}},"f:a":{"f:z":{}}}}]},"involvedObject":{}}"#;
+        for group in [ApiGroup::Core, ApiGroup::EventsV1] {
+            assert_eq!(
+                transcoded(group, stored, 4),
+                Some(decoded(group, stored, 4))
+            );
         }
     }
 
