@@ -4,7 +4,7 @@
 //! copied out unchanged. Through `serde_json`'s derived `Deserialize` (borrowed strings,
 //! `RawValue` for times and `fieldsV1`) that reading was most of an item's cost, and an
 //! item was most of a protobuf list's: `cargo bench -p herald-server --bench render --
-//! core_protobuf_transcoded` went from 2.7 µs to 1.8 µs an item with this module (2.1 µs
+//! core_protobuf_transcoded` went from 2.7 µs to 1.9 µs an item with this module (2.1 µs
 //! already with `serde_json` reading the text as a `&str` checked once, rather than
 //! checking each string's UTF-8).
 //!
