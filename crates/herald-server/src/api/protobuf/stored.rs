@@ -535,7 +535,9 @@ fn is_canonical(json: &[u8]) -> bool {
             _ => return false,
         }
     }
-    true
+    // Not on its own a check that `json` is JSON (the scanner made it): only that every
+    // object was closed.
+    depth == 0 && !json.is_empty()
 }
 
 /// How many objects deep [`is_canonical`] follows a field set.
@@ -793,25 +795,35 @@ mod tests {
     #[test]
     fn field_sets_are_copied_only_when_canonical() {
         use super::is_canonical;
+        // What the decoding path writes for `json`; canonical text must be exactly that.
+        let round_trip = |json: &str| {
+            let v: serde_json::Value = serde_json::from_str(json).unwrap();
+            serde_json::to_string(&v).unwrap()
+        };
         for json in [
             r#"{}"#,
-            r#"{"f:a":{},"f:b":{"f:x":{},"k:{\"y\":1}":{}}}"#,
-            r#"{"a":"s"}"#,
+            r#"{"f:a":{"f:x":{}},"f:b":{"f:a":{}}}"#,
+            "{\"a\":\"s\",\"b\":\"é \u{7f}\"}",
+            r#"{"":{},"z":{},"é":{}}"#,
+            r#""bare""#,
         ] {
-            assert_eq!(
-                is_canonical(json.as_bytes()),
-                !json.contains('\\'),
-                "{json}"
-            );
+            assert!(is_canonical(json.as_bytes()), "{json}");
+            assert_eq!(round_trip(json), json);
         }
-        assert!(is_canonical(br#"{"f:a":{"f:x":{}},"f:b":{"f:a":{}}}"#));
         for json in [
             r#"{"f:b":{},"f:a":{}}"#,
             r#"{"f:a":{},"f:a":{}}"#,
             r#"{"f:a":{"f:y":{},"f:x":{}}}"#,
+            r#"{"é":{},"z":{}}"#,
             r#"{"f:a":[]}"#,
             r#"{"f:a": {}}"#,
+            r#" {}"#,
             r#"{"n":1}"#,
+            r#"{"k:{\"y\":1}":{}}"#,
+            r#"{"a\/b":{}}"#,
+            r#"{"\u00e9":{}}"#,
+            "true",
+            "1",
         ] {
             assert!(!is_canonical(json.as_bytes()), "{json}");
         }
@@ -827,6 +839,33 @@ mod tests {
                 Some(decoded(group, stored, 4))
             );
         }
+    }
+
+    proptest! {
+        /// A field set as `serde_json` writes it (any objects and strings) is canonical,
+        /// and whatever is canonical is what it writes.
+        #[test]
+        fn written_field_sets_are_canonical(v in field_set(), text in "[{}\":,a-c\\\\]{0,24}") {
+            let written = serde_json::to_string(&v).unwrap();
+            prop_assert!(super::is_canonical(written.as_bytes()), "{}", written);
+            if let Ok(parsed) = serde_json::from_str::<serde_json::Value>(&text)
+                && super::is_canonical(text.as_bytes())
+            {
+                prop_assert_eq!(serde_json::to_string(&parsed).unwrap(), text);
+            }
+        }
+    }
+
+    /// Objects of objects and strings, keys without anything to escape.
+    fn field_set() -> impl Strategy<Value = serde_json::Value> {
+        let leaf = prop_oneof![
+            Just(serde_json::Value::Object(Default::default())),
+            "[a-zé:. ]{0,6}".prop_map(serde_json::Value::String),
+        ];
+        leaf.prop_recursive(6, 40, 5, |inner| {
+            prop::collection::btree_map("[a-zé:.]{0,6}", inner, 0..5)
+                .prop_map(|m| serde_json::Value::Object(m.into_iter().collect()))
+        })
     }
 
     /// Text the store does not write but k8s-openapi reads (spaces, `null` members, unknown
