@@ -1,7 +1,9 @@
 //! What a list costs per item in each shape, from the stored bytes: core/v1 JSON (the
 //! stored bytes with the resourceVersion spliced in), `events.k8s.io/v1` JSON and protobuf
 //! (transcoded from the stored bytes, against decoding them into `k8s-openapi` types and
-//! encoding those, the path the transcoders replace).
+//! encoding those, the path the transcoders replace), and a `Table` row as `kubectl get
+//! events` asks for it and a `kubectl get -w` watch line (both written straight, against
+//! building the `Value` tree they replace).
 //!
 //! `cargo bench -p herald-server --bench render -- --warm-up-time 1 --measurement-time 3`
 
@@ -10,9 +12,13 @@ mod common;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use herald_core::event::ApiGroup;
 use herald_core::event::wire::write_events_v1_item;
+use herald_server::api::events::render::{ListShape, list, object, raw_list, watch_line};
+use herald_server::api::negotiate::{IncludeObject, MetaVersion, Output};
 use herald_server::api::protobuf::{event_object, stored::write_list_item};
-use herald_server::registry::codec::{decode_at, encode, splice_resource_version_into};
+use herald_server::registry::codec::{decode, decode_at, encode, splice_resource_version_into};
 use herald_server::registry::stored_events_v1::write_item;
+use herald_server::registry::{EventList, RawEventList, WatchItem};
+use herald_server::storage::KeyValue;
 
 /// Items per iteration.
 const ITEMS: usize = 1000;
@@ -81,6 +87,85 @@ fn bench(c: &mut Criterion) {
             })
         });
     }
+    // kubectl's `get events`: a Table with each row's PartialObjectMetadata.
+    let page = RawEventList {
+        items: items
+            .iter()
+            .enumerate()
+            .map(|(i, s)| KeyValue {
+                key: format!("/events/default/e.{i}"),
+                value: s.clone(),
+                create_revision: i as u64 + 1,
+                mod_revision: i as u64 + 1,
+            })
+            .collect(),
+        resource_version: ITEMS.to_string(),
+        continue_: None,
+    };
+    let now = jiff::Timestamp::now();
+    let table = Output::Table(MetaVersion::V1);
+    let shape = ListShape::of(table, IncludeObject::Metadata, now);
+    g.bench_function("core_table_row_streamed", |b| {
+        b.iter(|| {
+            raw_list(ApiGroup::Core, shape, page.clone())
+                .map(|c| c.len())
+                .sum::<usize>()
+        })
+    });
+    g.bench_function("core_table_row_value", |b| {
+        b.iter(|| {
+            let l = EventList {
+                items: page
+                    .items
+                    .iter()
+                    .map(|kv| decode(kv).expect("decodes"))
+                    .collect(),
+                resource_version: page.resource_version.clone(),
+                continue_: None,
+            };
+            let v = list(ApiGroup::Core, &l, table, IncludeObject::Metadata, now);
+            serde_json::to_vec(&v).expect("encodes").len()
+        })
+    });
+    // kubectl's `get events -w`: one watch line per change and watcher.
+    let changes: Vec<WatchItem> = page
+        .items
+        .iter()
+        .map(|kv| WatchItem::Modified(decode(kv).expect("decodes")))
+        .collect();
+    g.bench_function("core_table_watch_line_streamed", |b| {
+        b.iter(|| {
+            changes
+                .iter()
+                .map(|c| {
+                    watch_line(
+                        ApiGroup::Core,
+                        c,
+                        table,
+                        IncludeObject::Metadata,
+                        now,
+                        false,
+                    )
+                    .len()
+                })
+                .sum::<usize>()
+        })
+    });
+    g.bench_function("core_table_watch_line_value", |b| {
+        b.iter(|| {
+            changes
+                .iter()
+                .map(|c| {
+                    let WatchItem::Modified(e) = c else {
+                        unreachable!()
+                    };
+                    let obj = object(ApiGroup::Core, e, table, IncludeObject::Metadata, now, true);
+                    let line = serde_json::json!({"type": "MODIFIED", "object": obj});
+                    serde_json::to_vec(&line).expect("encodes").len()
+                })
+                .sum::<usize>()
+        })
+    });
     g.finish();
 }
 

@@ -476,21 +476,12 @@ async fn kube_rs_list_pages_and_metadata() {
 /// has every event once, in key order, with the same items a short list has.
 #[tokio::test]
 async fn long_events_k8s_io_lists_are_whole_and_in_order() {
-    use herald_core::event::ApiGroup;
     use herald_server::api::events::render::LIST_BLOCK;
-    use herald_server::registry::WriteOptions;
 
     let (server, _) = memory().await;
     let http = Http::new(&server);
     let n = LIST_BLOCK + 10;
-    for i in 0..n {
-        let e = serde_json::from_value(core_event(&format!("e.{i:05}"), "ns-l", "R")).unwrap();
-        server
-            .registry()
-            .create(ApiGroup::Core, "ns-l", e, &WriteOptions::default())
-            .await
-            .unwrap();
-    }
+    create_many(&server, "ns-l", "R", n).await;
     let path = "/apis/events.k8s.io/v1/namespaces/ns-l/events";
     let whole = http.get(path).await;
     assert_eq!(whole.status, 200);
@@ -503,4 +494,73 @@ async fn long_events_k8s_io_lists_are_whole_and_in_order() {
     let page = http.get(&format!("{path}?limit=3")).await.json();
     assert_eq!(page["items"].as_array().unwrap()[..], items[..3]);
     server.shutdown().await.unwrap();
+}
+
+/// A Table (what `kubectl get events` asks for) and a `PartialObjectMetadataList` longer
+/// than one render block are streamed whole and in key order in both groups: every event's
+/// row once, with its cells and its metadata, and a short page holds the same first rows.
+#[tokio::test]
+async fn long_tables_and_metadata_lists_are_whole_and_in_order() {
+    use herald_server::api::events::render::LIST_BLOCK;
+
+    const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
+    const META: &str = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io";
+    let (server, _) = memory().await;
+    let http = Http::new(&server);
+    let n = LIST_BLOCK + 10;
+    create_many(&server, "ns-t", "Pulled", n).await;
+    let want: Vec<String> = (0..n).map(|i| format!("e.{i:05}")).collect();
+    for path in [core_path("ns-t"), v1_path("ns-t")] {
+        let table = http.get_accept(&path, TABLE).await;
+        assert_eq!(table.status, 200, "{path}");
+        let table = table.json();
+        assert_eq!(table["kind"], "Table");
+        assert_eq!(table["columnDefinitions"].as_array().unwrap().len(), 10);
+        let rows = table["rows"].as_array().unwrap();
+        let row_names: Vec<String> = rows
+            .iter()
+            .map(|r| r["cells"][9].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(row_names, want, "{path}");
+        for r in rows {
+            assert_eq!(r["cells"][2], "Pulled");
+            assert_eq!(r["object"]["kind"], "PartialObjectMetadata");
+            assert_eq!(r["object"]["metadata"]["name"], r["cells"][9]);
+            assert!(rv(&r["object"]) > 0, "{r}");
+        }
+        let page = http
+            .get_accept(&format!("{path}?limit=3"), TABLE)
+            .await
+            .json();
+        assert_eq!(page["rows"].as_array().unwrap()[..], rows[..3]);
+        assert!(page["metadata"]["continue"].is_string());
+
+        let meta = http.get_accept(&path, META).await;
+        assert_eq!(meta.status, 200, "{path}");
+        let meta = meta.json();
+        assert_eq!(meta["kind"], "PartialObjectMetadataList");
+        let items = meta["items"].as_array().unwrap();
+        let item_names: Vec<&str> = items
+            .iter()
+            .map(|i| i["metadata"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(item_names, want, "{path}");
+        assert_eq!(items[0], rows[0]["object"]);
+    }
+    server.shutdown().await.unwrap();
+}
+
+/// Creates `n` core/v1 events `e.00000`, `e.00001`, … with `reason` in `ns`, through the
+/// registry (faster than HTTP for thousands).
+async fn create_many(server: &herald_server::server::Server, ns: &str, reason: &str, n: usize) {
+    use herald_core::event::ApiGroup;
+    use herald_server::registry::WriteOptions;
+    for i in 0..n {
+        let e = serde_json::from_value(core_event(&format!("e.{i:05}"), ns, reason)).unwrap();
+        server
+            .registry()
+            .create(ApiGroup::Core, ns, e, &WriteOptions::default())
+            .await
+            .unwrap();
+    }
 }

@@ -234,6 +234,21 @@ pub fn partial_object_metadata(meta: &ObjectMeta, version: MetaVersion) -> Value
     })
 }
 
+/// Appends the [`partial_object_metadata`] of `meta` (keys in another order) without
+/// building a `Value` tree: the form a long list streams its items in.
+pub fn write_partial_object_metadata(
+    out: &mut Vec<u8>,
+    meta: &ObjectMeta,
+    version: MetaVersion,
+) -> serde_json::Result<()> {
+    out.extend_from_slice(br#"{"kind":"PartialObjectMetadata","apiVersion":"#);
+    serde_json::to_writer(&mut *out, version.api_version())?;
+    out.extend_from_slice(br#","metadata":"#);
+    serde_json::to_writer(&mut *out, meta)?;
+    out.push(b'}');
+    Ok(())
+}
+
 /// List-level metadata of a Table (or a PartialObjectMetadataList).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TableMeta {
@@ -247,7 +262,8 @@ pub struct TableMeta {
 }
 
 impl TableMeta {
-    fn to_json(&self) -> Value {
+    /// The `metadata` member of the Table or list: an empty `continue` is left out.
+    pub(crate) fn to_json(&self) -> Value {
         let mut m = serde_json::Map::new();
         if let Some(rv) = &self.resource_version {
             m.insert("resourceVersion".into(), rv.clone().into());

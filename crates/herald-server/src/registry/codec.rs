@@ -102,8 +102,12 @@ pub fn decode(kv: &KeyValue) -> Result<CoreEvent, ApiError> {
 
 /// The event stored as `value`, with `resourceVersion` = `revision`.
 pub fn decode_at(value: &[u8], revision: Revision) -> Result<CoreEvent, ApiError> {
-    let mut e: CoreEvent = serde_json::from_slice(value)
-        .map_err(|err| ApiError::internal(format!("decoding stored event: {err}")))?;
+    let undecodable =
+        |err: &dyn std::fmt::Display| ApiError::internal(format!("decoding stored event: {err}"));
+    // Checked as UTF-8 once: serde_json reads a `str` faster than bytes, whose strings it
+    // checks one by one.
+    let text = std::str::from_utf8(value).map_err(|err| undecodable(&err))?;
+    let mut e: CoreEvent = serde_json::from_str(text).map_err(|err| undecodable(&err))?;
     e.metadata.resource_version = Some(revision.to_string());
     Ok(e)
 }

@@ -469,33 +469,25 @@ async fn read(
                     .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
                 return Ok(resp);
             }
-            if out == Output::Object {
-                let l = st.api.registry.list_raw(group, ns.as_deref(), &p).await?;
-                // Long lists whose items must be decoded use both cores; core/v1 items are
-                // spliced from the stored bytes, faster than a hand-off.
-                if group == ApiGroup::EventsV1 && l.items.len() > render::LIST_BLOCK {
-                    let body = Body::from_stream(render::parallel_event_list(group, l));
-                    return Ok(typed_response(StatusCode::OK, body, "application/json"));
-                }
-                let mut chunks = render::raw_event_list(group, l);
-                let first = chunks.next().unwrap_or_default();
-                let body = match chunks.next() {
-                    // Small lists go out whole, with a Content-Length.
-                    None => Body::from(first),
-                    Some(second) => Body::from_stream(futures::stream::iter(
-                        [first, second]
-                            .into_iter()
-                            .chain(chunks)
-                            .map(|c| Ok::<_, Infallible>(Bytes::from(c))),
-                    )),
-                };
+            let shape = render::ListShape::of(out, include, now);
+            let l = st.api.registry.list_raw(group, ns.as_deref(), &p).await?;
+            if shape.decodes(group) && l.items.len() > render::LIST_BLOCK {
+                let body = Body::from_stream(render::parallel_list(group, shape, l));
                 return Ok(typed_response(StatusCode::OK, body, "application/json"));
             }
-            let l = st.api.registry.list(group, ns.as_deref(), &p).await?;
-            Ok(json_response(
-                StatusCode::OK,
-                &render::list(group, &l, out, include, now),
-            ))
+            let mut chunks = render::raw_list(group, shape, l);
+            let first = chunks.next().unwrap_or_default();
+            let body = match chunks.next() {
+                // Small lists go out whole, with a Content-Length.
+                None => Body::from(first),
+                Some(second) => Body::from_stream(futures::stream::iter(
+                    [first, second]
+                        .into_iter()
+                        .chain(chunks)
+                        .map(|c| Ok::<_, Infallible>(Bytes::from(c))),
+                )),
+            };
+            Ok(typed_response(StatusCode::OK, body, "application/json"))
         }
     }
 }

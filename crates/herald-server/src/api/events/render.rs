@@ -5,9 +5,10 @@ use herald_core::event::{ApiGroup, CoreEvent};
 use jiff::Timestamp;
 use serde_json::{Value, json};
 
-use crate::api::negotiate::{IncludeObject, Output};
+use crate::api::negotiate::{IncludeObject, MetaVersion, Output};
 use crate::api::table::{
-    TableMeta, TableOptions, event_table, partial_object_metadata, partial_object_metadata_list,
+    TableMeta, TableOptions, event_cells, event_column_definitions, event_table,
+    partial_object_metadata, partial_object_metadata_list, write_partial_object_metadata,
 };
 use crate::registry::codec::{decode, decode_at, splice_resource_version_into};
 use crate::registry::stored_events_v1;
@@ -46,7 +47,9 @@ pub fn object(
     }
 }
 
-/// A list in the requested representation.
+/// A list of decoded events in the requested representation, as a `Value` tree. The server
+/// streams its lists with [`raw_list`] instead, which writes the same JSON value from the
+/// stored bytes without building the tree (ten times faster for a Table).
 pub fn list(
     group: ApiGroup,
     l: &EventList,
@@ -135,7 +138,8 @@ fn bookmark_object(group: ApiGroup, rv: &str, end: bool, out: Output) -> Value {
 }
 
 /// One watch line (`{"type":…,"object":…}\n`). `first` is true for the first object event
-/// of the stream (only it carries Table column definitions).
+/// of the stream (only it carries Table column definitions). A Table (`kubectl get -w`) is
+/// written without a `Value` tree, as [`raw_list`] writes its rows.
 pub fn watch_line(
     group: ApiGroup,
     item: &WatchItem,
@@ -144,22 +148,74 @@ pub fn watch_line(
     now: Timestamp,
     first: bool,
 ) -> Vec<u8> {
-    let (ty, obj) = match item {
-        WatchItem::Added(e) => ("ADDED", object(group, e, out, include, now, !first)),
-        WatchItem::Modified(e) => ("MODIFIED", object(group, e, out, include, now, !first)),
-        WatchItem::Deleted(e) => ("DELETED", object(group, e, out, include, now, !first)),
+    let (ty, e) = match item {
+        WatchItem::Added(e) => ("ADDED", e),
+        WatchItem::Modified(e) => ("MODIFIED", e),
+        WatchItem::Deleted(e) => ("DELETED", e),
         WatchItem::Bookmark {
             resource_version,
             initial_events_end,
-        } => (
-            "BOOKMARK",
-            bookmark_object(group, resource_version, *initial_events_end, out),
-        ),
-        WatchItem::Error(e) => ("ERROR", e.to_json()),
+        } => {
+            let obj = bookmark_object(group, resource_version, *initial_events_end, out);
+            return value_line("BOOKMARK", obj);
+        }
+        WatchItem::Error(e) => return value_line("ERROR", e.to_json()),
     };
+    if let Output::Table(version) = out {
+        let opts = TableOptions {
+            version,
+            include_object: include,
+            no_headers: !first,
+        };
+        let mut line = Vec::with_capacity(2048);
+        line.extend_from_slice(b"{\"type\":\"");
+        line.extend_from_slice(ty.as_bytes());
+        line.extend_from_slice(b"\",\"object\":");
+        if write_table_of_one(&mut line, group, e, &opts, now).is_ok() {
+            line.extend_from_slice(b"}\n");
+            return line;
+        }
+    }
+    value_line(ty, object(group, e, out, include, now, !first))
+}
+
+/// `{"type":ty,"object":obj}\n`.
+fn value_line(ty: &str, obj: Value) -> Vec<u8> {
     let mut line = serde_json::to_vec(&json!({"type": ty, "object": obj})).unwrap_or_default();
     line.push(b'\n');
     line
+}
+
+/// The one-row Table of a watch event ([`object`]'s `Table`): the event's resourceVersion
+/// as the Table's, column definitions unless `opts.no_headers`.
+fn write_table_of_one(
+    out: &mut Vec<u8>,
+    group: ApiGroup,
+    e: &CoreEvent,
+    opts: &TableOptions,
+    now: Timestamp,
+) -> Result<(), herald_core::status::ApiError> {
+    let meta = TableMeta {
+        resource_version: e.metadata.resource_version.clone(),
+        ..TableMeta::default()
+    };
+    let columns = if opts.no_headers {
+        Value::Null
+    } else {
+        event_column_definitions()
+    };
+    let head = json!({
+        "kind": "Table",
+        "apiVersion": opts.version.api_version(),
+        "metadata": meta.to_json(),
+        "columnDefinitions": columns,
+    });
+    open_array(out, &head, "rows");
+    write_row(out, e, opts, now, |out| {
+        serde_json::to_writer(&mut *out, &event_json(group, e)).map_err(encoding_error)
+    })?;
+    out.extend_from_slice(b"]}");
+    Ok(())
 }
 
 /// The [`CachedEvent`](crate::storage::CachedEvent) encoding slot that holds the JSON watch
@@ -232,24 +288,81 @@ pub fn stored_object_into(
     let e = decode_at(stored, revision)?;
     if let Err(err) = serde_json::to_writer(&mut *out, &event_json(group, &e)) {
         out.truncate(len);
-        return Err(herald_core::status::ApiError::internal(format!(
-            "encoding event: {err}"
-        )));
+        return Err(encoding_error(err));
     }
     Ok(())
 }
 
-/// About how many bytes [`raw_event_list`] renders per chunk.
+/// What a streamed list ([`raw_list`], [`parallel_list`]) holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListShape {
+    /// An `EventList` in the group's shape.
+    Events,
+    /// A `meta.k8s.io` `Table` of the events, one row each, with ages at `now` (what
+    /// `kubectl get events` and dashboards ask for).
+    Table {
+        /// Version of the Table and what each row's `object` holds.
+        opts: TableOptions,
+        /// The instant ages are computed at.
+        now: Timestamp,
+    },
+    /// A `PartialObjectMetadataList` of the events' metadata (metadata-only informers).
+    Metadata(MetaVersion),
+}
+
+impl ListShape {
+    /// The shape of a list answered as `out` (`include` and `now` matter to a Table only).
+    pub fn of(out: Output, include: IncludeObject, now: Timestamp) -> Self {
+        match out {
+            Output::Object => ListShape::Events,
+            Output::Table(version) => ListShape::Table {
+                opts: TableOptions {
+                    version,
+                    include_object: include,
+                    no_headers: false,
+                },
+                now,
+            },
+            Output::PartialObjectMetadataList(v) | Output::PartialObjectMetadata(v) => {
+                ListShape::Metadata(v)
+            }
+        }
+    }
+
+    /// True when each item is read from its stored bytes (transcoded or decoded), so a long
+    /// list is worth rendering on both cores ([`parallel_list`]); core/v1 event items are
+    /// only spliced, faster than a hand-off.
+    pub fn decodes(self, group: ApiGroup) -> bool {
+        !(self == ListShape::Events && group == ApiGroup::Core)
+    }
+}
+
+/// About how many bytes [`raw_list`] renders per chunk.
 pub const LIST_CHUNK: usize = 64 * 1024;
 
-/// The JSON bytes of an `EventList` from stored key-values, as chunks of about
+/// The JSON bytes of a list of stored key-values in `shape`, as chunks of about
 /// [`LIST_CHUNK`] bytes rendered one at a time as they are taken (so a large list is sent
-/// while it is rendered, through a buffer of one chunk). On core/v1 each item is the stored
-/// bytes with the resourceVersion spliced in (no decode); on `events.k8s.io/v1` items are
-/// transcoded from the stored bytes ([`stored_events_v1`]), or, where it declines, decoded,
-/// converted and written without a `Value` tree ([`write_events_v1_item`]).
-pub fn raw_event_list(group: ApiGroup, l: RawEventList) -> impl Iterator<Item = Vec<u8>> {
-    let mut pending = Some(list_head(group, &l));
+/// while it is rendered, through a buffer of one chunk). The bytes are the JSON value
+/// [`list`] makes for the events that decode, keys in another order; no `Value` tree is
+/// built.
+///
+/// - An `EventList` on core/v1 is the stored bytes of each item with the resourceVersion
+///   spliced in (no decode); on `events.k8s.io/v1` items are transcoded from the stored
+///   bytes ([`stored_events_v1`]), or, where it declines, decoded, converted and written
+///   ([`write_events_v1_item`]).
+/// - A Table row or a `PartialObjectMetadata` is written from the decoded event; a row's
+///   full object (`includeObject=Object`) as [`stored_object_into`] writes it.
+///
+/// A stored event that does not decode is left out and logged, as the registry's decoded
+/// [`list`](crate::registry::EventRegistry::list) leaves it out. The one exception is
+/// a core/v1 `EventList` item, which is not decoded: its stored bytes are sent as they are
+/// whenever they hold a `metadata` object to splice into.
+pub fn raw_list(
+    group: ApiGroup,
+    shape: ListShape,
+    l: RawEventList,
+) -> impl Iterator<Item = Vec<u8>> {
+    let mut pending = Some(list_head(group, shape, &l));
     let mut items = l.items.into_iter();
     let mut first = true;
     let mut done = false;
@@ -265,7 +378,7 @@ pub fn raw_event_list(group: ApiGroup, l: RawEventList) -> impl Iterator<Item = 
                 done = true;
                 break;
             };
-            if push_item(&mut out, group, &kv, !first) {
+            if push_item(&mut out, group, shape, &kv, !first) {
                 first = false;
             }
         }
@@ -273,20 +386,21 @@ pub fn raw_event_list(group: ApiGroup, l: RawEventList) -> impl Iterator<Item = 
     })
 }
 
-/// Items per block of [`parallel_event_list`].
+/// Items per block of [`parallel_list`].
 pub const LIST_BLOCK: usize = 2048;
 
-/// The bytes of [`raw_event_list`], for a long list whose items must each be decoded
-/// (`events.k8s.io/v1`): blocks of [`LIST_BLOCK`] items are rendered on the blocking pool,
-/// two at once and sent in order, so the list takes both cores of a small machine while
-/// at most two blocks wait in memory. A block whose rendering fails (a bug) ends the body
-/// with an error, so the client sees a broken list rather than a short one.
-pub fn parallel_event_list(
+/// The bytes of [`raw_list`], for a long list whose items must each be decoded
+/// ([`ListShape::decodes`]): blocks of [`LIST_BLOCK`] items are rendered on the blocking
+/// pool, two at once and sent in order, so the list takes both cores of a small machine
+/// while at most two blocks wait in memory. A block whose rendering fails (a bug) ends the
+/// body with an error, so the client sees a broken list rather than a short one.
+pub fn parallel_list(
     group: ApiGroup,
+    shape: ListShape,
     l: RawEventList,
 ) -> impl futures::Stream<Item = Result<bytes::Bytes, tokio::task::JoinError>> + Send {
     use futures::StreamExt as _;
-    let head = list_head(group, &l);
+    let head = list_head(group, shape, &l);
     // Split from the end: each split moves only the block it takes.
     let mut items = l.items;
     let mut blocks = Vec::with_capacity(items.len() / LIST_BLOCK + 1);
@@ -301,7 +415,7 @@ pub fn parallel_event_list(
             tokio::task::spawn_blocking(move || {
                 let mut out = Vec::with_capacity(block.len() * 1100);
                 for kv in &block {
-                    push_item(&mut out, group, kv, true);
+                    push_item(&mut out, group, shape, kv, true);
                 }
                 out
             })
@@ -325,49 +439,93 @@ pub fn parallel_event_list(
         }))
 }
 
-/// `{"kind":"EventList",…,"items":[`: the list's start, up to its first item.
-fn list_head(group: ApiGroup, l: &RawEventList) -> Vec<u8> {
-    let mut meta = serde_json::Map::new();
-    meta.insert("resourceVersion".into(), l.resource_version.clone().into());
-    if let Some(c) = &l.continue_ {
-        meta.insert("continue".into(), c.clone().into());
+/// The list's start, up to its first item: `{"kind":"EventList",…,"items":[`, or a Table's
+/// `{…,"rows":[`.
+fn list_head(group: ApiGroup, shape: ListShape, l: &RawEventList) -> Vec<u8> {
+    let table_meta = || {
+        TableMeta {
+            resource_version: Some(l.resource_version.clone()),
+            continue_: l.continue_.clone(),
+            remaining_item_count: None,
+        }
+        .to_json()
+    };
+    let (head, array) = match shape {
+        ListShape::Events => {
+            let mut meta = serde_json::Map::new();
+            meta.insert("resourceVersion".into(), l.resource_version.clone().into());
+            if let Some(c) = &l.continue_ {
+                meta.insert("continue".into(), c.clone().into());
+            }
+            (
+                json!({"kind": "EventList", "apiVersion": group.api_version(), "metadata": meta}),
+                "items",
+            )
+        }
+        ListShape::Table { opts, .. } => (
+            json!({
+                "kind": "Table",
+                "apiVersion": opts.version.api_version(),
+                "metadata": table_meta(),
+                "columnDefinitions": event_column_definitions(),
+            }),
+            "rows",
+        ),
+        ListShape::Metadata(v) => (
+            json!({
+                "kind": "PartialObjectMetadataList",
+                "apiVersion": v.api_version(),
+                "metadata": table_meta(),
+            }),
+            "items",
+        ),
+    };
+    let mut out = Vec::new();
+    open_array(&mut out, &head, array);
+    out
+}
+
+/// Appends the JSON object `head` (an object) with a last member `array` opened: `{…,"rows":[`.
+fn open_array(out: &mut Vec<u8>, head: &Value, array: &str) {
+    let start = out.len();
+    if serde_json::to_writer(&mut *out, head).is_err() || out.last() != Some(&b'}') {
+        out.truncate(start);
+        out.push(b'{');
+    } else {
+        // Replace the closing brace with the opened array.
+        out.pop();
+        if out.len() > start + 1 {
+            out.push(b',');
+        }
     }
-    let head = json!({"kind": "EventList", "apiVersion": group.api_version(), "metadata": meta});
-    let mut head = serde_json::to_vec(&head).unwrap_or_default();
-    // Replace the closing brace with the items array.
-    head.pop();
-    head.extend_from_slice(b",\"items\":[");
-    head
+    out.push(b'"');
+    out.extend_from_slice(array.as_bytes());
+    out.extend_from_slice(b"\":[");
 }
 
 /// Appends one list item (after a comma when `comma`); false, with `out` unchanged and a
 /// warning logged, for a stored event that does not decode.
-fn push_item(out: &mut Vec<u8>, group: ApiGroup, kv: &KeyValue, comma: bool) -> bool {
+fn push_item(
+    out: &mut Vec<u8>,
+    group: ApiGroup,
+    shape: ListShape,
+    kv: &KeyValue,
+    comma: bool,
+) -> bool {
     let start = out.len();
     if comma {
         out.push(b',');
     }
-    let transcoded = match group {
-        ApiGroup::Core => splice_resource_version_into(out, &kv.value, kv.mod_revision),
-        ApiGroup::EventsV1 => stored_events_v1::write_item(out, &kv.value, kv.mod_revision, false),
-    };
-    let item = if transcoded {
-        Ok(())
-    } else {
-        decode(kv).and_then(|e| {
-            let written = match group {
-                ApiGroup::EventsV1 => write_events_v1_item(out, e),
-                ApiGroup::Core => {
-                    let mut v = event_json(group, &e);
-                    if let Some(m) = v.as_object_mut() {
-                        m.remove("kind");
-                        m.remove("apiVersion");
-                    }
-                    serde_json::to_writer(&mut *out, &v)
-                }
-            };
-            written.map_err(|err| herald_core::status::ApiError::internal(err.to_string()))
-        })
+    let item = match shape {
+        ListShape::Events => push_event(out, group, kv),
+        ListShape::Table { opts, now } => decode(kv).and_then(|e| {
+            write_row(out, &e, &opts, now, |out| {
+                stored_object_into(out, group, &kv.value, kv.mod_revision)
+            })
+        }),
+        ListShape::Metadata(v) => decode(kv).and_then(|e| {
+            write_partial_object_metadata(out, &e.metadata, v).map_err(encoding_error)
+        }),
     };
     match item {
         Ok(()) => true,
@@ -377,6 +535,62 @@ fn push_item(out: &mut Vec<u8>, group: ApiGroup, kv: &KeyValue, comma: bool) -> 
             false
         }
     }
+}
+
+/// An `EventList` item: `kind` and `apiVersion` left out.
+fn push_event(
+    out: &mut Vec<u8>,
+    group: ApiGroup,
+    kv: &KeyValue,
+) -> Result<(), herald_core::status::ApiError> {
+    let transcoded = match group {
+        ApiGroup::Core => splice_resource_version_into(out, &kv.value, kv.mod_revision),
+        ApiGroup::EventsV1 => stored_events_v1::write_item(out, &kv.value, kv.mod_revision, false),
+    };
+    if transcoded {
+        return Ok(());
+    }
+    let e = decode(kv)?;
+    let written = match group {
+        ApiGroup::EventsV1 => write_events_v1_item(out, e),
+        ApiGroup::Core => {
+            let mut v = event_json(group, &e);
+            if let Some(m) = v.as_object_mut() {
+                m.remove("kind");
+                m.remove("apiVersion");
+            }
+            serde_json::to_writer(&mut *out, &v)
+        }
+    };
+    written.map_err(encoding_error)
+}
+
+/// A Table row of `e`: its cells, then its object as `opts` asks; `full_object` appends the
+/// event (with `kind` and `apiVersion`) and is called only for `includeObject=Object`.
+fn write_row(
+    out: &mut Vec<u8>,
+    e: &CoreEvent,
+    opts: &TableOptions,
+    now: Timestamp,
+    full_object: impl FnOnce(&mut Vec<u8>) -> Result<(), herald_core::status::ApiError>,
+) -> Result<(), herald_core::status::ApiError> {
+    out.extend_from_slice(br#"{"cells":"#);
+    serde_json::to_writer(&mut *out, &event_cells(e, now)).map_err(encoding_error)?;
+    out.extend_from_slice(br#","object":"#);
+    match opts.include_object {
+        IncludeObject::None => out.extend_from_slice(b"null"),
+        IncludeObject::Metadata => {
+            write_partial_object_metadata(out, &e.metadata, opts.version)
+                .map_err(encoding_error)?;
+        }
+        IncludeObject::Object => full_object(out)?,
+    }
+    out.push(b'}');
+    Ok(())
+}
+
+fn encoding_error(err: serde_json::Error) -> herald_core::status::ApiError {
+    herald_core::status::ApiError::internal(format!("encoding event: {err}"))
 }
 
 #[cfg(test)]
@@ -399,9 +613,131 @@ mod tests {
         }
     }
 
-    /// The parallel renderer sends the bytes the sequential one does, in both groups, over
-    /// several blocks, when the list's first items (a whole first block) do not decode, and
-    /// for an empty list.
+    const NOW: &str = "2026-11-25T12:00:00Z";
+
+    /// Every list shape: an `EventList`, Tables with each `includeObject` in both
+    /// `meta.k8s.io` versions, and `PartialObjectMetadataList`s.
+    fn shapes() -> Vec<ListShape> {
+        let now: Timestamp = NOW.parse().unwrap();
+        let mut shapes = vec![ListShape::Events];
+        for version in [MetaVersion::V1, MetaVersion::V1Beta1] {
+            shapes.push(ListShape::Metadata(version));
+            for include_object in [
+                IncludeObject::None,
+                IncludeObject::Metadata,
+                IncludeObject::Object,
+            ] {
+                let opts = TableOptions {
+                    version,
+                    include_object,
+                    no_headers: false,
+                };
+                shapes.push(ListShape::Table { opts, now });
+            }
+        }
+        shapes
+    }
+
+    /// The [`Output`] (and `includeObject`) a request gets `shape` for.
+    fn output(shape: ListShape) -> (Output, IncludeObject) {
+        match shape {
+            ListShape::Events => (Output::Object, IncludeObject::Metadata),
+            ListShape::Table { opts, .. } => (Output::Table(opts.version), opts.include_object),
+            ListShape::Metadata(v) => (
+                Output::PartialObjectMetadataList(v),
+                IncludeObject::Metadata,
+            ),
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        /// A streamed list is the JSON value [`list`] makes of the events the registry
+        /// decodes, in every shape and both groups, with and without a continue token, for
+        /// any stored events and one that does not decode (left out by both).
+        #[test]
+        fn streamed_lists_are_the_value_lists(
+            events in proptest::collection::vec(crate::registry::any_event(), 0..4),
+            cont: bool,
+        ) {
+            let mut items: Vec<KeyValue> = events
+                .iter()
+                .enumerate()
+                .map(|(i, e)| KeyValue {
+                    key: format!("/events/ns/e.{i}"),
+                    value: crate::registry::codec::encode(e),
+                    create_revision: 3,
+                    mod_revision: 7 + i as u64,
+                })
+                .collect();
+            let bad = KeyValue {
+                value: bytes::Bytes::from_static(b"{not json"),
+                ..kv(9)
+            };
+            items.insert(items.len() / 2, bad);
+            let l = RawEventList {
+                items,
+                resource_version: "42".into(),
+                continue_: cont.then(|| "token".to_string()),
+            };
+            let decoded = EventList {
+                items: l.items.iter().filter_map(|kv| decode(kv).ok()).collect(),
+                resource_version: l.resource_version.clone(),
+                continue_: l.continue_.clone(),
+            };
+            for group in [ApiGroup::Core, ApiGroup::EventsV1] {
+                for shape in shapes() {
+                    let (out, include) = output(shape);
+                    let bytes: Vec<u8> = raw_list(group, shape, l.clone()).flatten().collect();
+                    let got: Value = serde_json::from_slice(&bytes).unwrap();
+                    let want = list(group, &decoded, out, include, NOW.parse().unwrap());
+                    proptest::prop_assert_eq!(got, want, "{:?} {:?}", group, shape);
+                }
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// A Table watch line is the JSON value of the `Value`-built line, for any event,
+        /// each change type, first or not, every `includeObject`, both versions and groups.
+        #[test]
+        fn table_watch_lines_are_the_value_lines(
+            e in crate::registry::any_event(),
+            rv in proptest::option::of(1u64..u64::MAX),
+            first: bool,
+        ) {
+            let mut e = e;
+            e.metadata.resource_version = rv.map(|rv| rv.to_string());
+            let now: Timestamp = NOW.parse().unwrap();
+            let items = [
+                ("ADDED", WatchItem::Added(e.clone())),
+                ("MODIFIED", WatchItem::Modified(e.clone())),
+                ("DELETED", WatchItem::Deleted(e.clone())),
+            ];
+            for group in [ApiGroup::Core, ApiGroup::EventsV1] {
+                for shape in shapes() {
+                    let ListShape::Table { opts, .. } = shape else { continue };
+                    let out = Output::Table(opts.version);
+                    let include = opts.include_object;
+                    for (ty, item) in &items {
+                        let line = watch_line(group, item, out, include, now, first);
+                        proptest::prop_assert_eq!(line.last(), Some(&b'\n'));
+                        let got: Value = serde_json::from_slice(&line).unwrap();
+                        let want = json!({
+                            "type": ty,
+                            "object": object(group, &e, out, include, now, !first),
+                        });
+                        proptest::prop_assert_eq!(got, want, "{:?} {:?}", group, opts);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The parallel renderer sends the bytes the sequential one does, in both groups and
+    /// every shape, over several blocks, when the list's first items (a whole first block)
+    /// do not decode, and for an empty list.
     #[tokio::test]
     async fn parallel_lists_are_the_sequential_bytes() {
         let bad = |i: usize| KeyValue {
@@ -417,26 +753,32 @@ mod tests {
             Vec::new(),
         ];
         for group in [ApiGroup::Core, ApiGroup::EventsV1] {
-            for items in &cases {
-                let l = RawEventList {
-                    items: items.clone(),
-                    resource_version: "9".into(),
-                    continue_: None,
-                };
-                let want: Vec<u8> = raw_event_list(group, l.clone()).flatten().collect();
-                let got: Vec<u8> = parallel_event_list(group, l)
-                    .map(|r| r.unwrap().to_vec())
-                    .concat()
-                    .await;
-                assert!(got == want, "{group:?}, {} items", items.len());
-                let v: Value = serde_json::from_slice(&got).unwrap();
-                assert_eq!(
-                    v["items"].as_array().unwrap().len(),
-                    items
-                        .iter()
-                        .filter(|kv| kv.value[0] == b'{' && kv.value[1] != b'n')
-                        .count()
-                );
+            for shape in shapes() {
+                for items in &cases {
+                    let l = RawEventList {
+                        items: items.clone(),
+                        resource_version: "9".into(),
+                        continue_: None,
+                    };
+                    let want: Vec<u8> = raw_list(group, shape, l.clone()).flatten().collect();
+                    let got: Vec<u8> = parallel_list(group, shape, l)
+                        .map(|r| r.unwrap().to_vec())
+                        .concat()
+                        .await;
+                    assert!(got == want, "{group:?} {shape:?}, {} items", items.len());
+                    let v: Value = serde_json::from_slice(&got).unwrap();
+                    let array = match shape {
+                        ListShape::Table { .. } => "rows",
+                        _ => "items",
+                    };
+                    assert_eq!(
+                        v[array].as_array().unwrap().len(),
+                        items
+                            .iter()
+                            .filter(|kv| kv.value[0] == b'{' && kv.value[1] != b'n')
+                            .count()
+                    );
+                }
             }
         }
     }

@@ -424,7 +424,7 @@ fn an_empty_body_or_the_magic_alone_is_kubes_empty_data_or_empty_body() {
 /// to be encoded in two halves.
 #[tokio::test]
 async fn lists_encode_from_the_store_as_the_json_list_transcodes() {
-    use crate::api::events::render::raw_event_list;
+    use crate::api::events::render::{ListShape, raw_list};
     use crate::registry::RawEventList;
     use crate::registry::codec::encode;
     use crate::storage::KeyValue;
@@ -478,7 +478,9 @@ async fn lists_encode_from_the_store_as_the_json_list_transcodes() {
             resource_version: "99".into(),
             continue_: Some("token".into()),
         };
-        let json: Vec<u8> = raw_event_list(group, list.clone()).flatten().collect();
+        let json: Vec<u8> = raw_list(group, ListShape::Events, list.clone())
+            .flatten()
+            .collect();
         let want = transcode_json(&json).expect("the JSON list transcodes");
         let got = event_list_object(group, list.items, list.resource_version, list.continue_)
             .await
