@@ -326,22 +326,29 @@ pub fn event_table(
     opts: &TableOptions,
     full_object: &dyn Fn(&Event) -> Value,
 ) -> Value {
+    let rows: Vec<Value> = events
+        .iter()
+        .map(|e| event_row(e, now, opts, full_object))
+        .collect();
+    let mut table = table_head(meta, opts);
+    table.insert("rows".into(), rows.into());
+    Value::Object(table)
+}
+
+/// An events Table without its `rows`: kind, apiVersion, list metadata and the column
+/// definitions (`null` when `opts.no_headers`).
+pub fn table_head(meta: &TableMeta, opts: &TableOptions) -> serde_json::Map<String, Value> {
     let columns = if opts.no_headers {
         Value::Null
     } else {
         event_column_definitions()
     };
-    let rows: Vec<Value> = events
-        .iter()
-        .map(|e| event_row(e, now, opts, full_object))
-        .collect();
-    json!({
-        "kind": "Table",
-        "apiVersion": opts.version.api_version(),
-        "metadata": meta.to_json(),
-        "columnDefinitions": columns,
-        "rows": rows,
-    })
+    let mut head = serde_json::Map::new();
+    head.insert("kind".into(), "Table".into());
+    head.insert("apiVersion".into(), opts.version.api_version().into());
+    head.insert("metadata".into(), meta.to_json());
+    head.insert("columnDefinitions".into(), columns);
+    head
 }
 
 /// A `PartialObjectMetadataList` of `events`' metadata.
@@ -350,12 +357,25 @@ pub fn partial_object_metadata_list(
     meta: &TableMeta,
     version: MetaVersion,
 ) -> Value {
-    json!({
-        "kind": "PartialObjectMetadataList",
-        "apiVersion": version.api_version(),
-        "metadata": meta.to_json(),
-        "items": events.iter().map(|e| partial_object_metadata(&e.metadata, version)).collect::<Vec<_>>(),
-    })
+    let items: Vec<Value> = events
+        .iter()
+        .map(|e| partial_object_metadata(&e.metadata, version))
+        .collect();
+    let mut list = metadata_list_head(meta, version);
+    list.insert("items".into(), items.into());
+    Value::Object(list)
+}
+
+/// A `PartialObjectMetadataList` without its `items`: kind, apiVersion and list metadata.
+pub fn metadata_list_head(
+    meta: &TableMeta,
+    version: MetaVersion,
+) -> serde_json::Map<String, Value> {
+    let mut head = serde_json::Map::new();
+    head.insert("kind".into(), "PartialObjectMetadataList".into());
+    head.insert("apiVersion".into(), version.api_version().into());
+    head.insert("metadata".into(), meta.to_json());
+    head
 }
 
 /// The core/v1 rendering for `includeObject=Object`: the event with `kind: Event` and

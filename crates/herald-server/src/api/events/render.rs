@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 
 use crate::api::negotiate::{IncludeObject, MetaVersion, Output};
 use crate::api::table::{
-    TableMeta, TableOptions, event_cells, event_column_definitions, event_table,
-    partial_object_metadata, partial_object_metadata_list, write_partial_object_metadata,
+    TableMeta, TableOptions, event_cells, event_table, metadata_list_head, partial_object_metadata,
+    partial_object_metadata_list, table_head, write_partial_object_metadata,
 };
 use crate::registry::codec::{decode, decode_at, splice_resource_version_into};
 use crate::registry::stored_events_v1;
@@ -91,13 +91,6 @@ pub fn event_list(
     rv: Option<&str>,
     cont: Option<&str>,
 ) -> Value {
-    let mut meta = serde_json::Map::new();
-    if let Some(rv) = rv {
-        meta.insert("resourceVersion".into(), rv.into());
-    }
-    if let Some(c) = cont {
-        meta.insert("continue".into(), c.into());
-    }
     let items: Vec<Value> = items
         .iter()
         .map(|e| {
@@ -109,12 +102,30 @@ pub fn event_list(
             v
         })
         .collect();
-    json!({
-        "kind": "EventList",
-        "apiVersion": group.api_version(),
-        "metadata": meta,
-        "items": items,
-    })
+    let mut list = event_list_head(group, rv, cont);
+    list.insert("items".into(), items.into());
+    Value::Object(list)
+}
+
+/// An `EventList` without its `items`: kind, apiVersion and list metadata (`continue` kept
+/// whenever given).
+fn event_list_head(
+    group: ApiGroup,
+    rv: Option<&str>,
+    cont: Option<&str>,
+) -> serde_json::Map<String, Value> {
+    let mut meta = serde_json::Map::new();
+    if let Some(rv) = rv {
+        meta.insert("resourceVersion".into(), rv.into());
+    }
+    if let Some(c) = cont {
+        meta.insert("continue".into(), c.into());
+    }
+    let mut head = serde_json::Map::new();
+    head.insert("kind".into(), "EventList".into());
+    head.insert("apiVersion".into(), group.api_version().into());
+    head.insert("metadata".into(), meta.into());
+    head
 }
 
 /// The object of a BOOKMARK: the kind with only `metadata.resourceVersion` (and the
@@ -139,9 +150,9 @@ fn bookmark_object(group: ApiGroup, rv: &str, end: bool, out: Output) -> Value {
 }
 
 /// One watch line (`{"type":…,"object":…}\n`). `first` is true for the first object event
-/// of the stream (only it carries Table column definitions). A Table (`kubectl get -w`) or
-/// a `PartialObjectMetadata` (metadata informers) is written from the decoded event without
-/// a `Value` tree, as [`raw_list`] writes its items.
+/// of the stream (only it carries Table column definitions). An event's object is written
+/// from the decoded event without a `Value` tree for a Table (`kubectl get -w`) or a
+/// `PartialObjectMetadata` (metadata informers), as [`raw_list`] writes its items.
 pub fn watch_line(
     group: ApiGroup,
     item: &WatchItem,
@@ -163,23 +174,20 @@ pub fn watch_line(
         }
         WatchItem::Error(e) => return value_line("ERROR", e.to_json()),
     };
-    if out != Output::Object {
-        let mut line = Vec::with_capacity(2048);
-        line.extend_from_slice(b"{\"type\":\"");
-        line.extend_from_slice(ty.as_bytes());
-        line.extend_from_slice(b"\",\"object\":");
-        if write_watch_object(&mut line, group, e, out, include, now, first).is_ok() {
-            line.extend_from_slice(b"}\n");
-            return line;
-        }
+    let mut line = Vec::with_capacity(2048);
+    line.extend_from_slice(b"{\"type\":\"");
+    line.extend_from_slice(ty.as_bytes());
+    line.extend_from_slice(b"\",\"object\":");
+    if write_watch_object(&mut line, group, e, out, include, now, first).is_ok() {
+        line.extend_from_slice(b"}\n");
+        return line;
     }
     value_line(ty, object(group, e, out, include, now, !first))
 }
 
-/// The object of a watch line in a `meta.k8s.io` shape ([`object`]'s, keys in another
-/// order): a one-row Table with the event's resourceVersion as the Table's and column
-/// definitions only when `first`, or a `PartialObjectMetadata`. An error for
-/// [`Output::Object`], whose lines come from the stored bytes ([`stored_watch_line`]).
+/// The object of a watch line, [`object`]'s JSON value (keys in another order): the event,
+/// a `PartialObjectMetadata`, or a one-row Table with the event's resourceVersion as the
+/// Table's and column definitions only when `first`.
 fn write_watch_object(
     out: &mut Vec<u8>,
     group: ApiGroup,
@@ -191,9 +199,7 @@ fn write_watch_object(
 ) -> Result<(), herald_core::status::ApiError> {
     let version = match output {
         Output::Object => {
-            return Err(herald_core::status::ApiError::internal(
-                "an event object is not a meta.k8s.io shape",
-            ));
+            return serde_json::to_writer(&mut *out, &event_json(group, e)).map_err(encoding_error);
         }
         Output::PartialObjectMetadata(v) | Output::PartialObjectMetadataList(v) => {
             return write_partial_object_metadata(out, &e.metadata, v).map_err(encoding_error);
@@ -209,18 +215,7 @@ fn write_watch_object(
         resource_version: e.metadata.resource_version.clone(),
         ..TableMeta::default()
     };
-    let columns = if opts.no_headers {
-        Value::Null
-    } else {
-        event_column_definitions()
-    };
-    let head = json!({
-        "kind": "Table",
-        "apiVersion": opts.version.api_version(),
-        "metadata": meta.to_json(),
-        "columnDefinitions": columns,
-    });
-    open_array(out, &head, "rows");
+    open_array(out, table_head(&meta, &opts), "rows");
     write_row(out, e, &opts, now, |out| {
         serde_json::to_writer(&mut *out, &event_json(group, e)).map_err(encoding_error)
     })?;
@@ -459,61 +454,34 @@ pub fn parallel_list(
 /// The list's start, up to its first item: `{"kind":"EventList",…,"items":[`, or a Table's
 /// `{…,"rows":[`.
 fn list_head(group: ApiGroup, shape: ListShape, l: &RawEventList) -> Vec<u8> {
-    let table_meta = || {
-        TableMeta {
-            resource_version: Some(l.resource_version.clone()),
-            continue_: l.continue_.clone(),
-            remaining_item_count: None,
-        }
-        .to_json()
+    let meta = || TableMeta {
+        resource_version: Some(l.resource_version.clone()),
+        continue_: l.continue_.clone(),
+        remaining_item_count: None,
     };
     let (head, array) = match shape {
-        ListShape::Events => {
-            let mut meta = serde_json::Map::new();
-            meta.insert("resourceVersion".into(), l.resource_version.clone().into());
-            if let Some(c) = &l.continue_ {
-                meta.insert("continue".into(), c.clone().into());
-            }
-            (
-                json!({"kind": "EventList", "apiVersion": group.api_version(), "metadata": meta}),
-                "items",
-            )
-        }
-        ListShape::Table { opts, .. } => (
-            json!({
-                "kind": "Table",
-                "apiVersion": opts.version.api_version(),
-                "metadata": table_meta(),
-                "columnDefinitions": event_column_definitions(),
-            }),
-            "rows",
-        ),
-        ListShape::Metadata(v) => (
-            json!({
-                "kind": "PartialObjectMetadataList",
-                "apiVersion": v.api_version(),
-                "metadata": table_meta(),
-            }),
+        ListShape::Events => (
+            event_list_head(group, Some(&l.resource_version), l.continue_.as_deref()),
             "items",
         ),
+        ListShape::Table { opts, .. } => (table_head(&meta(), &opts), "rows"),
+        ListShape::Metadata(v) => (metadata_list_head(&meta(), v), "items"),
     };
     let mut out = Vec::new();
-    open_array(&mut out, &head, array);
+    open_array(&mut out, head, array);
     out
 }
 
-/// Appends the JSON object `head` (an object) with a last member `array` opened: `{…,"rows":[`.
-fn open_array(out: &mut Vec<u8>, head: &Value, array: &str) {
-    let start = out.len();
-    if serde_json::to_writer(&mut *out, head).is_err() || out.last() != Some(&b'}') {
-        out.truncate(start);
-        out.push(b'{');
-    } else {
-        // Replace the closing brace with the opened array.
-        out.pop();
-        if out.len() > start + 1 {
-            out.push(b',');
-        }
+/// Appends the object `head` with one more member, the array `array`, left open for its
+/// elements: `{…,"rows":[`.
+fn open_array(out: &mut Vec<u8>, head: serde_json::Map<String, Value>, array: &str) {
+    let empty = head.is_empty();
+    // A map of `Value`s serializes into a `Vec` without error.
+    let _ = serde_json::to_writer(&mut *out, &head);
+    // Reopen the object: drop its closing brace.
+    out.pop();
+    if !empty {
+        out.push(b',');
     }
     out.push(b'"');
     out.extend_from_slice(array.as_bytes());
@@ -716,11 +684,12 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// A Table or `PartialObjectMetadata` watch line is written straight, and is the
-        /// JSON value of the `Value`-built line, for any event, each change type, first or
-        /// not, every `includeObject`, both `meta.k8s.io` versions and both groups.
+        /// A watch line of a decoded event is written straight, and is the JSON value of
+        /// the `Value`-built line, for any event, each change type, first or not, as an
+        /// event, a `PartialObjectMetadata` or a Table with every `includeObject`, in both
+        /// `meta.k8s.io` versions and both groups.
         #[test]
-        fn meta_watch_lines_are_the_value_lines(
+        fn watch_lines_are_the_value_lines(
             e in crate::registry::any_event(),
             rv in proptest::option::of(1u64..u64::MAX),
             first: bool,
@@ -733,7 +702,7 @@ mod tests {
                 ("MODIFIED", WatchItem::Modified(e.clone())),
                 ("DELETED", WatchItem::Deleted(e.clone())),
             ];
-            let mut outputs = Vec::new();
+            let mut outputs = vec![(Output::Object, IncludeObject::Metadata)];
             for v in [MetaVersion::V1, MetaVersion::V1Beta1] {
                 outputs.push((Output::PartialObjectMetadata(v), IncludeObject::Metadata));
                 for include in [IncludeObject::None, IncludeObject::Metadata, IncludeObject::Object] {
