@@ -106,7 +106,11 @@ pub fn decode_at(value: &[u8], revision: Revision) -> Result<CoreEvent, ApiError
         |err: &dyn std::fmt::Display| ApiError::internal(format!("decoding stored event: {err}"));
     // Checked as UTF-8 once: serde_json reads a `str` faster than bytes, whose strings it
     // checks one by one.
-    let text = std::str::from_utf8(value).map_err(|err| undecodable(&err))?;
+    let text = match simdutf8::basic::from_utf8(value) {
+        Ok(text) => text,
+        // `std` says where the bytes go wrong; `simdutf8` is three times faster when they do not.
+        Err(_) => std::str::from_utf8(value).map_err(|err| undecodable(&err))?,
+    };
     let mut e: CoreEvent = serde_json::from_str(text).map_err(|err| undecodable(&err))?;
     e.metadata.resource_version = Some(revision.to_string());
     Ok(e)

@@ -59,7 +59,9 @@ pub mod errors;
 pub mod fieldmanager;
 pub mod options;
 pub mod patch;
+pub mod stored_event;
 pub mod stored_events_v1;
+pub mod stored_extent;
 mod stored_json;
 pub mod stored_scan;
 /// Any event, for property tests of what reads stored bytes.

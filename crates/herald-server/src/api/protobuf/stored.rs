@@ -19,6 +19,8 @@ use std::collections::BTreeMap;
 use herald_core::event::ApiGroup;
 use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint};
 
+use crate::registry::stored_event::{Reference, Source, StoredEvent};
+use crate::registry::stored_extent::plain_run_end;
 use crate::registry::stored_scan::{Decline, Scanned, Scanner};
 use crate::registry::stored_time::{self, Layout, StoredTime};
 use crate::storage::Revision;
@@ -42,75 +44,8 @@ fn raw<'a>(s: &mut Scanner<'a>) -> Scanned<Option<&'a str>> {
     s.raw().map(Some)
 }
 
-#[derive(Default)]
-struct Stored<'a> {
-    metadata: Meta<'a>,
-    involved_object: Reference<'a>,
-    reason: OptText<'a>,
-    message: OptText<'a>,
-    source: Option<Source<'a>>,
-    first_timestamp: Option<&'a str>,
-    last_timestamp: Option<&'a str>,
-    count: Option<i32>,
-    type_: OptText<'a>,
-    event_time: Option<&'a str>,
-    series: Option<Series<'a>>,
-    action: OptText<'a>,
-    related: Option<Reference<'a>>,
-    reporting_component: OptText<'a>,
-    reporting_instance: OptText<'a>,
-}
-
-impl<'a> Stored<'a> {
-    /// The stored event's members. `metadata` and `involvedObject` are required: the store
-    /// always writes them, and for bytes without them (which k8s-openapi reads as empty)
-    /// declining is the safe answer. k8s-openapi rejects an `apiVersion` or `kind` other
-    /// than core/v1's, so this declines them.
-    fn read(stored: &'a [u8]) -> Scanned<Self> {
-        let mut s = Scanner::new(stored)?;
-        let mut e = Stored::default();
-        let (mut has_metadata, mut has_involved_object) = (false, false);
-        s.object(|s, name| {
-            match &*name {
-                "metadata" => {
-                    e.metadata = Meta::read(s)?;
-                    has_metadata = true;
-                }
-                "involvedObject" => {
-                    e.involved_object = Reference::read(s)?;
-                    has_involved_object = true;
-                }
-                "reason" => e.reason = opt_text(s)?,
-                "message" => e.message = opt_text(s)?,
-                "source" => e.source = s.nullable(Source::read)?,
-                "firstTimestamp" => e.first_timestamp = raw(s)?,
-                "lastTimestamp" => e.last_timestamp = raw(s)?,
-                "count" => e.count = s.nullable(Scanner::int)?,
-                "type" => e.type_ = opt_text(s)?,
-                "eventTime" => e.event_time = raw(s)?,
-                "series" => e.series = s.nullable(Series::read)?,
-                "action" => e.action = opt_text(s)?,
-                "related" => e.related = s.nullable(Reference::read)?,
-                "reportingComponent" => e.reporting_component = opt_text(s)?,
-                "reportingInstance" => e.reporting_instance = opt_text(s)?,
-                "apiVersion" | "kind" => {
-                    let want = if name == "kind" { "Event" } else { "v1" };
-                    if s.str()? != want {
-                        return Err(Decline);
-                    }
-                }
-                _ => s.skip()?,
-            }
-            Ok(())
-        })?;
-        s.finish()?;
-        if has_metadata && has_involved_object {
-            Ok(e)
-        } else {
-            Err(Decline)
-        }
-    }
-}
+/// The stored event: `metadata` read member by member, strings decoded.
+type Stored<'a> = StoredEvent<'a, Meta<'a>, Text<'a>>;
 
 /// `ObjectMeta` less `resourceVersion`, which the list sets from the key's revision.
 #[derive(Default)]
@@ -237,86 +172,13 @@ impl<'a> Managed<'a> {
                 "apiVersion" => e.api_version = opt_text(s)?,
                 "time" => e.time = raw(s)?,
                 "fieldsType" => e.fields_type = opt_text(s)?,
-                "fieldsV1" => e.fields_v1 = raw(s)?,
+                "fieldsV1" => e.fields_v1 = Some(s.raw_unchecked()?),
                 "subresource" => e.subresource = opt_text(s)?,
                 _ => s.skip()?,
             }
             Ok(())
         })?;
         Ok(e)
-    }
-}
-
-#[derive(Default)]
-struct Reference<'a> {
-    kind: OptText<'a>,
-    namespace: OptText<'a>,
-    name: OptText<'a>,
-    uid: OptText<'a>,
-    api_version: OptText<'a>,
-    resource_version: OptText<'a>,
-    field_path: OptText<'a>,
-}
-
-impl<'a> Reference<'a> {
-    fn read(s: &mut Scanner<'a>) -> Scanned<Self> {
-        let mut r = Reference::default();
-        s.object(|s, name| {
-            match &*name {
-                "kind" => r.kind = opt_text(s)?,
-                "namespace" => r.namespace = opt_text(s)?,
-                "name" => r.name = opt_text(s)?,
-                "uid" => r.uid = opt_text(s)?,
-                "apiVersion" => r.api_version = opt_text(s)?,
-                "resourceVersion" => r.resource_version = opt_text(s)?,
-                "fieldPath" => r.field_path = opt_text(s)?,
-                _ => s.skip()?,
-            }
-            Ok(())
-        })?;
-        Ok(r)
-    }
-}
-
-#[derive(Default)]
-struct Series<'a> {
-    count: Option<i32>,
-    last_observed_time: Option<&'a str>,
-}
-
-impl<'a> Series<'a> {
-    fn read(s: &mut Scanner<'a>) -> Scanned<Self> {
-        let mut series = Series::default();
-        s.object(|s, name| {
-            match &*name {
-                "count" => series.count = s.nullable(Scanner::int)?,
-                "lastObservedTime" => series.last_observed_time = raw(s)?,
-                _ => s.skip()?,
-            }
-            Ok(())
-        })?;
-        Ok(series)
-    }
-}
-
-#[derive(Default)]
-struct Source<'a> {
-    component: OptText<'a>,
-    host: OptText<'a>,
-}
-
-impl<'a> Source<'a> {
-    fn read(s: &mut Scanner<'a>) -> Scanned<Self> {
-        let mut src = Source::default();
-        s.object(|s, name| {
-            match &*name {
-                "component" => src.component = opt_text(s)?,
-                "host" => src.host = opt_text(s)?,
-                _ => s.skip()?,
-            }
-            Ok(())
-        })?;
-        Ok(src)
     }
 }
 
@@ -332,7 +194,7 @@ pub fn write_list_item(
     revision: Revision,
 ) -> bool {
     let start = out.len();
-    let written = Stored::read(stored).and_then(|s| {
+    let written = Stored::read(stored, Meta::read, opt_text).and_then(|s| {
         message(out, 2, |out| match group {
             ApiGroup::Core => core_event(out, &s, revision),
             ApiGroup::EventsV1 => events_v1_event(out, &s, revision),
@@ -487,64 +349,93 @@ fn fields_v1_raw(raw: &str) -> Result<Cow<'_, [u8]>, Decline> {
     serde_json::to_vec(&v).map(Cow::Owned).map_err(|_| Decline)
 }
 
-/// Whether `json` (one JSON value) is objects and strings without escapes only, each
+/// Whether `json` is one JSON value made of objects and strings without escapes only, each
 /// object's keys in strictly increasing byte order: what `serde_json` writes for such a
-/// `Value`. False too past [`CANONICAL_DEPTH`] objects deep, which a field set never is.
+/// `Value`. It is read strictly (the text was found unchecked, see
+/// [`Scanner::raw_unchecked`]): anything else, spaces included, is false, and so is a field
+/// set more than [`CANONICAL_DEPTH`] objects deep, which a field set never is.
 fn is_canonical(json: &[u8]) -> bool {
     // The last key of each open object, `None` before its first.
     let mut last: [Option<&[u8]>; CANONICAL_DEPTH] = [None; CANONICAL_DEPTH];
     let mut depth = 0;
-    let mut key_next = false;
     let mut i = 0;
-    while let Some(&b) = json.get(i) {
-        i += 1;
-        match b {
-            b'{' => {
+    loop {
+        // A value: a plain string, or an object, opened here.
+        match json.get(i) {
+            Some(b'"') => match plain_string(json, i) {
+                Some((_, end)) => i = end,
+                None => return false,
+            },
+            Some(b'{') => {
                 let Some(slot) = last.get_mut(depth) else {
                     return false;
                 };
                 *slot = None;
                 depth += 1;
-                key_next = true;
-            }
-            b'}' => {
-                depth = depth.saturating_sub(1);
-                key_next = false;
-            }
-            b',' => key_next = true,
-            b':' => key_next = false,
-            b'"' => {
-                let Some(len) = memchr::memchr(b'"', &json[i..]) else {
-                    return false;
-                };
-                let s = &json[i..i + len];
-                i += len + 1;
-                if memchr::memchr(b'\\', s).is_some() {
-                    return false;
-                }
-                if key_next {
-                    let Some(top) = depth.checked_sub(1).and_then(|d| last.get_mut(d)) else {
-                        return false;
-                    };
-                    if top.is_some_and(|prev| prev >= s) {
+                i += 1;
+                if json.get(i) == Some(&b'}') {
+                    i += 1;
+                    depth -= 1;
+                } else {
+                    if !member_key(json, &mut i, &mut last[depth - 1]) {
                         return false;
                     }
-                    *top = Some(s);
+                    continue;
                 }
             }
             _ => return false,
         }
+        // After a value: objects close, or a comma leads to the next member's value.
+        loop {
+            if depth == 0 {
+                return i == json.len();
+            }
+            match json.get(i) {
+                Some(b'}') => {
+                    i += 1;
+                    depth -= 1;
+                }
+                Some(b',') => {
+                    i += 1;
+                    if !member_key(json, &mut i, &mut last[depth - 1]) {
+                        return false;
+                    }
+                    break;
+                }
+                _ => return false,
+            }
+        }
     }
-    // Not on its own a check that `json` is JSON (the scanner made it): only that every
-    // object was closed.
-    depth == 0 && !json.is_empty()
+}
+
+/// Reads `"key":` at `*i`, a plain string after the object's `last` key; false otherwise.
+fn member_key<'a>(json: &'a [u8], i: &mut usize, last: &mut Option<&'a [u8]>) -> bool {
+    let Some((key, end)) = plain_string(json, *i) else {
+        return false;
+    };
+    if last.is_some_and(|prev| prev >= key) || json.get(end) != Some(&b':') {
+        return false;
+    }
+    *last = Some(key);
+    *i = end + 1;
+    true
+}
+
+/// The string starting with the quote at `at`, when it has no escapes (nor control
+/// characters, which JSON escapes): its contents and the index after its closing quote.
+fn plain_string(json: &[u8], at: usize) -> Option<(&[u8], usize)> {
+    if json.get(at) != Some(&b'"') {
+        return None;
+    }
+    let end = plain_run_end(json, at + 1);
+    (json.get(end) == Some(&b'"')).then(|| (&json[at + 1..end], end + 1))
 }
 
 /// How many objects deep [`is_canonical`] follows a field set.
 const CANONICAL_DEPTH: usize = 16;
 
 /// An `ObjectReference` with its empty strings left out.
-fn reference(out: &mut Vec<u8>, r: &Reference<'_>) -> Written {
+fn reference(out: &mut Vec<u8>, r: &Reference<Text<'_>>) -> Written {
     nonempty(out, 1, &r.kind);
     nonempty(out, 2, &r.namespace);
     nonempty(out, 3, &r.name);
@@ -556,7 +447,7 @@ fn reference(out: &mut Vec<u8>, r: &Reference<'_>) -> Written {
 }
 
 /// An `EventSource` with its empty strings left out; empty when absent.
-fn source(out: &mut Vec<u8>, s: Option<&Source<'_>>) -> Written {
+fn source(out: &mut Vec<u8>, s: Option<&Source<Text<'_>>>) -> Written {
     if let Some(s) = s {
         nonempty(out, 1, &s.component);
         nonempty(out, 2, &s.host);
@@ -822,6 +713,17 @@ mod tests {
             r#"{"k:{\"y\":1}":{}}"#,
             r#"{"a\/b":{}}"#,
             r#"{"\u00e9":{}}"#,
+            // Not JSON at all: is_canonical is all that reads a field set's text.
+            r#"{"a"{}}"#,
+            r#"{"a",{}}"#,
+            r#"{"a":{},}"#,
+            r#"{,"a":{}}"#,
+            r#"{"a":{}"b":{}}"#,
+            r#"{"a":}"#,
+            r#"{"a":{}"#,
+            r#"{"a":{}}}"#,
+            r#"{"a":"b"#,
+            "{\"a\":\"\u{1}\"}",
             "true",
             "1",
         ] {
@@ -848,10 +750,37 @@ mod tests {
         fn written_field_sets_are_canonical(v in field_set(), text in "[{}\":,a-c\\\\]{0,24}") {
             let written = serde_json::to_string(&v).unwrap();
             prop_assert!(super::is_canonical(written.as_bytes()), "{}", written);
-            if let Ok(parsed) = serde_json::from_str::<serde_json::Value>(&text)
-                && super::is_canonical(text.as_bytes())
-            {
-                prop_assert_eq!(serde_json::to_string(&parsed).unwrap(), text);
+            // Canonical text is JSON (it is read unchecked before this) and what serde writes.
+            if super::is_canonical(text.as_bytes()) {
+                let parsed = serde_json::from_str::<serde_json::Value>(&text);
+                prop_assert!(parsed.is_ok(), "canonical but not JSON: {}", text);
+                prop_assert_eq!(serde_json::to_string(&parsed.unwrap()).unwrap(), text);
+            }
+        }
+    }
+
+    proptest! {
+        /// A field set with one byte changed, dropped or added is canonical only if it is
+        /// still JSON that serde writes that way.
+        #[test]
+        fn edited_field_sets_are_canonical_only_when_written(
+            v in field_set(),
+            at in any::<prop::sample::Index>(),
+            edit in 0..3u8,
+            byte in prop_oneof![Just(b'{'), Just(b'}'), Just(b'"'), Just(b':'), Just(b','), Just(b' '), Just(b'\\'), Just(1u8), Just(b'a')],
+        ) {
+            let mut text = serde_json::to_vec(&v).unwrap();
+            let at = at.index(text.len() + 1);
+            match edit {
+                0 if at < text.len() => text[at] = byte,
+                1 if at < text.len() => drop(text.remove(at)),
+                _ => text.insert(at, byte),
+            }
+            // The scanner hands over UTF-8 text only.
+            if std::str::from_utf8(&text).is_ok() && super::is_canonical(&text) {
+                let parsed = serde_json::from_slice::<serde_json::Value>(&text);
+                prop_assert!(parsed.is_ok(), "canonical but not JSON: {}", String::from_utf8_lossy(&text));
+                prop_assert_eq!(serde_json::to_vec(&parsed.unwrap()).unwrap(), text);
             }
         }
     }

@@ -1,0 +1,204 @@
+//! A stored event's members, read in place for the transcoders.
+//!
+//! The protobuf list's transcoder ([`crate::api::protobuf::stored`]) and the
+//! `events.k8s.io/v1` JSON transcoder ([`super::stored_events_v1`]) read the same members of
+//! the stored core/v1 JSON with a [`Scanner`]. They differ in how they keep a string
+//! (decoded text for protobuf, the quoted JSON for JSON) and `metadata` (read member by
+//! member for protobuf, copied whole for JSON): [`StoredEvent::read`] takes a reader for
+//! each.
+//!
+//! Bound: as the [`Scanner`]'s. `metadata` and `involvedObject` are required (the store
+//! always writes them, and for bytes without them, which k8s-openapi reads as empty,
+//! declining is the safe answer); an `apiVersion` or `kind` other than core/v1's declines,
+//! as k8s-openapi rejects them; unknown members are skipped; a member named twice counts
+//! once, the last time, as k8s-openapi reads it.
+
+use super::stored_scan::{Decline, Scanned, Scanner};
+
+/// How a transcoder reads a string member: `None` for `null`, a decline for another type.
+/// A type parameter rather than a `fn` pointer, so that each transcoder's reader is inlined
+/// (a pointer made the protobuf items 5–10% slower).
+pub trait StringReader<'a, S>: Fn(&mut Scanner<'a>) -> Scanned<Option<S>> + Copy {}
+
+impl<'a, S, F: Fn(&mut Scanner<'a>) -> Scanned<Option<S>> + Copy> StringReader<'a, S> for F {}
+
+/// The members of a stored core/v1 event that the transcoders write, each field the member
+/// of that name: `metadata` as `M`, strings as `S`, timestamps as their stored text (`null`
+/// included), `None` where a member is absent or `null`.
+pub struct StoredEvent<'a, M, S> {
+    pub metadata: M,
+    pub involved_object: Reference<S>,
+    pub reason: Option<S>,
+    pub message: Option<S>,
+    pub source: Option<Source<S>>,
+    pub first_timestamp: Option<&'a str>,
+    pub last_timestamp: Option<&'a str>,
+    pub count: Option<i32>,
+    pub type_: Option<S>,
+    pub event_time: Option<&'a str>,
+    pub series: Option<Series<'a>>,
+    pub action: Option<S>,
+    pub related: Option<Reference<S>>,
+    pub reporting_component: Option<S>,
+    pub reporting_instance: Option<S>,
+}
+
+impl<'a, M: Default, S> StoredEvent<'a, M, S> {
+    /// Reads the event stored as `stored`, `metadata` with `metadata` and every string
+    /// member with `string`; see the module docs for what declines.
+    pub fn read(
+        stored: &'a [u8],
+        mut metadata: impl FnMut(&mut Scanner<'a>) -> Scanned<M>,
+        string: impl StringReader<'a, S>,
+    ) -> Scanned<Self> {
+        let mut s = Scanner::new(stored)?;
+        let mut e = StoredEvent {
+            metadata: M::default(),
+            involved_object: Reference::default(),
+            reason: None,
+            message: None,
+            source: None,
+            first_timestamp: None,
+            last_timestamp: None,
+            count: None,
+            type_: None,
+            event_time: None,
+            series: None,
+            action: None,
+            related: None,
+            reporting_component: None,
+            reporting_instance: None,
+        };
+        let (mut has_metadata, mut has_involved_object) = (false, false);
+        s.object(|s, name| {
+            match &*name {
+                "metadata" => {
+                    e.metadata = metadata(s)?;
+                    has_metadata = true;
+                }
+                "involvedObject" => {
+                    e.involved_object = Reference::read(s, string)?;
+                    has_involved_object = true;
+                }
+                "reason" => e.reason = string(s)?,
+                "message" => e.message = string(s)?,
+                "source" => e.source = s.nullable(|s| Source::read(s, string))?,
+                "firstTimestamp" => e.first_timestamp = Some(s.raw()?),
+                "lastTimestamp" => e.last_timestamp = Some(s.raw()?),
+                "count" => e.count = s.nullable(Scanner::int)?,
+                "type" => e.type_ = string(s)?,
+                "eventTime" => e.event_time = Some(s.raw()?),
+                "series" => e.series = s.nullable(Series::read)?,
+                "action" => e.action = string(s)?,
+                "related" => e.related = s.nullable(|s| Reference::read(s, string))?,
+                "reportingComponent" => e.reporting_component = string(s)?,
+                "reportingInstance" => e.reporting_instance = string(s)?,
+                "apiVersion" | "kind" => {
+                    let want = if name == "kind" { "Event" } else { "v1" };
+                    if s.str()? != want {
+                        return Err(Decline);
+                    }
+                }
+                _ => s.skip()?,
+            }
+            Ok(())
+        })?;
+        s.finish()?;
+        if has_metadata && has_involved_object {
+            Ok(e)
+        } else {
+            Err(Decline)
+        }
+    }
+}
+
+/// An `ObjectReference`'s string members.
+pub struct Reference<S> {
+    pub kind: Option<S>,
+    pub namespace: Option<S>,
+    pub name: Option<S>,
+    pub uid: Option<S>,
+    pub api_version: Option<S>,
+    pub resource_version: Option<S>,
+    pub field_path: Option<S>,
+}
+
+impl<S> Default for Reference<S> {
+    fn default() -> Self {
+        Reference {
+            kind: None,
+            namespace: None,
+            name: None,
+            uid: None,
+            api_version: None,
+            resource_version: None,
+            field_path: None,
+        }
+    }
+}
+
+impl<S> Reference<S> {
+    fn read<'a>(s: &mut Scanner<'a>, string: impl StringReader<'a, S>) -> Scanned<Self> {
+        let mut r = Reference::default();
+        s.object(|s, name| {
+            match &*name {
+                "kind" => r.kind = string(s)?,
+                "namespace" => r.namespace = string(s)?,
+                "name" => r.name = string(s)?,
+                "uid" => r.uid = string(s)?,
+                "apiVersion" => r.api_version = string(s)?,
+                "resourceVersion" => r.resource_version = string(s)?,
+                "fieldPath" => r.field_path = string(s)?,
+                _ => s.skip()?,
+            }
+            Ok(())
+        })?;
+        Ok(r)
+    }
+}
+
+/// An `EventSource`.
+pub struct Source<S> {
+    pub component: Option<S>,
+    pub host: Option<S>,
+}
+
+impl<S> Source<S> {
+    fn read<'a>(s: &mut Scanner<'a>, string: impl StringReader<'a, S>) -> Scanned<Self> {
+        let mut src = Source {
+            component: None,
+            host: None,
+        };
+        s.object(|s, name| {
+            match &*name {
+                "component" => src.component = string(s)?,
+                "host" => src.host = string(s)?,
+                _ => s.skip()?,
+            }
+            Ok(())
+        })?;
+        Ok(src)
+    }
+}
+
+/// An `EventSeries`, its time as stored.
+#[derive(Default)]
+pub struct Series<'a> {
+    pub count: Option<i32>,
+    pub last_observed_time: Option<&'a str>,
+}
+
+impl<'a> Series<'a> {
+    fn read(s: &mut Scanner<'a>) -> Scanned<Self> {
+        let mut series = Series::default();
+        s.object(|s, name| {
+            match &*name {
+                "count" => series.count = s.nullable(Scanner::int)?,
+                "lastObservedTime" => series.last_observed_time = Some(s.raw()?),
+                _ => s.skip()?,
+            }
+            Ok(())
+        })?;
+        Ok(series)
+    }
+}
