@@ -328,6 +328,17 @@ mod tests {
             let (item, object) = transcoded(stored.as_bytes(), 5);
             assert!(item.is_none() && object.is_none(), "{stored}");
         }
+        // Metadata nested deeper than the scanner's bound: found unchecked, so the bound is
+        // what keeps text the decoding path would reject (past serde_json's 128) out.
+        let depth = crate::registry::stored_scan::MAX_DEPTH;
+        let deep = format!(
+            r#"{{"metadata":{{"x":{}{}}},"involvedObject":{{}}}}"#,
+            "[".repeat(depth),
+            "]".repeat(depth)
+        );
+        assert_eq!(transcoded(deep.as_bytes(), 5), (None, None));
+        let shallow = deep.replacen('[', "", 1).replacen(']', "", 1);
+        assert!(transcoded(shallow.as_bytes(), 5).0.is_some());
         // The first two still render, through the decoding path (which re-formats them); the
         // date that does not exist does not decode at all.
         for (stored, key, want) in [

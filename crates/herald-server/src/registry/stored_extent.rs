@@ -16,13 +16,18 @@
 //! without checking.
 
 /// The end (exclusive) of the object or array that starts at `text[start]`, or `None` when
-/// `text[start]` is not `{` or `[`, or the text ends first. `}` and `]` are counted alike:
-/// for JSON text the first bracket that closes the outermost is its own.
-pub fn container_end(text: &[u8], start: usize) -> Option<usize> {
+/// `text[start]` is not `{` or `[`, when the text ends first, or when it nests more than
+/// `max_depth` objects and arrays deep (counting the outermost): the decoding path has a
+/// depth limit, and what it would reject must not be copied. `}` and `]` are counted
+/// alike: for JSON text the first bracket that closes the outermost is its own.
+pub fn container_end(text: &[u8], start: usize, max_depth: usize) -> Option<usize> {
     if !matches!(text.get(start), Some(b'{' | b'[')) {
         return None;
     }
-    let mut state = State::default();
+    let mut state = State {
+        max_depth: u32::try_from(max_depth).unwrap_or(u32::MAX),
+        ..State::default()
+    };
     let mut at = start;
     let mut padded = [0u8; BLOCK];
     while at < text.len() {
@@ -35,8 +40,10 @@ pub fn container_end(text: &[u8], start: usize) -> Option<usize> {
                 &padded
             }
         };
-        if let Some(end) = state.block(block) {
-            return Some(at + end);
+        match state.block(block) {
+            Step::Closed(end) => return Some(at + end),
+            Step::TooDeep => return None,
+            Step::Open => {}
         }
         at += BLOCK;
     }
@@ -78,11 +85,23 @@ pub fn plain_run_end(text: &[u8], mut at: usize) -> usize {
 /// Bytes looked at together: one bit each in a `u64`.
 const BLOCK: usize = 64;
 
+/// What a block held.
+enum Step {
+    /// The outermost bracket closes at this offset.
+    Closed(usize),
+    /// More brackets open at once than the bound allows.
+    TooDeep,
+    /// Neither: the next block follows.
+    Open,
+}
+
 /// The scan's position between two blocks.
 #[derive(Default)]
 struct State {
     /// Brackets open, counting the outermost.
     depth: u32,
+    /// The most brackets that may be open at once.
+    max_depth: u32,
     /// Inside a string at the end of the last block.
     in_string: bool,
     /// The last block ended inside a string on a `\` that escapes this block's first byte.
@@ -90,9 +109,8 @@ struct State {
 }
 
 impl State {
-    /// Moves over one block: the offset just past the bracket that closes the outermost,
-    /// when it is in this block.
-    fn block(&mut self, block: &[u8; BLOCK]) -> Option<usize> {
+    /// Moves over one block.
+    fn block(&mut self, block: &[u8; BLOCK]) -> Step {
         let m = Masks::of(block);
         // Escapes are rare in stored events: a block with one is walked byte by byte.
         if m.backslash != 0 || self.escape_pending {
@@ -108,49 +126,60 @@ impl State {
         let opens = m.open & !inside;
         let closes = m.close & !inside;
         let (n_open, n_close) = (opens.count_ones(), closes.count_ones());
-        // The depth cannot reach zero in this block when it has fewer closings than that.
-        if n_close < self.depth {
+        // The depth cannot reach zero in this block when it has fewer closings than that,
+        // nor pass the bound when even all its openings first would not.
+        if n_close < self.depth && self.depth + n_open <= self.max_depth {
             self.depth = self.depth - n_close + n_open;
-            return None;
+            return Step::Open;
         }
         let mut brackets = opens | closes;
         while brackets != 0 {
             let i = brackets.trailing_zeros();
-            if opens >> i & 1 == 1 {
-                self.depth += 1;
-            } else {
-                // Not JSON: more closings than openings. Any answer will do; this one ends.
-                self.depth = self.depth.saturating_sub(1);
-                if self.depth == 0 {
-                    return Some(i as usize + 1);
-                }
+            if let Some(step) = self.bracket(opens >> i & 1 == 1, i as usize) {
+                return step;
             }
             brackets &= brackets - 1;
         }
-        None
+        Step::Open
+    }
+
+    /// Counts the bracket at offset `i`: the step it ends the scan with, if it does.
+    fn bracket(&mut self, opens: bool, i: usize) -> Option<Step> {
+        if opens {
+            self.depth += 1;
+            return (self.depth > self.max_depth).then_some(Step::TooDeep);
+        }
+        // Not JSON if the depth is already zero: more closings than openings. Any answer
+        // will do; this one ends.
+        self.depth = self.depth.saturating_sub(1);
+        (self.depth == 0).then_some(Step::Closed(i + 1))
     }
 
     /// [`State::block`] one byte at a time.
-    fn walk(&mut self, block: &[u8; BLOCK]) -> Option<usize> {
+    fn walk(&mut self, block: &[u8; BLOCK]) -> Step {
         for (i, &b) in block.iter().enumerate() {
             if self.escape_pending {
                 self.escape_pending = false;
                 continue;
             }
-            match (self.in_string, b) {
-                (true, b'\\') => self.escape_pending = true,
-                (_, b'"') => self.in_string = !self.in_string,
-                (false, b'{' | b'[') => self.depth += 1,
-                (false, b'}' | b']') => {
-                    self.depth = self.depth.saturating_sub(1);
-                    if self.depth == 0 {
-                        return Some(i + 1);
-                    }
+            let step = match (self.in_string, b) {
+                (true, b'\\') => {
+                    self.escape_pending = true;
+                    None
                 }
-                _ => {}
+                (_, b'"') => {
+                    self.in_string = !self.in_string;
+                    None
+                }
+                (false, b'{' | b'[') => self.bracket(true, i),
+                (false, b'}' | b']') => self.bracket(false, i),
+                _ => None,
+            };
+            if let Some(step) = step {
+                return step;
             }
         }
-        None
+        Step::Open
     }
 }
 
@@ -246,6 +275,38 @@ mod tests {
 
     use super::*;
 
+    /// A bound no test value reaches.
+    const DEEP: usize = 1000;
+
+    #[test]
+    fn a_value_nested_deeper_than_the_bound_is_none() {
+        // `depth` brackets open at once, the deepest object in the middle of a long text
+        // (so it is met in a block the shortcut would skip) or with an escape (walked).
+        for (depth, filler) in [(3, ""), (10, ""), (70, ""), (10, r#""x\"y""#)] {
+            let pad = format!("[{}1],", "1,".repeat(40));
+            let text = format!(
+                "{}{}{}{}{}",
+                "[".repeat(depth - 1),
+                pad.repeat(3),
+                format_args!("{{\"k\":{filler}}}"),
+                ",0".repeat(30),
+                "]".repeat(depth - 1)
+            );
+            let text = text.replace(":}", ":null}");
+            let end = container_end(text.as_bytes(), 0, depth);
+            assert_eq!(
+                end,
+                Some(serde_end(&text, 0)),
+                "depth {depth} within {depth}"
+            );
+            assert_eq!(
+                container_end(text.as_bytes(), 0, depth - 1),
+                None,
+                "depth {depth}"
+            );
+        }
+    }
+
     /// Where `serde_json` says the value at `text[start..]` ends.
     fn serde_end(text: &str, start: usize) -> usize {
         let mut de = serde_json::Deserializer::from_str(&text[start..]).into_iter::<Value>();
@@ -263,7 +324,7 @@ mod tests {
             r#"[ "x" , { } , [ [ ] ] ] "#,
         ] {
             assert_eq!(
-                container_end(text.as_bytes(), 0),
+                container_end(text.as_bytes(), 0, DEEP),
                 Some(serde_end(text, 0)),
                 "{text}"
             );
@@ -272,7 +333,7 @@ mod tests {
         let text = r#"{"metadata":{"name":"a}b"},"reason":"x"}"#;
         let at = text.find(":{").unwrap() + 1;
         assert_eq!(
-            &text[at..container_end(text.as_bytes(), at).unwrap()],
+            &text[at..container_end(text.as_bytes(), at, DEEP).unwrap()],
             r#"{"name":"a}b"}"#
         );
     }
@@ -284,7 +345,7 @@ mod tests {
         for pad in 0..80 {
             let text = format!(r#"{{"k":"{}\"}}","after":{{}}}}"#, "x".repeat(pad));
             assert_eq!(
-                container_end(text.as_bytes(), 0),
+                container_end(text.as_bytes(), 0, DEEP),
                 Some(text.len()),
                 "{text}"
             );
@@ -293,13 +354,13 @@ mod tests {
 
     #[test]
     fn what_is_not_a_container_or_ends_early_is_none() {
-        assert_eq!(container_end(b"\"{}\"", 0), None);
-        assert_eq!(container_end(b"12", 0), None);
-        assert_eq!(container_end(b"{", 0), None);
-        assert_eq!(container_end(br#"{"a":"}"#, 0), None);
-        assert_eq!(container_end(b"{}", 2), None);
+        assert_eq!(container_end(b"\"{}\"", 0, DEEP), None);
+        assert_eq!(container_end(b"12", 0, DEEP), None);
+        assert_eq!(container_end(b"{", 0, DEEP), None);
+        assert_eq!(container_end(br#"{"a":"}"#, 0, DEEP), None);
+        assert_eq!(container_end(b"{}", 2, DEEP), None);
         let long = format!("[{}", "1,".repeat(100));
-        assert_eq!(container_end(long.as_bytes(), 0), None);
+        assert_eq!(container_end(long.as_bytes(), 0, DEEP), None);
     }
 
     #[test]
@@ -368,7 +429,7 @@ mod tests {
             // Whatever comes before the start (including quotes) does not matter.
             let text = format!("{lead}{body},\"tail\"]");
             let start = lead.len();
-            prop_assert_eq!(container_end(text.as_bytes(), start), Some(serde_end(&text, start)));
+            prop_assert_eq!(container_end(text.as_bytes(), start, DEEP), Some(serde_end(&text, start)));
         }
 
         #[test]
@@ -379,7 +440,7 @@ mod tests {
             ),
             start in 0usize..300,
         ) {
-            if let Some(end) = container_end(&text, start) {
+            if let Some(end) = container_end(&text, start, 8) {
                 prop_assert!(start < end && end <= text.len());
                 let last = text[end - 1];
                 prop_assert!(last == b'}' || last == b']', "ends on {}", last);

@@ -38,9 +38,9 @@ pub struct Decline;
 /// What a read gives: the value, or a [`Decline`].
 pub type Scanned<T> = Result<T, Decline>;
 
-/// How many arrays and objects deep a skipped value may nest. Skips start at most a few
-/// levels into an event (`fieldsV1` is the deepest), so what is accepted stays well inside
-/// `serde_json`'s limit of 128, which the decoding path meets.
+/// How many arrays and objects deep a skipped or unchecked value may nest. Such values start
+/// at most a few levels into an event (`fieldsV1` is the deepest), so what is accepted stays
+/// well inside `serde_json`'s limit of 128, which the decoding path meets.
 pub const MAX_DEPTH: usize = 64;
 
 /// A cursor over one JSON value's text; see the module docs.
@@ -145,13 +145,14 @@ impl<'a> Scanner<'a> {
     /// from its structure alone ([`container_end`]) and its contents are neither read nor
     /// checked to be JSON. Any other value is checked, as [`Scanner::raw`] checks it. For
     /// members the store wrote with `serde_json` and a caller copies whole (or checks
-    /// itself). Declines when the text ends first.
+    /// itself). Declines when the text ends first, or when the value nests deeper than
+    /// [`MAX_DEPTH`] (the decoding path would reject the deepest).
     pub fn raw_unchecked(&mut self) -> Scanned<&'a str> {
         if !matches!(self.peek()?, b'{' | b'[') {
             return self.raw();
         }
         let start = self.at;
-        let end = container_end(self.bytes(), start).ok_or(Decline)?;
+        let end = container_end(self.bytes(), start, MAX_DEPTH).ok_or(Decline)?;
         let raw = self.text.get(start..end).ok_or(Decline)?;
         self.at = end;
         Ok(raw)

@@ -278,7 +278,8 @@ pub fn stored_watch_line(
 /// the bytes have no `metadata` object to splice into); on
 /// `events.k8s.io/v1` it is transcoded from them ([`stored_events_v1`]: equal as a JSON
 /// value, keys in another order), or decoded when the transcoder declines. An error (and
-/// `out` untouched) when the bytes do not decode.
+/// `out` untouched) when the bytes do not decode, except where the stored bytes are copied
+/// unchecked: all of them on core/v1, the `metadata` on `events.k8s.io/v1`.
 pub fn stored_object_into(
     out: &mut Vec<u8>,
     group: ApiGroup,
@@ -366,9 +367,10 @@ pub const LIST_CHUNK: usize = 64 * 1024;
 ///   full object (`includeObject=Object`) as [`stored_object_into`] writes it.
 ///
 /// A stored event that does not decode is left out and logged, as the registry's decoded
-/// [`list`](crate::registry::EventRegistry::list) leaves it out. The one exception is
-/// a core/v1 `EventList` item, which is not decoded: its stored bytes are sent as they are
-/// whenever they hold a `metadata` object to splice into.
+/// [`list`](crate::registry::EventRegistry::list) leaves it out. The exception is an
+/// `EventList` item, which is not decoded: on core/v1 its stored bytes are sent as they are
+/// whenever they hold a `metadata` object to splice into, and on `events.k8s.io/v1` its
+/// stored `metadata` is copied unchecked (the rest is read and checked).
 pub fn raw_list(
     group: ApiGroup,
     shape: ListShape,
