@@ -2,8 +2,9 @@
 //! stored bytes with the resourceVersion spliced in), `events.k8s.io/v1` JSON and protobuf
 //! (transcoded from the stored bytes, against decoding them into `k8s-openapi` types and
 //! encoding those, the path the transcoders replace), and a `Table` row as `kubectl get
-//! events` asks for it and a `kubectl get -w` watch line (both written straight, against
-//! building the `Value` tree they replace).
+//! events` asks for it, a `kubectl get -w` watch line and a metadata informer's list item
+//! (written from the stored bytes, or from the decoded event, against building the `Value`
+//! tree they replace).
 //!
 //! `cargo bench -p herald-server --bench render -- --warm-up-time 1 --measurement-time 3`
 
@@ -12,11 +13,14 @@ mod common;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use herald_core::event::ApiGroup;
 use herald_core::event::wire::write_events_v1_item;
-use herald_server::api::events::render::{ListShape, list, object, raw_list, watch_line};
+use herald_server::api::events::render::{
+    ListShape, list, object, raw_list, stored_shape_watch_line, watch_line,
+};
 use herald_server::api::negotiate::{IncludeObject, MetaVersion, Output};
 use herald_server::api::protobuf::{event_object, stored::write_list_item};
 use herald_server::registry::codec::{decode, decode_at, encode, splice_resource_version_into};
 use herald_server::registry::stored_events_v1::write_item;
+use herald_server::registry::watch::ChangeKind;
 use herald_server::registry::{EventList, RawEventList, WatchItem};
 use herald_server::storage::KeyValue;
 
@@ -148,6 +152,39 @@ fn bench(c: &mut Criterion) {
                     )
                     .len()
                 })
+                .sum::<usize>()
+        })
+    });
+    // The same lines written from the stored bytes, as a Table watcher now gets them.
+    g.bench_function("core_table_watch_line_stored", |b| {
+        b.iter(|| {
+            page.items
+                .iter()
+                .map(|kv| {
+                    stored_shape_watch_line(
+                        ApiGroup::Core,
+                        ChangeKind::Modified,
+                        &kv.value,
+                        kv.mod_revision,
+                        shape,
+                        false,
+                    )
+                    .expect("written")
+                    .len()
+                })
+                .sum::<usize>()
+        })
+    });
+    // What a metadata informer lists.
+    let metadata = ListShape::of(
+        Output::PartialObjectMetadataList(MetaVersion::V1),
+        IncludeObject::Metadata,
+        now,
+    );
+    g.bench_function("core_metadata_item_streamed", |b| {
+        b.iter(|| {
+            raw_list(ApiGroup::Core, metadata, page.clone())
+                .map(|c| c.len())
                 .sum::<usize>()
         })
     });

@@ -37,6 +37,7 @@ pub mod output;
 pub mod path;
 pub mod protobuf;
 pub mod referenced;
+pub mod stored_table;
 pub mod table;
 
 use std::future::Future;

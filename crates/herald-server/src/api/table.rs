@@ -166,39 +166,90 @@ pub fn age(t: Option<Timestamp>, now: Timestamp) -> String {
 
 /// The ten cells of one event's row, by the real printer's rules (reference §2.6).
 pub fn event_cells(event: &Event, now: Timestamp) -> Vec<Value> {
-    let first_seen = match &event.first_timestamp {
-        Some(t) => age(Some(t.0), now),
-        None => age(event.event_time.as_ref().map(|t| t.0), now),
+    row_cells(&RowFields::of(event), now)
+}
+
+/// The members of an event a row's cells are made from, borrowed: from a decoded event
+/// ([`RowFields::of`]) or read from the stored bytes
+/// ([`stored_table`](super::stored_table)). Each field is the event's member of that name;
+/// `name` is `metadata.name`, the reference's members are `involvedObject`'s.
+#[derive(Debug, Default)]
+pub struct RowFields<'e> {
+    pub first_timestamp: Option<Timestamp>,
+    pub last_timestamp: Option<Timestamp>,
+    pub event_time: Option<Timestamp>,
+    /// `series`, when set: its `count` and `lastObservedTime`.
+    pub series: Option<(Option<i32>, Option<Timestamp>)>,
+    pub count: Option<i32>,
+    pub kind: Option<&'e str>,
+    pub object_name: Option<&'e str>,
+    pub field_path: Option<&'e str>,
+    pub component: Option<&'e str>,
+    pub host: Option<&'e str>,
+    pub reporting_component: Option<&'e str>,
+    pub reporting_instance: Option<&'e str>,
+    pub type_: Option<&'e str>,
+    pub reason: Option<&'e str>,
+    pub message: Option<&'e str>,
+    pub name: Option<&'e str>,
+}
+
+impl<'e> RowFields<'e> {
+    /// The fields of a decoded event.
+    pub fn of(event: &'e Event) -> Self {
+        let io = &event.involved_object;
+        let source = event.source.as_ref();
+        RowFields {
+            first_timestamp: event.first_timestamp.as_ref().map(|t| t.0),
+            last_timestamp: event.last_timestamp.as_ref().map(|t| t.0),
+            event_time: event.event_time.as_ref().map(|t| t.0),
+            series: event
+                .series
+                .as_ref()
+                .map(|s| (s.count, s.last_observed_time.as_ref().map(|t| t.0))),
+            count: event.count,
+            kind: io.kind.as_deref(),
+            object_name: io.name.as_deref(),
+            field_path: io.field_path.as_deref(),
+            component: source.and_then(|s| s.component.as_deref()),
+            host: source.and_then(|s| s.host.as_deref()),
+            reporting_component: event.reporting_component.as_deref(),
+            reporting_instance: event.reporting_instance.as_deref(),
+            type_: event.type_.as_deref(),
+            reason: event.reason.as_deref(),
+            message: event.message.as_deref(),
+            name: event.metadata.name.as_deref(),
+        }
+    }
+}
+
+/// The ten cells of the event `f` describes, with ages at `now`.
+pub fn row_cells(f: &RowFields<'_>, now: Timestamp) -> Vec<Value> {
+    let first_seen = match f.first_timestamp {
+        Some(t) => age(Some(t), now),
+        None => age(f.event_time, now),
     };
-    let mut last_seen = match &event.last_timestamp {
-        Some(t) => age(Some(t.0), now),
+    let mut last_seen = match f.last_timestamp {
+        Some(t) => age(Some(t), now),
         None => first_seen.clone(),
     };
-    let count = match &event.series {
-        Some(series) => {
-            last_seen = age(series.last_observed_time.as_ref().map(|t| t.0), now);
-            i64::from(series.count.unwrap_or(0))
+    let count = match f.series {
+        Some((count, last_observed)) => {
+            last_seen = age(last_observed, now);
+            i64::from(count.unwrap_or(0))
         }
-        None => match event.count.unwrap_or(0) {
+        None => match f.count.unwrap_or(0) {
             0 => 1,
             n => i64::from(n),
         },
     };
-    let io = &event.involved_object;
-    let kind = io.kind.as_deref().unwrap_or("").to_lowercase();
-    let object = match io.name.as_deref().filter(|n| !n.is_empty()) {
+    let kind = f.kind.unwrap_or("").to_lowercase();
+    let object = match f.object_name.filter(|n| !n.is_empty()) {
         Some(name) => format!("{kind}/{name}"),
         None => kind,
     };
-    let source = event.source.as_ref();
-    let component = first_non_empty(
-        source.and_then(|s| s.component.as_deref()),
-        event.reporting_component.as_deref(),
-    );
-    let host = first_non_empty(
-        source.and_then(|s| s.host.as_deref()),
-        event.reporting_instance.as_deref(),
-    );
+    let component = first_non_empty(f.component, f.reporting_component);
+    let host = first_non_empty(f.host, f.reporting_instance);
     let source = if host.is_empty() {
         component.to_string()
     } else {
@@ -206,15 +257,15 @@ pub fn event_cells(event: &Event, now: Timestamp) -> Vec<Value> {
     };
     vec![
         last_seen.into(),
-        event.type_.clone().unwrap_or_default().into(),
-        event.reason.clone().unwrap_or_default().into(),
+        f.type_.unwrap_or_default().into(),
+        f.reason.unwrap_or_default().into(),
         object.into(),
-        io.field_path.clone().unwrap_or_default().into(),
+        f.field_path.unwrap_or_default().into(),
         source.into(),
-        event.message.as_deref().unwrap_or("").trim().into(),
+        f.message.unwrap_or("").trim().into(),
         first_seen.into(),
         count.into(),
-        event.metadata.name.clone().unwrap_or_default().into(),
+        f.name.unwrap_or_default().into(),
     ]
 }
 

@@ -14,6 +14,7 @@
 //! once, the last time, as k8s-openapi reads it.
 
 use super::stored_scan::{Decline, Scanned, Scanner};
+use crate::storage::Revision;
 
 /// How a transcoder reads a string member: `None` for `null`, a decline for another type.
 /// A type parameter rather than a `fn` pointer, so that each transcoder's reader is inlined
@@ -201,4 +202,28 @@ impl<'a> Series<'a> {
         })?;
         Ok(series)
     }
+}
+
+/// Appends `metadata` as stored (its text, found by [`Scanner::raw_unchecked`]), with `"resourceVersion":"<revision>"` first. Declines when it is
+/// not an object or already names a `resourceVersion` (the store never writes one).
+pub fn write_metadata(out: &mut Vec<u8>, raw: &str, revision: Revision) -> Scanned<()> {
+    let raw = raw.as_bytes();
+    // A quoted `"resourceVersion"` is a key, or a whole string value (rare): either way the
+    // decoding path is the safe one.
+    // The store writes no whitespace; `{ }` would need more care than a splice.
+    if raw.first() != Some(&b'{')
+        || raw.get(1).is_some_and(u8::is_ascii_whitespace)
+        || memchr::memmem::find(raw, b"\"resourceVersion\"").is_some()
+    {
+        return Err(Decline);
+    }
+    out.extend_from_slice(b"{\"resourceVersion\":\"");
+    out.extend_from_slice(itoa::Buffer::new().format(revision).as_bytes());
+    out.push(b'"');
+    let rest = &raw[1..];
+    if rest.first() != Some(&b'}') {
+        out.push(b',');
+    }
+    out.extend_from_slice(rest);
+    Ok(())
 }

@@ -29,7 +29,7 @@
 //! it decline, leaving `out` untouched, and the caller takes the decoding path: the fast
 //! path never guesses.
 
-use super::stored_event::{Reference, StoredEvent};
+use super::stored_event::{Reference, StoredEvent, write_metadata};
 use super::stored_json::Object;
 use super::stored_scan::{Decline, Scanned, Scanner};
 use super::stored_time::{self, Layout, StoredTime};
@@ -97,7 +97,7 @@ fn write(
         o.out.extend_from_slice(b"\"Event\"");
     }
     o.key("metadata");
-    metadata(o.out, s.metadata, revision)?;
+    write_metadata(o.out, s.metadata, revision)?;
     opt_str(&mut o, "note", s.message)?;
     opt_str(&mut o, "reason", s.reason)?;
     o.key("regarding");
@@ -123,30 +123,6 @@ fn write(
     }
     opt_str(&mut o, "type", s.type_)?;
     o.close();
-    Ok(())
-}
-
-/// `metadata` as stored, with `"resourceVersion":"<revision>"` first. Declines when it is
-/// not an object or already names a `resourceVersion` (the store never writes one).
-fn metadata(out: &mut Vec<u8>, raw: &str, revision: Revision) -> Result<(), Decline> {
-    let raw = raw.as_bytes();
-    // A quoted `"resourceVersion"` is a key, or a whole string value (rare): either way the
-    // decoding path is the safe one.
-    // The store writes no whitespace; `{ }` would need more care than a splice.
-    if raw.first() != Some(&b'{')
-        || raw.get(1).is_some_and(u8::is_ascii_whitespace)
-        || memchr::memmem::find(raw, b"\"resourceVersion\"").is_some()
-    {
-        return Err(Decline);
-    }
-    out.extend_from_slice(b"{\"resourceVersion\":\"");
-    out.extend_from_slice(itoa::Buffer::new().format(revision).as_bytes());
-    out.push(b'"');
-    let rest = &raw[1..];
-    if rest.first() != Some(&b'}') {
-        out.push(b',');
-    }
-    out.extend_from_slice(rest);
     Ok(())
 }
 

@@ -529,6 +529,23 @@ fn watch_response(
                     }
                 }
                 (_, item) => {
+                    // A Table or metadata watcher's line, written from the stored bytes
+                    // where it can be; every such watcher writes its own (ages are its).
+                    let stored = match &item {
+                        RawWatchItem::Change(ev) => Some(change_parts(ev.event())),
+                        RawWatchItem::Initial(kv) => {
+                            Some((ChangeKind::Added, &kv.value[..], kv.mod_revision))
+                        }
+                        RawWatchItem::Item(_) => None,
+                    };
+                    let shape = render::ListShape::of(out, include, clock.now());
+                    if let Some(line) = stored.and_then(|(kind, value, rev)| {
+                        render::stored_shape_watch_line(group, kind, value, rev, shape, first)
+                    }) {
+                        lines.push(Bytes::from(line));
+                        first = false;
+                        continue;
+                    }
                     let Some(item) = item.into_item() else {
                         continue;
                     };

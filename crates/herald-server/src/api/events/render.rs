@@ -6,6 +6,7 @@ use jiff::Timestamp;
 use serde_json::{Value, json};
 
 use crate::api::negotiate::{IncludeObject, MetaVersion, Output};
+use crate::api::stored_table;
 use crate::api::table::{
     TableMeta, TableOptions, event_cells, event_table, metadata_list_head, partial_object_metadata,
     partial_object_metadata_list, table_head, write_partial_object_metadata,
@@ -505,6 +506,11 @@ fn push_item(
     }
     let item = match shape {
         ListShape::Events => push_event(out, group, kv),
+        ListShape::Table { .. } | ListShape::Metadata(_)
+            if write_stored_object(out, group, shape, &kv.value, kv.mod_revision) =>
+        {
+            Ok(())
+        }
         ListShape::Table { opts, now } => decode(kv).and_then(|e| {
             write_row(out, &e, &opts, now, |out| {
                 stored_object_into(out, group, &kv.value, kv.mod_revision)
@@ -522,6 +528,74 @@ fn push_item(
             false
         }
     }
+}
+
+/// A Table row or a `PartialObjectMetadata` written from the stored bytes, without
+/// decoding them ([`stored_table`]); false, with `out` untouched, where that declines (the
+/// caller decodes the event instead), and always for an `EventList` item.
+fn write_stored_object(
+    out: &mut Vec<u8>,
+    group: ApiGroup,
+    shape: ListShape,
+    stored: &[u8],
+    revision: Revision,
+) -> bool {
+    match shape {
+        ListShape::Events => false,
+        ListShape::Table { opts, now } => {
+            stored_table::write_row(out, stored, revision, &opts, now, |out| {
+                stored_object_into(out, group, stored, revision).is_ok()
+            })
+        }
+        ListShape::Metadata(v) => {
+            stored_table::write_partial_object_metadata(out, stored, revision, v)
+        }
+    }
+}
+
+/// The JSON watch line of a stored change for a Table watcher (`kubectl get -w`: a one-row
+/// Table, column definitions only when `first`) or a metadata watcher (a
+/// `PartialObjectMetadata`), written from the stored bytes ([`write_stored_object`]).
+/// `None` for any other output, or where that declines: the caller decodes the change and
+/// takes [`watch_line`].
+pub fn stored_shape_watch_line(
+    group: ApiGroup,
+    kind: ChangeKind,
+    stored: &[u8],
+    revision: Revision,
+    shape: ListShape,
+    first: bool,
+) -> Option<Vec<u8>> {
+    let mut line = Vec::with_capacity(stored.len() + 512);
+    line.extend_from_slice(b"{\"type\":\"");
+    line.extend_from_slice(kind.as_str().as_bytes());
+    line.extend_from_slice(b"\",\"object\":");
+    match shape {
+        ListShape::Events => return None,
+        ListShape::Metadata(_) => {
+            if !write_stored_object(&mut line, group, shape, stored, revision) {
+                return None;
+            }
+        }
+        ListShape::Table { opts, now } => {
+            let opts = TableOptions {
+                no_headers: !first,
+                ..opts
+            };
+            let meta = TableMeta {
+                resource_version: Some(revision.to_string()),
+                ..TableMeta::default()
+            };
+            open_array(&mut line, table_head(&meta, &opts), "rows");
+            let shape = ListShape::Table { opts, now };
+            if !write_stored_object(&mut line, group, shape, stored, revision) {
+                return None;
+            }
+            line.extend_from_slice(b"]}");
+        }
+    }
+    line.extend_from_slice(b"}\n");
+    Some(line)
 }
 
 /// An `EventList` item: `kind` and `apiVersion` left out.
@@ -729,6 +803,52 @@ mod tests {
                     }
                 }
             }
+        }
+
+        /// A Table or metadata watcher's line written from the stored bytes is the line of
+        /// the decoded change, as a JSON value, for any stored event, each change type,
+        /// first or not, every `includeObject`, both `meta.k8s.io` versions and both groups.
+        #[test]
+        fn stored_shape_watch_lines_are_the_decoded_lines(
+            e in crate::registry::any_event(),
+            revision in 1u64..u64::MAX,
+            first: bool,
+        ) {
+            let stored = crate::registry::codec::encode(&e);
+            let decoded = decode_at(&stored, revision).unwrap();
+            let now: Timestamp = NOW.parse().unwrap();
+            let declinable = serde_json::from_slice::<Value>(&stored).unwrap()["metadata"]
+                .to_string()
+                .contains("\"resourceVersion\"");
+            for group in [ApiGroup::Core, ApiGroup::EventsV1] {
+                for v in [MetaVersion::V1, MetaVersion::V1Beta1] {
+                    let mut outputs = vec![(Output::PartialObjectMetadata(v), IncludeObject::Metadata)];
+                    for include in [IncludeObject::None, IncludeObject::Metadata, IncludeObject::Object] {
+                        outputs.push((Output::Table(v), include));
+                    }
+                    for (out, include) in outputs {
+                        let shape = ListShape::of(out, include, now);
+                        for (kind, item) in [
+                            (ChangeKind::Added, WatchItem::Added(decoded.clone())),
+                            (ChangeKind::Deleted, WatchItem::Deleted(decoded.clone())),
+                        ] {
+                            let line = stored_shape_watch_line(group, kind, &stored, revision, shape, first);
+                            proptest::prop_assert!(line.is_some() || declinable, "declined {:?} {:?}", out, include);
+                            let Some(line) = line else { continue };
+                            proptest::prop_assert_eq!(line.last(), Some(&b'\n'));
+                            let got: Value = serde_json::from_slice(&line).unwrap();
+                            let want: Value = serde_json::from_slice(
+                                &watch_line(group, &item, out, include, now, first),
+                            ).unwrap();
+                            proptest::prop_assert_eq!(got, want, "{:?} {:?} {:?}", group, out, include);
+                        }
+                    }
+                }
+            }
+            // An EventList item is not this function's.
+            proptest::prop_assert!(stored_shape_watch_line(
+                ApiGroup::Core, ChangeKind::Added, &stored, revision, ListShape::Events, first
+            ).is_none());
         }
     }
 
