@@ -406,6 +406,66 @@ async fn selector_transitions_follow_the_etcd_watcher() {
     server.shutdown().await.unwrap();
 }
 
+/// A Table watcher's rows are written from the stored bytes, or from the decoded event
+/// where that declines (here: metadata holding the string "resourceVersion"); either way
+/// only the stream's first Table carries the column definitions, and every row is there.
+#[tokio::test]
+async fn table_watch_headers_come_once_whichever_way_a_row_is_written() {
+    let (server, _) = memory().await;
+    let http = Http::new(&server);
+    for (case, names) in [
+        ("declined first", ["tw.a", "tw.b", "tw.c"]),
+        ("stored first", ["tw.d", "tw.e", "tw.f"]),
+    ] {
+        let l = http.get_accept(&core_path("default"), TBL).await.json();
+        let list_rv = l["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let mut w = http
+            .watch(
+                &format!(
+                    "{}?resourceVersion={list_rv}&watch=true",
+                    core_path("default")
+                ),
+                Some(TBL),
+            )
+            .await;
+        for (i, name) in names.iter().enumerate() {
+            let mut e = core_event(name, "default", "Pulled");
+            // Declined by the stored path on the first and third of the first case, on the
+            // second of the other.
+            if (case == "declined first") == (i != 1) {
+                e["metadata"]["annotations"] = json!({"note": "resourceVersion"});
+            }
+            assert_eq!(http.post(&core_path("default"), &e).await.status, 201);
+        }
+        for (i, name) in names.iter().enumerate() {
+            let (ty, t) = w.expect().await;
+            assert_eq!(
+                (ty.as_str(), t["kind"].as_str()),
+                ("ADDED", Some("Table")),
+                "{case}"
+            );
+            assert_eq!(t["rows"][0]["cells"][9], *name, "{case}");
+            assert_eq!(t["rows"][0]["object"]["metadata"]["name"], *name, "{case}");
+            if i == 0 {
+                assert_eq!(
+                    t["columnDefinitions"].as_array().map(Vec::len),
+                    Some(10),
+                    "{case}"
+                );
+            } else {
+                assert!(
+                    t["columnDefinitions"].is_null(),
+                    "{case}: headers only once"
+                );
+            }
+        }
+    }
+    server.shutdown().await.unwrap();
+}
+
 #[tokio::test]
 async fn table_watch_and_shutdown_ends_watches() {
     let (server, _) = memory().await;

@@ -12,9 +12,11 @@
 //! in, unparsed except for its `name` ([`Scanner::raw_unchecked`]). The cells are made by
 //! the same [`row_cells`] as a decoded event's. The result equals, as a JSON value, what
 //! the decoding path writes for every object the store writes (the property tests compare
-//! them); anything else (a timestamp in another layout, a member of an unexpected type, a
-//! `resourceVersion` already in `metadata`) makes these functions decline, leaving `out`
-//! untouched, and the caller decodes the event instead.
+//! them). Of the members read, anything else (a timestamp in another layout, a member of an
+//! unexpected type, a `resourceVersion` already in `metadata`) makes these functions
+//! decline, leaving `out` untouched, and the caller decodes the event instead. What is in
+//! `metadata` besides `name` is copied as stored, unchecked: the trust the core/v1 list and
+//! the `events.k8s.io/v1` transcoder place in the bytes the store wrote with `serde_json`.
 
 use std::borrow::Cow;
 

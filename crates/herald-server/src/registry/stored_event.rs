@@ -1,11 +1,11 @@
 //! A stored event's members, read in place for the transcoders.
 //!
-//! The protobuf list's transcoder ([`crate::api::protobuf::stored`]) and the
-//! `events.k8s.io/v1` JSON transcoder ([`super::stored_events_v1`]) read the same members of
+//! The protobuf list's transcoder ([`crate::api::protobuf::stored`]), the
+//! `events.k8s.io/v1` JSON transcoder ([`super::stored_events_v1`]) and the Table and
+//! `PartialObjectMetadata` writer ([`crate::api::stored_table`]) read the same members of
 //! the stored core/v1 JSON with a [`Scanner`]. They differ in how they keep a string
-//! (decoded text for protobuf, the quoted JSON for JSON) and `metadata` (read member by
-//! member for protobuf, copied whole for JSON): [`StoredEvent::read`] takes a reader for
-//! each.
+//! (decoded text, or the quoted JSON) and `metadata` (read member by member for protobuf,
+//! copied whole for JSON): [`StoredEvent::read`] takes a reader for each.
 //!
 //! Bound: as the [`Scanner`]'s. `metadata` and `involvedObject` are required (the store
 //! always writes them, and for bytes without them, which k8s-openapi reads as empty,
@@ -204,8 +204,9 @@ impl<'a> Series<'a> {
     }
 }
 
-/// Appends `metadata` as stored (its text, found by [`Scanner::raw_unchecked`]), with `"resourceVersion":"<revision>"` first. Declines when it is
-/// not an object or already names a `resourceVersion` (the store never writes one).
+/// Appends `metadata` as stored (its text, found by [`Scanner::raw_unchecked`]), with
+/// `"resourceVersion":"<revision>"` first. Declines when it is not an object or already
+/// names a `resourceVersion` (the store never writes one).
 pub fn write_metadata(out: &mut Vec<u8>, raw: &str, revision: Revision) -> Scanned<()> {
     let raw = raw.as_bytes();
     // A quoted `"resourceVersion"` is a key, or a whole string value (rare): either way the

@@ -24,8 +24,9 @@
 //!
 //! [`Scanner::raw_unchecked`] is the one exception to that check: it finds where an object
 //! ends from its structure alone ([`super::stored_extent`]), for members a transcoder copies
-//! whole (an `events.k8s.io/v1` item's `metadata`) or checks itself (a protobuf item's
-//! `fieldsV1`). String runs are found 16 bytes at a time the same way.
+//! whole (the `metadata` of an `events.k8s.io/v1` item, a Table row or a
+//! `PartialObjectMetadata`) or checks itself (a protobuf item's `fieldsV1`). String runs are
+//! found 16 bytes at a time the same way.
 
 use std::borrow::Cow;
 
