@@ -406,6 +406,21 @@ async fn selector_transitions_follow_the_etcd_watcher() {
     server.shutdown().await.unwrap();
 }
 
+/// What `kubectl get events -w` does: list `default` as a Table, then watch from its
+/// resourceVersion.
+async fn table_watch_from_list(http: &Http) -> Watch {
+    let l = http.get_accept(&core_path("default"), TBL).await.json();
+    let list_rv = l["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let path = format!(
+        "{}?resourceVersion={list_rv}&watch=true",
+        core_path("default")
+    );
+    http.watch(&path, Some(TBL)).await
+}
+
 /// A Table watcher's rows are written from the stored bytes, or from the decoded event
 /// where that declines (here: metadata holding the string "resourceVersion"); either way
 /// only the stream's first Table carries the column definitions, and every row is there.
@@ -417,20 +432,7 @@ async fn table_watch_headers_come_once_whichever_way_a_row_is_written() {
         ("declined first", ["tw.a", "tw.b", "tw.c"]),
         ("stored first", ["tw.d", "tw.e", "tw.f"]),
     ] {
-        let l = http.get_accept(&core_path("default"), TBL).await.json();
-        let list_rv = l["metadata"]["resourceVersion"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        let mut w = http
-            .watch(
-                &format!(
-                    "{}?resourceVersion={list_rv}&watch=true",
-                    core_path("default")
-                ),
-                Some(TBL),
-            )
-            .await;
+        let mut w = table_watch_from_list(&http).await;
         for (i, name) in names.iter().enumerate() {
             let mut e = core_event(name, "default", "Pulled");
             // Declined by the stored path on the first and third of the first case, on the
@@ -470,20 +472,7 @@ async fn table_watch_headers_come_once_whichever_way_a_row_is_written() {
 async fn table_watch_and_shutdown_ends_watches() {
     let (server, _) = memory().await;
     let http = Http::new(&server);
-    let l = http.get_accept(&core_path("default"), TBL).await.json();
-    let list_rv = l["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let mut w = http
-        .watch(
-            &format!(
-                "{}?resourceVersion={list_rv}&watch=true",
-                core_path("default")
-            ),
-            Some(TBL),
-        )
-        .await;
+    let mut w = table_watch_from_list(&http).await;
     for n in ["tb.1", "tb.2"] {
         http.create_core("default", n, "Pulled").await;
     }
