@@ -23,10 +23,10 @@ use std::borrow::Cow;
 use herald_core::event::convert::GO_ZERO_TIME;
 use jiff::Timestamp;
 
-use super::negotiate::{IncludeObject, MetaVersion};
-use super::table::{RowFields, TableOptions, row_cells};
+use super::negotiate::MetaVersion;
+use super::table::{self, RowFields, TableOptions, row_cells};
 use crate::registry::stored_event::{StoredEvent, write_metadata};
-use crate::registry::stored_scan::{Decline, Scanned, Scanner};
+use crate::registry::stored_scan::{Decline, Scanned, Scanner, write_whole};
 use crate::registry::stored_time::{self, Layout, StoredTime};
 use crate::storage::Revision;
 
@@ -46,12 +46,9 @@ pub fn write_partial_object_metadata(
     revision: Revision,
     version: MetaVersion,
 ) -> bool {
-    let start = out.len();
-    let written = read(stored).and_then(|e| partial(out, e.metadata, revision, version));
-    if written.is_err() {
-        out.truncate(start);
-    }
-    written.is_ok()
+    write_whole(out, |out| {
+        partial(out, read(stored)?.metadata, revision, version)
+    })
 }
 
 /// Appends the Table row of the event stored as `stored`, with `resourceVersion` =
@@ -67,25 +64,18 @@ pub fn write_row(
     now: Timestamp,
     full_object: impl FnOnce(&mut Vec<u8>) -> bool,
 ) -> bool {
-    let start = out.len();
-    let written = read(stored).and_then(|e| {
+    write_whole(out, |out| {
+        let e = read(stored)?;
         let name = metadata_name(e.metadata)?;
-        out.extend_from_slice(br#"{"cells":"#);
-        serde_json::to_writer(&mut *out, &row_cells(&fields(&e, name.as_deref())?, now))
-            .map_err(|_| Decline)?;
-        out.extend_from_slice(br#","object":"#);
-        match opts.include_object {
-            IncludeObject::None => out.extend_from_slice(b"null"),
-            IncludeObject::Metadata => partial(out, e.metadata, revision, opts.version)?,
-            IncludeObject::Object => full_object(out).then_some(()).ok_or(Decline)?,
-        }
-        out.push(b'}');
-        Ok(())
-    });
-    if written.is_err() {
-        out.truncate(start);
-    }
-    written.is_ok()
+        let cells = row_cells(&fields(&e, name.as_deref())?, now);
+        table::write_row(
+            out,
+            &cells,
+            opts.include_object,
+            |out| partial(out, e.metadata, revision, opts.version),
+            |out| full_object(out).then_some(()).ok_or(Decline),
+        )
+    })
 }
 
 /// `{"kind":"PartialObjectMetadata","apiVersion":…,"metadata":…}`.
@@ -95,12 +85,9 @@ fn partial(
     revision: Revision,
     version: MetaVersion,
 ) -> Scanned<()> {
-    out.extend_from_slice(br#"{"kind":"PartialObjectMetadata","apiVersion":"#);
-    serde_json::to_writer(&mut *out, version.api_version()).map_err(|_| Decline)?;
-    out.extend_from_slice(br#","metadata":"#);
-    write_metadata(out, metadata, revision)?;
-    out.push(b'}');
-    Ok(())
+    table::write_partial_object_metadata_with(out, version, |out| {
+        write_metadata(out, metadata, revision)
+    })
 }
 
 /// `metadata.name`, read from the stored metadata's text: its other members are only
@@ -174,7 +161,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::api::table::TableOptions;
+    use crate::api::negotiate::IncludeObject;
     use crate::registry::codec::{decode_at, encode};
 
     const NOW: &str = "2026-11-25T10:00:00Z";
@@ -334,7 +321,11 @@ mod tests {
             e in crate::registry::any_event(),
             revision in 1u64..u64::MAX,
             now_secs in 0i64..4_000_000_000,
-            include in prop_oneof![Just(IncludeObject::None), Just(IncludeObject::Metadata), Just(IncludeObject::Object)],
+            include in prop_oneof![
+                Just(IncludeObject::None),
+                Just(IncludeObject::Metadata),
+                Just(IncludeObject::Object),
+            ],
             version in prop_oneof![Just(MetaVersion::V1), Just(MetaVersion::V1Beta1)],
         ) {
             let stored = encode(&e);
@@ -346,7 +337,8 @@ mod tests {
             // "resourceVersion", as the events.k8s.io transcoder does.
             let v: Value = serde_json::from_slice(&stored).unwrap();
             let declinable = v["metadata"].to_string().contains("\"resourceVersion\"");
-            prop_assert!(row.is_some() || declinable, "row declined {}", String::from_utf8_lossy(&stored));
+            let text = String::from_utf8_lossy(&stored);
+            prop_assert!(row.is_some() || declinable, "row declined {}", text);
             prop_assert!(partial.is_some() || declinable);
             if let Some(row) = row {
                 prop_assert_eq!(row, want_row);

@@ -292,10 +292,44 @@ pub fn write_partial_object_metadata(
     meta: &ObjectMeta,
     version: MetaVersion,
 ) -> serde_json::Result<()> {
-    out.extend_from_slice(br#"{"kind":"PartialObjectMetadata","apiVersion":"#);
-    serde_json::to_writer(&mut *out, version.api_version())?;
-    out.extend_from_slice(br#","metadata":"#);
-    serde_json::to_writer(&mut *out, meta)?;
+    write_partial_object_metadata_with(out, version, |out| serde_json::to_writer(out, meta))
+}
+
+/// Appends a `PartialObjectMetadata` in `version` whose `metadata` object `metadata`
+/// appends (from a decoded event, or as stored).
+pub fn write_partial_object_metadata_with<E>(
+    out: &mut Vec<u8>,
+    version: MetaVersion,
+    metadata: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+) -> Result<(), E> {
+    // The version's text has nothing to escape.
+    out.extend_from_slice(br#"{"kind":"PartialObjectMetadata","apiVersion":""#);
+    out.extend_from_slice(version.api_version().as_bytes());
+    out.extend_from_slice(br#"","metadata":"#);
+    metadata(out)?;
+    out.push(b'}');
+    Ok(())
+}
+
+/// Appends one row, `{"cells":…,"object":…}`: `cells`, then the object `include` asks
+/// for: `null`, the `PartialObjectMetadata` that `metadata` appends, or the event that
+/// `full_object` appends. The rows of a decoded and of a stored event share it.
+pub fn write_row<E>(
+    out: &mut Vec<u8>,
+    cells: &[Value],
+    include: IncludeObject,
+    metadata: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+    full_object: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+) -> Result<(), E> {
+    out.extend_from_slice(br#"{"cells":"#);
+    // `Value`s serialize into a `Vec` without error.
+    let _ = serde_json::to_writer(&mut *out, cells);
+    out.extend_from_slice(br#","object":"#);
+    match include {
+        IncludeObject::None => out.extend_from_slice(b"null"),
+        IncludeObject::Metadata => metadata(out)?,
+        IncludeObject::Object => full_object(out)?,
+    }
     out.push(b'}');
     Ok(())
 }

@@ -7,8 +7,8 @@
 //! event, most of a 100,000-event list's half second.
 //!
 //! [`write_item`] reads the stored object's members in place instead ([`StoredEvent`], as
-//! the protobuf transcoder does) and writes the converted object from them: `metadata` is copied with
-//! `resourceVersion` inserted, strings keep their stored escaping, renamed members
+//! the protobuf transcoder does) and writes the converted object from them: `metadata` is
+//! copied with `resourceVersion` inserted, strings keep their stored escaping, renamed members
 //! (`involvedObject` → `regarding`, `message` → `note`, `source` → `deprecatedSource`, …)
 //! are written under their new names with the canonicalisation of
 //! [`herald_core::event::convert`] (empty strings, zero counts and Go's zero time unset).
@@ -31,7 +31,7 @@
 
 use super::stored_event::{Reference, StoredEvent, write_metadata};
 use super::stored_json::Object;
-use super::stored_scan::{Decline, Scanned, Scanner};
+use super::stored_scan::{Decline, Scanned, Scanner, write_whole};
 use super::stored_time::{self, Layout, StoredTime};
 use crate::storage::Revision;
 
@@ -52,13 +52,10 @@ fn quoted<'a>(s: &mut Scanner<'a>) -> Scanned<Quoted<'a>> {
 /// `type_meta` is set (a watch event's object). False, with `out` untouched, when the bytes
 /// are not in a shape this transcoder knows; see the module docs.
 pub fn write_item(out: &mut Vec<u8>, stored: &[u8], revision: Revision, type_meta: bool) -> bool {
-    let start = out.len();
-    let written = Stored::read(stored, Scanner::raw_unchecked, quoted)
-        .and_then(|s| write(out, &s, revision, type_meta));
-    if written.is_err() {
-        out.truncate(start);
-    }
-    written.is_ok()
+    write_whole(out, |out| {
+        let s = Stored::read(stored, Scanner::raw_unchecked, quoted)?;
+        write(out, &s, revision, type_meta)
+    })
 }
 
 /// The members in sorted order, as the decoding path writes them.

@@ -384,7 +384,9 @@ mod tests {
         #[test]
         fn plain_runs_end_at_the_first_stop(
             text in prop::collection::vec(
-                prop_oneof![Just(b'"'), Just(b'\\'), Just(0x1f), Just(0x20), 0x21u8..=0x7f, any::<u8>()],
+                prop_oneof![
+                    Just(b'"'), Just(b'\\'), Just(0x1f), Just(0x20), 0x21u8..=0x7f, any::<u8>()
+                ],
                 0..80,
             ),
             at in 0usize..90,
@@ -429,13 +431,17 @@ mod tests {
             // Whatever comes before the start (including quotes) does not matter.
             let text = format!("{lead}{body},\"tail\"]");
             let start = lead.len();
-            prop_assert_eq!(container_end(text.as_bytes(), start, DEEP), Some(serde_end(&text, start)));
+            let end = container_end(text.as_bytes(), start, DEEP);
+            prop_assert_eq!(end, Some(serde_end(&text, start)));
         }
 
         #[test]
         fn any_bytes_end_inside_the_text_or_not_at_all(
             text in prop::collection::vec(
-                prop_oneof![Just(b'"'), Just(b'\\'), Just(b'{'), Just(b'}'), Just(b'['), Just(b']'), any::<u8>()],
+                prop_oneof![
+                    Just(b'"'), Just(b'\\'), Just(b'{'), Just(b'}'), Just(b'['), Just(b']'),
+                    any::<u8>(),
+                ],
                 0..300,
             ),
             start in 0usize..300,

@@ -39,6 +39,17 @@ pub struct Decline;
 /// What a read gives: the value, or a [`Decline`].
 pub type Scanned<T> = Result<T, Decline>;
 
+/// Runs a transcoder's `write` into `out`: true when it wrote, false with `out` as it was
+/// when it declined part-way (the caller then takes the decoding path).
+pub fn write_whole(out: &mut Vec<u8>, write: impl FnOnce(&mut Vec<u8>) -> Scanned<()>) -> bool {
+    let start = out.len();
+    let written = write(out).is_ok();
+    if !written {
+        out.truncate(start);
+    }
+    written
+}
+
 /// How many arrays and objects deep a skipped or unchecked value may nest. Such values start
 /// at most a few levels into an event (`fieldsV1` is the deepest), so what is accepted stays
 /// well inside `serde_json`'s limit of 128, which the decoding path meets.
@@ -161,18 +172,21 @@ impl<'a> Scanner<'a> {
 
     /// A string as stored: quoted, its escapes (checked to be JSON's) kept.
     pub fn quoted(&mut self) -> Scanned<&'a str> {
-        self.expect(b'"')?;
-        let start = self.at - 1;
-        self.string_rest()?;
-        self.text.get(start..self.at).ok_or(Decline)
+        self.quoted_escaped().map(|(quoted, _)| quoted)
     }
 
-    /// A string, borrowed from the text unless it has escapes.
-    pub fn str(&mut self) -> Scanned<Cow<'a, str>> {
+    /// [`Scanner::quoted`], and whether the string has escapes.
+    fn quoted_escaped(&mut self) -> Scanned<(&'a str, bool)> {
         self.expect(b'"')?;
         let start = self.at - 1;
         let escaped = self.string_rest()?;
         let quoted = self.text.get(start..self.at).ok_or(Decline)?;
+        Ok((quoted, escaped))
+    }
+
+    /// A string, borrowed from the text unless it has escapes.
+    pub fn str(&mut self) -> Scanned<Cow<'a, str>> {
+        let (quoted, escaped) = self.quoted_escaped()?;
         if escaped {
             serde_json::from_str::<String>(quoted)
                 .map(Cow::Owned)

@@ -538,8 +538,8 @@ fn watch_response(
                         }
                         RawWatchItem::Item(_) => None,
                     };
-                    let shape = render::ListShape::of(out, include, clock.now());
                     if let Some(line) = stored.and_then(|(kind, value, rev)| {
+                        let shape = render::ListShape::of(out, include, clock.now());
                         render::stored_shape_watch_line(group, kind, value, rev, shape, first)
                     }) {
                         lines.push(Bytes::from(line));

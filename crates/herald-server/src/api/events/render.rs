@@ -8,8 +8,9 @@ use serde_json::{Value, json};
 use crate::api::negotiate::{IncludeObject, MetaVersion, Output};
 use crate::api::stored_table;
 use crate::api::table::{
-    TableMeta, TableOptions, event_cells, event_table, metadata_list_head, partial_object_metadata,
-    partial_object_metadata_list, table_head, write_partial_object_metadata,
+    self, TableMeta, TableOptions, event_cells, event_table, metadata_list_head,
+    partial_object_metadata, partial_object_metadata_list, table_head,
+    write_partial_object_metadata,
 };
 use crate::registry::codec::{decode, decode_at, splice_resource_version_into};
 use crate::registry::stored_events_v1;
@@ -211,16 +212,36 @@ fn write_watch_object(
     let opts = TableOptions {
         version,
         include_object: include,
+        no_headers: false,
+    };
+    let rv = e.metadata.resource_version.clone();
+    one_row_table(out, rv, opts, first, |out, opts| {
+        write_row(out, e, opts, now, |out| {
+            serde_json::to_writer(&mut *out, &event_json(group, e)).map_err(encoding_error)
+        })
+    })
+}
+
+/// Appends the one-row Table of a watch line: the event's resourceVersion as the Table's,
+/// column definitions only when `first`, and the row `row` appends with the options it
+/// gets.
+fn one_row_table<E>(
+    out: &mut Vec<u8>,
+    resource_version: Option<String>,
+    opts: TableOptions,
+    first: bool,
+    row: impl FnOnce(&mut Vec<u8>, &TableOptions) -> Result<(), E>,
+) -> Result<(), E> {
+    let opts = TableOptions {
         no_headers: !first,
+        ..opts
     };
     let meta = TableMeta {
-        resource_version: e.metadata.resource_version.clone(),
+        resource_version,
         ..TableMeta::default()
     };
     open_array(out, table_head(&meta, &opts), "rows");
-    write_row(out, e, &opts, now, |out| {
-        serde_json::to_writer(&mut *out, &event_json(group, e)).map_err(encoding_error)
-    })?;
+    row(out, &opts)?;
     out.extend_from_slice(b"]}");
     Ok(())
 }
@@ -581,20 +602,14 @@ pub fn stored_shape_watch_line(
             }
         }
         ListShape::Table { opts, now } => {
-            let opts = TableOptions {
-                no_headers: !first,
-                ..opts
-            };
-            let meta = TableMeta {
-                resource_version: Some(revision.to_string()),
-                ..TableMeta::default()
-            };
-            open_array(&mut line, table_head(&meta, &opts), "rows");
-            let shape = ListShape::Table { opts, now };
-            if !write_stored_object(&mut line, group, shape, stored, revision) {
-                return None;
-            }
-            line.extend_from_slice(b"]}");
+            let rv = Some(revision.to_string());
+            one_row_table(&mut line, rv, opts, first, |line, &opts| {
+                let shape = ListShape::Table { opts, now };
+                write_stored_object(line, group, shape, stored, revision)
+                    .then_some(())
+                    .ok_or(())
+            })
+            .ok()?;
         }
     }
     line.extend_from_slice(b"}\n");
@@ -638,19 +653,13 @@ fn write_row(
     now: Timestamp,
     full_object: impl FnOnce(&mut Vec<u8>) -> Result<(), herald_core::status::ApiError>,
 ) -> Result<(), herald_core::status::ApiError> {
-    out.extend_from_slice(br#"{"cells":"#);
-    serde_json::to_writer(&mut *out, &event_cells(e, now)).map_err(encoding_error)?;
-    out.extend_from_slice(br#","object":"#);
-    match opts.include_object {
-        IncludeObject::None => out.extend_from_slice(b"null"),
-        IncludeObject::Metadata => {
-            write_partial_object_metadata(out, &e.metadata, opts.version)
-                .map_err(encoding_error)?;
-        }
-        IncludeObject::Object => full_object(out)?,
-    }
-    out.push(b'}');
-    Ok(())
+    table::write_row(
+        out,
+        &event_cells(e, now),
+        opts.include_object,
+        |out| write_partial_object_metadata(out, &e.metadata, opts.version).map_err(encoding_error),
+        full_object,
+    )
 }
 
 fn encoding_error(err: serde_json::Error) -> herald_core::status::ApiError {
@@ -801,7 +810,9 @@ mod tests {
             let mut outputs = vec![(Output::Object, IncludeObject::Metadata)];
             for v in [MetaVersion::V1, MetaVersion::V1Beta1] {
                 outputs.push((Output::PartialObjectMetadata(v), IncludeObject::Metadata));
-                for include in [IncludeObject::None, IncludeObject::Metadata, IncludeObject::Object] {
+                for include in
+                    [IncludeObject::None, IncludeObject::Metadata, IncludeObject::Object]
+                {
                     outputs.push((Output::Table(v), include));
                 }
             }
@@ -842,8 +853,11 @@ mod tests {
                 .contains("\"resourceVersion\"");
             for group in [ApiGroup::Core, ApiGroup::EventsV1] {
                 for v in [MetaVersion::V1, MetaVersion::V1Beta1] {
-                    let mut outputs = vec![(Output::PartialObjectMetadata(v), IncludeObject::Metadata)];
-                    for include in [IncludeObject::None, IncludeObject::Metadata, IncludeObject::Object] {
+                    let mut outputs =
+                        vec![(Output::PartialObjectMetadata(v), IncludeObject::Metadata)];
+                    for include in
+                        [IncludeObject::None, IncludeObject::Metadata, IncludeObject::Object]
+                    {
                         outputs.push((Output::Table(v), include));
                     }
                     for (out, include) in outputs {
@@ -852,15 +866,24 @@ mod tests {
                             (ChangeKind::Added, WatchItem::Added(decoded.clone())),
                             (ChangeKind::Deleted, WatchItem::Deleted(decoded.clone())),
                         ] {
-                            let line = stored_shape_watch_line(group, kind, &stored, revision, shape, first);
-                            proptest::prop_assert!(line.is_some() || declinable, "declined {:?} {:?}", out, include);
+                            let line = stored_shape_watch_line(
+                                group, kind, &stored, revision, shape, first,
+                            );
+                            proptest::prop_assert!(
+                                line.is_some() || declinable,
+                                "declined {:?} {:?}",
+                                out,
+                                include
+                            );
                             let Some(line) = line else { continue };
                             proptest::prop_assert_eq!(line.last(), Some(&b'\n'));
                             let got: Value = serde_json::from_slice(&line).unwrap();
                             let want: Value = serde_json::from_slice(
                                 &watch_line(group, &item, out, include, now, first),
                             ).unwrap();
-                            proptest::prop_assert_eq!(got, want, "{:?} {:?} {:?}", group, out, include);
+                            proptest::prop_assert_eq!(
+                                got, want, "{:?} {:?} {:?}", group, out, include
+                            );
                         }
                     }
                 }

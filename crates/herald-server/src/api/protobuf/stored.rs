@@ -21,7 +21,7 @@ use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint};
 
 use crate::registry::stored_event::{Reference, Source, StoredEvent};
 use crate::registry::stored_extent::plain_run_end;
-use crate::registry::stored_scan::{Decline, Scanned, Scanner};
+use crate::registry::stored_scan::{Decline, Scanned, Scanner, write_whole};
 use crate::registry::stored_time::{self, Layout, StoredTime};
 use crate::storage::Revision;
 
@@ -193,17 +193,13 @@ pub fn write_list_item(
     stored: &[u8],
     revision: Revision,
 ) -> bool {
-    let start = out.len();
-    let written = Stored::read(stored, Meta::read, opt_text).and_then(|s| {
+    write_whole(out, |out| {
+        let s = Stored::read(stored, Meta::read, opt_text)?;
         message(out, 2, |out| match group {
             ApiGroup::Core => core_event(out, &s, revision),
             ApiGroup::EventsV1 => events_v1_event(out, &s, revision),
         })
-    });
-    if written.is_err() {
-        out.truncate(start);
-    }
-    written.is_ok()
+    })
 }
 
 /// `k8s.io.api.core.v1.Event`, canonical as `normalize_core` makes it.
