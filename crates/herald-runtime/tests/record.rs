@@ -503,6 +503,93 @@ async fn storm_of_a_million_identical_events_is_counted_exactly() {
     assert_eq!(sink.events().len(), 1);
 }
 
+/// Occurrences the spam filter holds back are settled with the write that carries their
+/// count: when that write fails they are `failed`, not `skipped`, so the written outcomes add
+/// up to the count the server holds and nothing lost is reported as handled.
+#[tokio::test(start_paused = true)]
+async fn held_back_occurrences_share_the_fate_of_the_write_that_carries_them() {
+    let b = EventBroadcaster::new(options());
+    // The spam budget (25) lets the first 25 occurrences through; the server refuses any
+    // write of a higher count (403 is not retried), so the trailing flush that carries the
+    // other 175 fails.
+    let sink = MemorySink::new().with_faults(move |c: &SinkCall| {
+        (c.count.unwrap_or(0) > 25).then(|| SinkError::status(403, "Forbidden", "no more"))
+    });
+    b.start_recording_to_sink(sink.clone());
+    let recorder = b.new_recorder(EventSource::new("kubelet", "node1"));
+    let pod = test_pod("held");
+    // One at a time (1 ms apart, far below the budget's refill of one per 300 s), so that
+    // each reaches the correlator on its own rather than merged in the queue.
+    let record = || async {
+        recorder.event(&pod, EventType::Warning, "BackOff", "Back-off");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    };
+    for _ in 0..25 {
+        record().await;
+    }
+    let stored = || sink.events().first().and_then(|e| e.count);
+    until("the first 25 are stored", || stored() == Some(25)).await;
+    for _ in 0..175 {
+        record().await;
+    }
+    b.shutdown().await;
+    assert_eq!(stored(), Some(25), "the trailing flush was refused");
+    let stats = b.stats();
+    let s = &stats.sinks[0];
+    assert_eq!(stats.unaccounted(0), 0, "{stats:?}");
+    assert_eq!(s.delivered, 200, "{s:?}");
+    assert_eq!(
+        s.created + s.patched + s.aggregated + s.skipped,
+        25,
+        "{s:?}"
+    );
+    assert_eq!(s.failed, 175, "{s:?}");
+    assert!(s.trailing_flushes >= 1, "{s:?}");
+}
+
+/// At the shutdown deadline, occurrences still held back by the spam filter are settled as
+/// dropped with the writes in flight: nothing is left unaccounted.
+#[tokio::test(start_paused = true)]
+async fn held_back_occurrences_are_dropped_at_the_shutdown_deadline() {
+    let mut opts = options();
+    opts.shutdown_timeout = Duration::from_secs(5);
+    let b = EventBroadcaster::new(opts);
+    // Writes after the first 25 occurrences, and every write for another pod, are refused
+    // with a retryable 503: the other pod's write keeps the writer busy, so the held-back
+    // count is not even flushed before the deadline.
+    let sink = MemorySink::new().with_faults(move |c: &SinkCall| {
+        (c.count.unwrap_or(0) > 25 || c.name.starts_with("busy"))
+            .then(|| SinkError::status(503, "ServiceUnavailable", "later"))
+    });
+    b.start_recording_to_sink(sink.clone());
+    let recorder = b.new_recorder(EventSource::new("kubelet", "node1"));
+    let record = |pod: &Pod| {
+        recorder.event(pod, EventType::Warning, "BackOff", "Back-off");
+    };
+    let held = test_pod("held");
+    for _ in 0..25 {
+        record(&held);
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let stored = || sink.events().first().and_then(|e| e.count);
+    until("the first 25 are stored", || stored() == Some(25)).await;
+    for _ in 0..10 {
+        record(&held);
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let mut busy = test_pod("busy");
+    busy.metadata.name = Some("busy".into());
+    record(&busy);
+    b.shutdown().await;
+    let stats = b.stats();
+    let s = &stats.sinks[0];
+    assert_eq!(stats.unaccounted(0), 0, "{stats:?}");
+    assert_eq!(s.created + s.patched + s.skipped, 25, "{s:?}");
+    assert_eq!(s.dropped_shutdown, 11, "{s:?}");
+    assert_eq!(s.trailing_flushes, 0, "{s:?}");
+    assert_eq!(stored(), Some(25));
+}
+
 mod properties {
     use super::*;
     use proptest::prelude::*;
@@ -571,6 +658,20 @@ mod properties {
                 let stats = b.stats();
                 assert_eq!(stats.emitted, stream.len() as u64);
                 assert_eq!(stats.unaccounted(0), 0, "{stats:?}");
+                // Every occurrence reported as written is in a stored count, and no more.
+                let s = &stats.sinks[0];
+                if s.failed == 0 && s.dropped_shutdown == 0 {
+                    let stored: u64 = sink
+                        .events()
+                        .iter()
+                        .map(|e| u64::try_from(e.count.unwrap_or(0)).unwrap_or(0))
+                        .sum();
+                    assert_eq!(
+                        s.created + s.patched + s.aggregated + s.skipped,
+                        stored,
+                        "{s:?}"
+                    );
+                }
                 let mut last: BTreeMap<(String, String), i32> = BTreeMap::new();
                 for c in sink.calls().into_iter().filter(|c| c.ok) {
                     let count = c.count.unwrap_or(0);

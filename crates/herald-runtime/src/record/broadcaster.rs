@@ -26,7 +26,7 @@ use k8s_openapi::api::core::v1::Event;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::correlator::{CorrelatorOptions, EventCorrelator};
+use super::correlator::{CorrelateResult, CorrelatorOptions, EventCorrelator};
 use super::drop_log::DropLog;
 use super::event::{EventSource, object_key};
 use super::queue::IncomingQueue;
@@ -351,7 +351,7 @@ impl SinkTask {
                     break;
                 }
                 for f in flushes {
-                    self.submit_trailing(f.event, f.patch);
+                    self.submit_trailing(f);
                 }
                 continue;
             }
@@ -366,11 +366,11 @@ impl SinkTask {
             tokio::select! {
                 biased;
                 _ = self.deadline.cancelled() => {
-                    self.writer.abandon().await;
+                    self.abandon().await;
                     break;
                 }
                 _ = self.stop.cancelled() => {
-                    self.writer.abandon().await;
+                    self.abandon().await;
                     break;
                 }
                 done = self.writer.next_completed(), if !self.writer.is_idle() => {
@@ -392,12 +392,20 @@ impl SinkTask {
                     // (tokens were spent meanwhile) just takes nothing and is recomputed.
                     self.flush_stale = true;
                     for f in self.correlator.take_due_flushes() {
-                        self.submit_trailing(f.event, f.patch);
+                        self.submit_trailing(f);
                     }
                 }
             }
         }
         self.watcher.stop();
+    }
+
+    /// Gives up on every write in flight and every count still held back: they are
+    /// settled as dropped at shutdown.
+    async fn abandon(&mut self) {
+        self.writer.abandon().await;
+        let held = self.correlator.forget_flushes();
+        self.counters.outcome(SinkOutcome::DroppedShutdown, held);
     }
 
     fn handle(&mut self, event: Event) {
@@ -410,30 +418,29 @@ impl SinkTask {
                 return;
             }
         };
+        self.counters
+            .outcome(SinkOutcome::Skipped, result.settled_skips);
         if result.skip {
-            self.counters.outcome(SinkOutcome::Skipped, 1);
             // A new held-back count may be due before the current deadline.
             self.flush_stale = true;
             return;
         }
-        let tally = if result.aggregated {
-            Tally {
-                plain: 0,
-                aggregated: 1,
-            }
-        } else {
-            Tally {
-                plain: 1,
-                aggregated: 0,
-            }
+        let tally = Tally {
+            plain: u64::from(!result.aggregated),
+            aggregated: u64::from(result.aggregated),
+            carried: result.carried,
         };
         self.writer
             .submit(Write::for_event(result.event, result.patch, tally));
     }
 
-    fn submit_trailing(&mut self, event: Event, patch: Option<Vec<u8>>) {
+    fn submit_trailing(&mut self, f: CorrelateResult) {
         self.counters.trailing_flush();
-        let mut w = Write::for_event(event, patch, Tally::default());
+        let tally = Tally {
+            carried: f.carried,
+            ..Tally::default()
+        };
+        let mut w = Write::for_event(f.event, f.patch, tally);
         w.trailing = true;
         self.writer.submit(w);
     }

@@ -4,9 +4,14 @@
 //! (`dropped_invalid`, `dropped_queue_full`, `dropped_shutdown`) and occurrences `merged`
 //! into an identical queued event while the queue was full. Every event that does reach a
 //! sink gets exactly one outcome *per sink*: `created`, `patched`, `aggregated` (folded into
-//! a "combined from similar events" event that was written), `skipped` (spam filter; the
-//! occurrence is still carried in the next write's count), `failed` (gave up after retries),
-//! or `dropped_shutdown` (still unwritten at the shutdown deadline).
+//! a "combined from similar events" event that was written), `skipped` (held back by the spam
+//! filter, its count then carried by a later write that succeeded), `failed` (gave up after
+//! retries), or `dropped_shutdown` (still unwritten at the shutdown deadline). With trailing
+//! flushes (the default) a held-back occurrence is settled with the write that carries its
+//! count, so it is `failed` or `dropped_shutdown` when that write is; until then it is not
+//! yet counted. At the trailing-flush bound (`lru_cache_size` keys) the least recently
+//! skipped key is forgotten and its held occurrences are settled as `skipped` at once: their
+//! count rides the key's next write, if one comes (client-go's behaviour for every skip).
 //!
 //! So, for a sink that was recording from the start:
 //! `emitted = merged + dropped_invalid + dropped_queue_full + dropped_shutdown + sink outcomes`,
@@ -32,7 +37,9 @@ pub enum SinkOutcome {
     Patched,
     /// Folded into a "combined from similar events" event that reached the server.
     Aggregated,
-    /// Held back by the spam filter; its occurrence rides in a later write's count.
+    /// Held back by the spam filter; its occurrence rode in a later write's count, which
+    /// succeeded. Counted at once instead, its count riding the key's next write if any (as
+    /// in client-go), without trailing flushes and for a key forgotten at their bound.
     Skipped,
     /// Its write was given up (non-retryable error, or retries exhausted).
     Failed,
@@ -325,7 +332,9 @@ impl RecordStats {
     }
 
     /// `emitted − (recorder outcomes + outcomes at sink i)`: zero when every event emitted
-    /// while sink `i` was recording is accounted for.
+    /// while sink `i` was recording is accounted for. While the sink runs it also counts
+    /// events still in flight: queued, being written, or held back by the spam filter
+    /// awaiting the write that carries their count. After shutdown it is zero.
     pub fn unaccounted(&self, sink: usize) -> i128 {
         let at_sink = self.sinks.get(sink).map_or(0, SinkStats::outcomes);
         i128::from(self.emitted) - i128::from(self.settled_by_recorder()) - i128::from(at_sink)
@@ -345,7 +354,8 @@ pub struct SinkStats {
     pub patched: u64,
     /// Outcome: folded into a written "combined" event.
     pub aggregated: u64,
-    /// Outcome: held back by the spam filter (its count rides in a later write).
+    /// Outcome: held back by the spam filter, its count carried by a later successful write
+    /// (see [`SinkOutcome::Skipped`]).
     pub skipped: u64,
     /// Outcome: write given up.
     pub failed: u64,

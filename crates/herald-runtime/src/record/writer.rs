@@ -46,12 +46,19 @@ pub(crate) struct Tally {
     pub plain: u64,
     /// Events folded into a "combined" event (outcome aggregated).
     pub aggregated: u64,
+    /// Events the spam filter held back whose count the write carries (outcome skipped).
+    pub carried: u64,
 }
 
 impl Tally {
     fn add(&mut self, o: Tally) {
         self.plain += o.plain;
         self.aggregated += o.aggregated;
+        self.carried += o.carried;
+    }
+
+    fn all(self) -> u64 {
+        self.plain + self.aggregated + self.carried
     }
 
     fn settle(self, counters: &SinkCounters, written: Option<bool>) {
@@ -64,13 +71,14 @@ impl Tally {
                 };
                 counters.outcome(o, self.plain);
                 counters.outcome(SinkOutcome::Aggregated, self.aggregated);
+                counters.outcome(SinkOutcome::Skipped, self.carried);
             }
-            None => counters.outcome(SinkOutcome::Failed, self.plain + self.aggregated),
+            None => counters.outcome(SinkOutcome::Failed, self.all()),
         }
     }
 
     pub(crate) fn dropped(self, counters: &SinkCounters) {
-        counters.outcome(SinkOutcome::DroppedShutdown, self.plain + self.aggregated);
+        counters.outcome(SinkOutcome::DroppedShutdown, self.all());
     }
 }
 
@@ -564,9 +572,11 @@ mod tests {
         let t1 = Tally {
             plain: 1,
             aggregated: 0,
+            carried: 0,
         };
+        let t2 = Tally { carried: 3, ..t1 };
         let mut a = Write::for_event(event("k", 1, None), None, t1);
-        let b = Write::for_event(event("k", 2, None), Some(b"{}".to_vec()), t1);
+        let b = Write::for_event(event("k", 2, None), Some(b"{}".to_vec()), t2);
         assert!(a.create && !b.create);
         a.coalesce(b);
         assert!(a.create);
@@ -575,7 +585,8 @@ mod tests {
             a.tally,
             Tally {
                 plain: 2,
-                aggregated: 0
+                aggregated: 0,
+                carried: 3,
             }
         );
     }

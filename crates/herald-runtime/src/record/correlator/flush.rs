@@ -28,6 +28,9 @@ pub(crate) struct Pending {
     /// The latest observation was a repeat (so the write is a patch).
     pub(crate) repeat: bool,
     pub(crate) aggregated: bool,
+    /// Skipped occurrences under this key since its last write: the write that carries
+    /// them settles their outcome.
+    pub(crate) held: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -65,16 +68,31 @@ impl Flushes {
         self.next_at.get_mut().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Forgets the remembered flush of `key`, if any (a write for it just went out).
+    /// Forgets the remembered flush of `key`, if any (a write for it just went out, carrying
+    /// its count); returns the occurrences it held.
     #[inline]
-    pub(crate) fn clear_key(&mut self, key: &mut KeyBuf, hasher: &DefaultHashBuilder) {
+    pub(crate) fn clear_key(&mut self, key: &mut KeyBuf, hasher: &DefaultHashBuilder) -> u64 {
         if self.pending.is_empty() {
-            return;
+            return 0;
         }
-        if let Some(idx) = self.pending.peek(key.hash(hasher), &key.bytes) {
-            self.pending.remove(idx);
-            self.invalidate();
+        match self.pending.peek(key.hash(hasher), &key.bytes) {
+            Some(idx) => {
+                let (_, _, p) = self.pending.remove(idx);
+                self.invalidate();
+                p.held
+            }
+            None => 0,
         }
+    }
+
+    /// Forgets every remembered flush; returns the occurrences they held.
+    pub(crate) fn forget_all(&mut self) -> u64 {
+        let mut held = 0;
+        while let Some(idx) = self.pending.indices_lru_first().next() {
+            held += self.pending.remove(idx).2.held;
+        }
+        self.invalidate();
+        held
     }
 
     /// Updates the remembered flush of `key` with the latest skipped observation; false when
@@ -99,6 +117,7 @@ impl Flushes {
         p.event.message.clone_from(observed.message);
         p.repeat = observed.repeat;
         p.aggregated = observed.aggregated;
+        p.held += 1;
         if p.spam_hash != spam_hash || p.spam_key != spam_key {
             p.spam_hash = spam_hash;
             p.spam_key.clear();
@@ -108,7 +127,8 @@ impl Flushes {
         true
     }
 
-    /// Remembers a new key (absent before), evicting the least recently skipped key at the bound.
+    /// Remembers a new key (absent before), evicting the least recently skipped key at the
+    /// bound; returns the occurrences the evicted key held (0 when none was evicted).
     pub(crate) fn insert_new(
         &mut self,
         hash: u64,
@@ -116,12 +136,13 @@ impl Flushes {
         pending: Pending,
         spam: &SpamFilter,
         now: Timestamp,
-    ) {
+    ) -> u64 {
         let at = spam.available_at(pending.spam_hash, &pending.spam_key, now);
         let (_, evicted) = self.pending.insert(hash, key, pending);
-        if evicted.is_some() {
+        if let Some(evicted) = evicted {
             self.evictions += 1;
             self.invalidate();
+            return evicted.held;
         } else if let NextAt::Known(known) = *self.next_at_mut() {
             let merged = match (known, at) {
                 (Some(a), Some(b)) => Some(a.min(b)),
@@ -129,6 +150,7 @@ impl Flushes {
             };
             *self.next_at_mut() = NextAt::Known(merged);
         }
+        0
     }
 
     /// The earliest time a remembered key's bucket has a token, judged at `now`.

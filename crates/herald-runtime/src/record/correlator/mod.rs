@@ -42,7 +42,9 @@
 //! - **Trailing flush** ([`CorrelatorOptions::trailing_flush`], on by default): the latest
 //!   skipped observation per dedup key is remembered and handed out by
 //!   [`EventCorrelator::take_due_flushes`] once its spam bucket refills, so stored counts become
-//!   exact after a storm. This adds results; it never changes what `correlate` returns.
+//!   exact after a storm. This adds results; of what `correlate` returns it changes only the
+//!   accounting (`carried`, `settled_skips`): a skipped occurrence is settled with the write
+//!   that carries its count instead of at once.
 //!
 //! # Cost
 //!
@@ -215,6 +217,15 @@ pub struct CorrelateResult {
     /// The aggregator replaced the input by a "combined" event (`event` is that event, unless
     /// `skip` is also true — then the input was merged into the combined event's count).
     pub aggregated: bool,
+    /// With [`CorrelatorOptions::trailing_flush`]: occurrences the spam filter held back
+    /// earlier whose count this write carries. They share the write's fate (written, given
+    /// up, or dropped at shutdown). A skipped event is itself held, not settled, until such a
+    /// write.
+    pub carried: u64,
+    /// Skipped occurrences whose outcome is settled as "skipped" by this call: without
+    /// trailing flushes the skipped event itself (client-go: its count rides the key's next
+    /// write, if any); with them, those of keys forgotten at the trailing-flush bound.
+    pub settled_skips: u64,
 }
 
 /// Why [`EventCorrelator::correlate`] failed.
@@ -287,6 +298,10 @@ pub struct EventCorrelator {
     /// The time of the last clock read.
     last_now: Option<Timestamp>,
     stats: CorrelatorStats,
+    /// Held occurrences the current write carries, and those forgotten at the trailing-flush
+    /// bound, until `correlate` hands them out (set only on its successful path).
+    carried: u64,
+    forgotten: u64,
 }
 
 impl fmt::Debug for EventCorrelator {
@@ -322,6 +337,8 @@ impl EventCorrelator {
             patches: PatchWriter::default(),
             last_now: None,
             stats: CorrelatorStats::default(),
+            carried: 0,
+            forgotten: 0,
         }
     }
 
@@ -338,17 +355,26 @@ impl EventCorrelator {
             .observe(&event, now, self.key_func.as_ref(), &self.hasher);
         // The paths work on the event in place: it is ~1 kB, and moving it costs more than
         // most of the work.
+        // A failing path has taken nothing held back (it fails before the write is certain):
+        // the held counts stay remembered for the key's trailing flush.
         let (patch, skip) = if aggregated {
             self.stats.aggregated += 1;
             self.aggregator_path(&mut event, now)?
         } else {
             self.plain_path(&mut event)?
         };
+        let carried = mem::take(&mut self.carried);
+        let mut settled_skips = mem::take(&mut self.forgotten);
+        if skip && !self.trailing_flush {
+            settled_skips += 1;
+        }
         Ok(CorrelateResult {
             event,
             patch,
             skip,
             aggregated,
+            carried,
+            settled_skips,
         })
     }
 
@@ -422,9 +448,6 @@ impl EventCorrelator {
                     .resource_version
                     .clone_from(&event.metadata.resource_version);
             }
-            if self.trailing_flush {
-                self.flushes.clear_key(&mut self.dedup.key, &self.hasher);
-            }
             let patch = if seen.repeat {
                 Some(self.patches.patch(
                     event.count.unwrap_or(0),
@@ -434,6 +457,10 @@ impl EventCorrelator {
             } else {
                 None
             };
+            // Only once the write is certain: it carries the key's held-back count.
+            if self.trailing_flush {
+                self.carried = self.flushes.clear_key(&mut self.dedup.key, &self.hasher);
+            }
             return Ok((patch, false));
         }
         self.stats.skipped += 1;
@@ -511,9 +538,6 @@ impl EventCorrelator {
             entry
                 .resource_version
                 .clone_from(&event.metadata.resource_version);
-            if self.trailing_flush {
-                self.flushes.clear_key(&mut self.dedup.key, &self.hasher);
-            }
             let patch = if seen.repeat {
                 Some(self.patches.patch(
                     entry_count(event),
@@ -523,6 +547,9 @@ impl EventCorrelator {
             } else {
                 None
             };
+            if self.trailing_flush {
+                self.carried = self.flushes.clear_key(&mut self.dedup.key, &self.hasher);
+            }
             return Ok((patch, false));
         }
         self.stats.skipped += 1;
@@ -564,7 +591,7 @@ impl EventCorrelator {
         let now = self.last_now.unwrap_or(Timestamp::UNIX_EPOCH);
         let hash = self.dedup.key.hash(&self.hasher);
         let spam_hash = self.spam.key.hash(&self.hasher);
-        self.flushes.insert_new(
+        self.forgotten += self.flushes.insert_new(
             hash,
             &self.dedup.key.bytes,
             Pending {
@@ -573,6 +600,7 @@ impl EventCorrelator {
                 event: observed,
                 repeat,
                 aggregated,
+                held: 1,
             },
             &self.spam,
             now,
@@ -620,6 +648,13 @@ impl EventCorrelator {
         self.take_flushes(true)
     }
 
+    /// Forgets every remembered trailing flush without writing it, and returns how many
+    /// held-back occurrences they carried: for a sink that gives up (its shutdown deadline
+    /// passed) and settles them as dropped.
+    pub fn forget_flushes(&mut self) -> u64 {
+        self.flushes.forget_all()
+    }
+
     fn take_flushes(&mut self, ignore_budget: bool) -> Vec<CorrelateResult> {
         let now = self.clock.now();
         self.last_now = Some(now);
@@ -650,6 +685,7 @@ impl EventCorrelator {
                 mut event,
                 repeat,
                 aggregated,
+                held,
                 ..
             } = pending;
             if let Some(idx) = self.dedup.entries.peek(hash, &key) {
@@ -680,6 +716,8 @@ impl EventCorrelator {
                 patch,
                 skip: false,
                 aggregated,
+                carried: held,
+                settled_skips: 0,
             });
         }
         self.stats.flushed += out.len() as u64;
