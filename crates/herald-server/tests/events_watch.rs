@@ -611,29 +611,38 @@ async fn periodic_bookmarks_and_timeout() {
         .watch(ApiGroup::Core, Some("default"), None, &p)
         .await
         .unwrap();
-    // an event in another namespace is outside the watched prefix: not delivered, not counted
-    reg.create(
-        ApiGroup::Core,
-        "other",
-        event_in("b.2", "other"),
-        &WriteOptions::default(),
-    )
-    .await
-    .unwrap();
+    // an event in another namespace is outside the watched prefix: not delivered, but the
+    // bookmarks move past it, so a client resuming from one is not sent back into history
+    // the store may since have dropped
+    let other = reg
+        .create(
+            ApiGroup::Core,
+            "other",
+            event_in("b.2", "other"),
+            &WriteOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_ne!(other.metadata.resource_version, e.metadata.resource_version);
     let start = tokio::time::Instant::now();
-    match w.next().await {
+    let bookmark_at = |item: Option<WatchItem>| match item {
         Some(WatchItem::Bookmark {
             resource_version,
             initial_events_end: false,
-        }) => assert_eq!(
-            Some(resource_version),
-            e.metadata.resource_version.clone(),
-            "only changes under the watched prefix are seen"
-        ),
+        }) => (resource_version, start.elapsed()),
         other => panic!("expected a bookmark, got {other:?}"),
-    }
-    assert!(start.elapsed() >= Duration::from_secs(60));
-    assert!(matches!(w.next().await, Some(WatchItem::Bookmark { .. })));
+    };
+    let (rv, at) = bookmark_at(w.next().await);
+    assert_eq!(Some(rv), other.metadata.resource_version.clone());
+    assert!(at >= Duration::from_secs(60), "{at:?}");
+    let (_, at) = bookmark_at(w.next().await);
+    assert!(at >= Duration::from_secs(120), "{at:?}");
+    // one more 2 s before the deadline (kube-apiserver's last-chance bookmark), not at 180 s
+    let (_, at) = bookmark_at(w.next().await);
+    assert!(
+        (Duration::from_secs(148)..Duration::from_secs(150)).contains(&at),
+        "{at:?}"
+    );
     assert!(w.next().await.is_none(), "ends at timeoutSeconds");
     assert!(start.elapsed() >= Duration::from_secs(150));
     // without allowWatchBookmarks, none are sent
@@ -842,6 +851,59 @@ async fn watch_from_a_future_revision_starts_there_once_the_store_reaches_it() {
     match w.next().await {
         Some(WatchItem::Added(e)) => assert_eq!(e.metadata.name.as_deref(), Some("g.5")),
         other => panic!("expected ADDED g.5, got {other:?}"),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_namespace_watch_from_a_future_revision_counts_writes_elsewhere() {
+    let reg = registry_with(fake_clock(), RegistryOptions::default());
+    create_n(&reg, &["n.1"]).await;
+    let mut w = reg
+        .watch(ApiGroup::Core, Some("default"), None, &watch_from(R0 + 2))
+        .await
+        .unwrap();
+    // The store reaches the requested revision through another namespace only.
+    reg.create(
+        ApiGroup::Core,
+        "other",
+        event_in("n.2", "other"),
+        &WriteOptions::default(),
+    )
+    .await
+    .unwrap();
+    // The watch is polled through its 3 s wait with nothing of its own to deliver, so it
+    // judges the wait by how far the store has got, not by a change in its namespace.
+    let (item, ()) = tokio::join!(w.next(), async {
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        create_n(&reg, &["n.3"]).await;
+    });
+    match item {
+        Some(WatchItem::Added(e)) => assert_eq!(e.metadata.name.as_deref(), Some("n.3")),
+        other => panic!("expected ADDED n.3 and no too-large ERROR, got {other:?}"),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_from_any_revision_without_initial_events_replays_nothing() {
+    // `resourceVersion=0&sendInitialEvents=false` starts at the newest revision: the history
+    // the store still holds (a create, an update, a delete) is not replayed.
+    let reg = registry_with(fake_clock(), RegistryOptions::default());
+    create_n(&reg, &["z.1", "z.2"]).await;
+    reg.delete(ApiGroup::Core, "default", "z.1", &Default::default())
+        .await
+        .unwrap();
+    let p = ListParams {
+        watch: true,
+        resource_version: Some("0".into()),
+        resource_version_match: Some("NotOlderThan".into()),
+        send_initial_events: Some(false),
+        ..ListParams::default()
+    };
+    let mut w = reg.watch(ApiGroup::Core, None, None, &p).await.unwrap();
+    create_n(&reg, &["z.3"]).await;
+    match w.next().await {
+        Some(WatchItem::Added(e)) => assert_eq!(e.metadata.name.as_deref(), Some("z.3")),
+        other => panic!("expected ADDED z.3 first, got {other:?}"),
     }
 }
 

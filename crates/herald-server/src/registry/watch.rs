@@ -15,7 +15,7 @@ use futures::StreamExt;
 use herald_core::event::{ApiGroup, CoreEvent};
 use herald_core::status::ApiError;
 use rand::Rng;
-use tokio::time::{Interval, MissedTickBehavior, Sleep};
+use tokio::time::{Instant, Sleep};
 
 use super::codec::{self, decode, decode_at, parse_rv};
 use super::errors::{storage_error, too_large_rv};
@@ -183,8 +183,10 @@ pub(super) async fn start(
                 ahead = Some(n);
                 current
             }
+            // "0" without initial events means "from any revision": kube-apiserver starts
+            // at the newest, it does not replay the history it still holds.
+            Some(0) | None => current,
             Some(n) => n,
-            None => current,
         }
     };
     let inner = match reg.backend.watch_batches(&prefix, start).await {
@@ -208,14 +210,18 @@ pub(super) async fn start(
             base.saturating_add(Duration::try_from_secs_f64(extra).unwrap_or_default())
         }
     };
-    let bookmarks = p.allow_watch_bookmarks.then(|| {
-        let period = reg.opts.bookmark_interval.max(Duration::from_millis(10));
-        let now = tokio::time::Instant::now();
-        let first = now.checked_add(period).unwrap_or(now);
-        let mut i = tokio::time::interval_at(first, period);
-        i.set_missed_tick_behavior(MissedTickBehavior::Skip);
-        i
-    });
+    let now = Instant::now();
+    let timeout = timeout.min(MAX_WATCH);
+    let ends_at = now.checked_add(timeout).unwrap_or(now);
+    let bookmarks = if p.allow_watch_bookmarks {
+        Bookmarks::new(
+            reg.opts.bookmark_interval.max(Duration::from_millis(10)),
+            ends_at,
+            now,
+        )
+    } else {
+        None
+    };
     let state = State {
         initial,
         inner,
@@ -227,7 +233,7 @@ pub(super) async fn start(
         }),
         last_rv: ahead.unwrap_or(start),
         bookmarks,
-        deadline: Box::pin(tokio::time::sleep(timeout.min(MAX_WATCH))),
+        deadline: Box::pin(tokio::time::sleep_until(ends_at)),
         done: false,
     };
     Ok(futures::stream::unfold(state, State::next).boxed())
@@ -239,9 +245,9 @@ struct State {
     filter: Filter,
     /// A requested start revision the store had not reached when the watch began.
     ahead: Option<Ahead>,
-    /// The revision of the last change seen (delivered or filtered out): bookmarks carry it.
+    /// The revision of the last change seen (delivered or filtered out).
     last_rv: Revision,
-    bookmarks: Option<Interval>,
+    bookmarks: Option<Bookmarks>,
     deadline: Pin<Box<Sleep>>,
     done: bool,
 }
@@ -263,12 +269,48 @@ async fn give_up(ahead: &mut Option<Ahead>) {
     }
 }
 
-async fn tick(i: &mut Option<Interval>) {
-    match i {
-        Some(i) => {
-            i.tick().await;
-        }
-        None => std::future::pending().await,
+/// When the next `BOOKMARK` goes out: every `period`, and once more shortly before the
+/// watch's deadline so that the client re-watches from a fresh resourceVersion (kube-apiserver's
+/// `nextBookmarkTime`). No more after that last one.
+struct Bookmarks {
+    next: Pin<Box<Sleep>>,
+    period: Duration,
+    /// [`BOOKMARK_BEFORE_END`] before the deadline.
+    last_call: Instant,
+}
+
+/// How long before a watch's deadline its last bookmark goes out (kube-apiserver: 2 s).
+const BOOKMARK_BEFORE_END: Duration = Duration::from_secs(2);
+
+impl Bookmarks {
+    /// `None` when the watch ends too soon for any bookmark.
+    fn new(period: Duration, ends_at: Instant, now: Instant) -> Option<Self> {
+        let last_call = ends_at.checked_sub(BOOKMARK_BEFORE_END)?;
+        let next = Self::after(now, period, last_call)?;
+        Some(Self {
+            next: Box::pin(tokio::time::sleep_until(next)),
+            period,
+            last_call,
+        })
+    }
+
+    /// The bookmark after one sent at `now`: `period` later, but not after `last_call`;
+    /// none once `last_call` has come.
+    fn after(now: Instant, period: Duration, last_call: Instant) -> Option<Instant> {
+        let next = now.checked_add(period).unwrap_or(last_call).min(last_call);
+        (next > now).then_some(next)
+    }
+}
+
+/// Waits for the next bookmark; then schedules the one after it, or ends the schedule.
+async fn tick(b: &mut Option<Bookmarks>) {
+    let Some(sched) = b else {
+        return std::future::pending().await;
+    };
+    sched.next.as_mut().await;
+    match Bookmarks::after(Instant::now(), sched.period, sched.last_call) {
+        Some(next) => sched.next.as_mut().reset(next),
+        None => *b = None,
     }
 }
 
@@ -290,14 +332,6 @@ impl State {
             tokio::select! {
                 biased;
                 _ = &mut self.deadline => return None,
-                _ = give_up(&mut self.ahead) => {
-                    let (requested, current) = self
-                        .ahead
-                        .take()
-                        .map_or((self.last_rv, self.last_rv), |a| (a.requested, a.current));
-                    self.done = true;
-                    return Some((one(WatchItem::Error(too_large_rv(requested, current))), self));
-                }
                 batch = self.inner.next() => match batch {
                     None => return None,
                     Some(Err(StorageError::Expired { requested, oldest })) => {
@@ -331,7 +365,28 @@ impl State {
                         }
                     }
                 },
+                // After the batch branch: what the store has ready is judged before giving up.
+                _ = give_up(&mut self.ahead) => {
+                    let (requested, current) = self
+                        .ahead
+                        .take()
+                        .map_or((self.last_rv, self.last_rv), |a| (a.requested, a.current));
+                    let reached = self.inner.progress();
+                    if reached >= requested {
+                        // The store got there through writes outside this watch's prefix;
+                        // every change here up to `requested` has been passed over.
+                        self.last_rv = self.last_rv.max(requested);
+                        continue;
+                    }
+                    self.done = true;
+                    let current = current.max(reached);
+                    return Some((one(WatchItem::Error(too_large_rv(requested, current))), self));
+                }
                 _ = tick(&mut self.bookmarks), if self.ahead.is_none() => {
+                    // The storage watch has read past changes outside the prefix too: a
+                    // quiet namespace's watcher can resume from the store's revision, not
+                    // from its own last change (which may have left the history window).
+                    self.last_rv = self.last_rv.max(self.inner.progress());
                     let item = WatchItem::Bookmark {
                         resource_version: self.last_rv.to_string(),
                         initial_events_end: false,

@@ -113,7 +113,7 @@ pub trait Backend: Send + Sync + 'static {
                     futures::stream::iter(out)
                 })
                 .boxed();
-            Ok(batches)
+            Ok(CachedWatchStream::tracking_yielded(batches, after_revision))
         })
     }
 

@@ -32,7 +32,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::{Bound, RangeBounds};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
@@ -104,7 +104,91 @@ impl CachedEvent {
 /// one, at most 1,024, what a watcher copies out of the ring per wake-up) in revision order.
 /// It ends like a [`WatchStream`]: with one `Err(StorageError::Expired)` when the watcher
 /// fell out of the window, without an error when the backend shuts down.
-pub type CachedWatchStream = BoxStream<'static, Result<Vec<Arc<CachedEvent>>, StorageError>>;
+///
+/// It also reports how far it has read the store ([`CachedWatchStream::progress`]), which
+/// moves past changes outside the watched prefix too: a namespace watch in a quiet namespace
+/// can still hand out a fresh resourceVersion (in its bookmarks) to resume from.
+pub struct CachedWatchStream {
+    batches: BoxStream<'static, Result<Vec<Arc<CachedEvent>>, StorageError>>,
+    progress: WatchProgress,
+}
+
+impl CachedWatchStream {
+    /// A watch whose `progress` the producer of `batches` advances.
+    pub fn new(
+        batches: BoxStream<'static, Result<Vec<Arc<CachedEvent>>, StorageError>>,
+        progress: WatchProgress,
+    ) -> Self {
+        Self { batches, progress }
+    }
+
+    /// A watch that reports as progress the revision of the last event it yielded (for
+    /// producers that cannot see past their prefix).
+    pub fn tracking_yielded(
+        batches: BoxStream<'static, Result<Vec<Arc<CachedEvent>>, StorageError>>,
+        after: Revision,
+    ) -> Self {
+        let progress = WatchProgress::new(after);
+        let seen = progress.clone();
+        let batches = batches
+            .inspect(move |b| {
+                if let Ok(Some(last)) = b.as_ref().map(|b| b.last()) {
+                    seen.advance(last.revision());
+                }
+            })
+            .boxed();
+        Self { batches, progress }
+    }
+
+    /// Every change under the prefix with a revision at or below this has been yielded
+    /// already. Read it between polls (the stream's owner is the only reader that can rely
+    /// on that statement); it never goes backwards.
+    pub fn progress(&self) -> Revision {
+        self.progress.get()
+    }
+}
+
+impl std::fmt::Debug for CachedWatchStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CachedWatchStream")
+            .field("progress", &self.progress())
+            .finish_non_exhaustive()
+    }
+}
+
+impl futures::Stream for CachedWatchStream {
+    type Item = Result<Vec<Arc<CachedEvent>>, StorageError>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        self.batches.poll_next_unpin(cx)
+    }
+}
+
+/// How far a [`CachedWatchStream`] has read the store: shared between its producer, which
+/// advances it, and its owner, which reads it.
+#[derive(Debug, Clone, Default)]
+pub struct WatchProgress(Arc<AtomicU64>);
+
+impl WatchProgress {
+    /// Starts at `after`, the revision the watch starts after.
+    pub fn new(after: Revision) -> Self {
+        Self(Arc::new(AtomicU64::new(after)))
+    }
+
+    /// The revision read up to.
+    pub fn get(&self) -> Revision {
+        // One task both advances and reads it (the producer runs inside the owner's poll).
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// Moves to `to` unless already past it.
+    pub fn advance(&self, to: Revision) {
+        self.0.fetch_max(to, Ordering::Relaxed);
+    }
+}
 
 /// The shared ring of recent events, the current state, and the wake-up signal for watchers.
 #[derive(Debug)]
@@ -382,6 +466,7 @@ impl WatchHub {
     ) -> Result<WatchStream, StorageError> {
         let batches = self.subscribe_batches(prefix, after)?;
         Ok(batches
+            .batches
             .flat_map(|batch| {
                 let items: Vec<Result<Arc<WatchEvent>, StorageError>> = match batch {
                     Ok(events) => events.iter().map(|e| Ok(Arc::clone(e.event()))).collect(),
@@ -405,16 +490,21 @@ impl WatchHub {
                 oldest: floor,
             });
         }
+        let progress = WatchProgress::new(after);
         let state = Watcher {
             hub: Arc::clone(self),
             rx: self.signal.subscribe(),
             prefix: prefix.to_owned(),
             cursor: after,
+            progress: progress.clone(),
             not_before: None,
             done: false,
             _count: WatcherCount::new(&self.watchers),
         };
-        Ok(futures::stream::unfold(state, Watcher::next).boxed())
+        Ok(CachedWatchStream::new(
+            futures::stream::unfold(state, Watcher::next).boxed(),
+            progress,
+        ))
     }
 
     fn read(&self) -> RwLockReadGuard<'_, Ring> {
@@ -512,6 +602,9 @@ struct Watcher {
     rx: watch::Receiver<Revision>,
     prefix: String,
     cursor: Revision,
+    /// `cursor`, for the stream's owner. It moves when a look at the ring ends, and every
+    /// matching event up to it is in the batch that look returns.
+    progress: WatchProgress,
     /// After a batch that emptied the ring, the next one is not taken before this.
     not_before: Option<tokio::time::Instant>,
     done: bool,
@@ -588,6 +681,7 @@ impl Watcher {
                 batch.push(Arc::clone(ev));
             }
         }
+        self.progress.advance(self.cursor);
         Ok(Fill {
             batch,
             more,
@@ -650,5 +744,35 @@ mod tests {
         // A hub started on a store written to before, without its state, cannot know how
         // many keys there are.
         assert_eq!(WatchHub::new(8, 10).live_keys(), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn progress_moves_past_changes_outside_the_prefix_only_once_read() {
+        let hub = WatchHub::new(8, INITIAL_REVISION);
+        let mut w = hub.subscribe_batches("/ns/a/", INITIAL_REVISION).unwrap();
+        assert_eq!(w.progress(), INITIAL_REVISION);
+        hub.publish([
+            put("/ns/b/x", 2, 2),
+            put("/ns/a/y", 3, 3),
+            put("/ns/b/z", 4, 4),
+        ]);
+        // Nothing is read until the stream is polled.
+        assert_eq!(w.progress(), INITIAL_REVISION);
+        let batch = w.next().await.unwrap().unwrap();
+        let revs: Vec<Revision> = batch.iter().map(|e| e.revision()).collect();
+        assert_eq!(revs, [3]);
+        assert_eq!(
+            w.progress(),
+            4,
+            "read up to the newest change, matching or not"
+        );
+        // Only changes elsewhere: no batch, but the progress moves.
+        hub.publish([put("/ns/b/q", 5, 5)]);
+        assert!(
+            tokio::time::timeout(Duration::from_secs(1), w.next())
+                .await
+                .is_err()
+        );
+        assert_eq!(w.progress(), 5);
     }
 }
