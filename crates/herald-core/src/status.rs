@@ -237,9 +237,14 @@ impl ApiError {
         Self::new(406, Reason::NotAcceptable, message)
     }
 
-    /// 413 RequestEntityTooLarge.
-    pub fn too_large(message: impl Into<String>) -> Self {
-        Self::new(413, Reason::RequestEntityTooLarge, message)
+    /// 413 RequestEntityTooLarge, worded as kube-apiserver's `NewRequestEntityTooLargeError`:
+    /// `Request entity too large: <message>`.
+    pub fn too_large(message: impl std::fmt::Display) -> Self {
+        Self::new(
+            413,
+            Reason::RequestEntityTooLarge,
+            format!("Request entity too large: {message}"),
+        )
     }
 
     /// 415 UnsupportedMediaType for the body of a create, update or delete, naming the types
@@ -325,7 +330,8 @@ impl ApiError {
                     self.causes
                         .iter()
                         .map(|c| StatusCause {
-                            field: Some(c.field.clone()),
+                            // `omitempty` upstream: a cause about no field has none.
+                            field: (!c.field.is_empty()).then(|| c.field.clone()),
                             message: Some(c.message.clone()),
                             reason: Some(c.reason.clone()),
                         })

@@ -366,7 +366,13 @@ async fn create_fixture(
     let directive = query
         .split('&')
         .find_map(|kv| kv.strip_prefix("fieldValidation="));
-    let directive = FieldValidation::from_query(directive)?;
+    // An unsupported directive is the options validation's 422, as in the real handler.
+    let directive = FieldValidation::from_query(directive).ok_or_else(|| {
+        herald_server::registry::options::options_invalid(
+            "CreateOptions",
+            herald_server::registry::options::field_validation_causes(directive),
+        )
+    })?;
     let obj: serde_json::Value = serde_json::from_slice(&body)
         .map_err(|e| herald_core::status::ApiError::bad_request(e.to_string()))?;
     let warnings = check_fields(gv, directive, &obj, &[])?;

@@ -57,6 +57,12 @@ pub fn invalid_repr(field: &str, value_repr: &str, detail: &str) -> FieldCause {
 
 /// `FieldValueNotSupported`: `Unsupported value: "v": supported values: "a", "b"`.
 pub fn not_supported(field: &str, value: &str, supported: &[&str]) -> FieldCause {
+    not_supported_repr(field, &go_quote(value), supported)
+}
+
+/// [`not_supported`] for a value already printed as Go prints it (a `[]string`, say, from
+/// [`go_string_slice`](super::meta::go_string_slice)).
+pub fn not_supported_repr(field: &str, value: &str, supported: &[&str]) -> FieldCause {
     let list = supported
         .iter()
         .map(|s| go_quote(s))
@@ -65,10 +71,7 @@ pub fn not_supported(field: &str, value: &str, supported: &[&str]) -> FieldCause
     cause(
         "FieldValueNotSupported",
         field,
-        format!(
-            "Unsupported value: {}: supported values: {list}",
-            go_quote(value)
-        ),
+        format!("Unsupported value: {value}: supported values: {list}"),
     )
 }
 

@@ -76,8 +76,8 @@ pub(crate) fn st(o: &Option<String>) -> &str {
     o.as_deref().unwrap_or("")
 }
 
-/// Go's `%#v` of a `[]string`.
-pub(crate) fn go_string_slice(items: &[String]) -> String {
+/// Go's `%#v` of a `[]string`: `[]string{"a", "b"}`.
+pub fn go_string_slice(items: &[String]) -> String {
     let inner = items
         .iter()
         .map(|s| go_quote(s))

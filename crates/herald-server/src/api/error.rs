@@ -41,11 +41,34 @@ impl IntoResponse for StatusError {
     }
 }
 
+/// The `Status` body of `err`: `err.to_json()`, plus empty `"details":{}` for an error whose
+/// `group` is set while nothing else of the details is. kube-apiserver's generic answers
+/// (`NewGenericServerResponse`: the 404 for an unknown path, the 405 for an unsupported
+/// method) carry details with nothing in them, which `to_json` would leave out.
+pub fn status_json(err: &ApiError) -> serde_json::Value {
+    let mut v = err.to_json();
+    if err.group.is_some()
+        && let Some(obj) = v.as_object_mut()
+    {
+        obj.entry("details")
+            .or_insert_with(|| serde_json::json!({}));
+    }
+    v
+}
+
+/// An error of `code`, `reason` and `message` whose `Status` has empty details
+/// ([`status_json`]), as kube-apiserver's `NewGenericServerResponse` makes them.
+fn generic(code: u16, reason: Reason, message: &str) -> ApiError {
+    let mut e = ApiError::new(code, reason, message);
+    e.group = Some(String::new());
+    e
+}
+
 /// The response for `err`: HTTP code = `err.code` (500 if that is not a valid HTTP code),
-/// `Content-Type: application/json`, body = `err.to_json()`.
+/// `Content-Type: application/json`, body = [`status_json`].
 pub fn status_response(err: &ApiError) -> Response {
     let code = StatusCode::from_u16(err.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let body = serde_json::to_vec(&err.to_json()).unwrap_or_default();
+    let body = serde_json::to_vec(&status_json(err)).unwrap_or_default();
     let mut resp = (code, body).into_response();
     let headers = resp.headers_mut();
     headers.insert(
@@ -75,19 +98,25 @@ pub struct ServerFailure {
     pub message: String,
 }
 
-/// The 404 kube-apiserver sends for a path it does not serve. kubectl prints its message as
-/// `the server could not find the requested resource`.
+/// The 404 kube-apiserver sends for a path it does not serve:
+/// `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server
+/// could not find the requested resource","reason":"NotFound","details":{},"code":404}`.
 pub fn path_not_found() -> ApiError {
-    ApiError::new(
+    generic(
         404,
         Reason::NotFound,
         "the server could not find the requested resource",
     )
 }
 
-/// The 405 for a served path with an unsupported HTTP method.
+/// The 405 for a served path with an unsupported HTTP method (kube-apiserver's generic
+/// answer, empty details included).
 pub fn method_not_allowed() -> ApiError {
-    ApiError::method_not_allowed("the server does not allow this method on the requested resource")
+    generic(
+        405,
+        Reason::MethodNotAllowed,
+        "the server does not allow this method on the requested resource",
+    )
 }
 
 #[cfg(test)]
@@ -122,6 +151,27 @@ mod tests {
         assert_eq!(resp.headers()[header::RETRY_AFTER], "3");
         let resp = status_response(&ApiError::too_many_requests("slow down", 0));
         assert!(resp.headers().get(header::RETRY_AFTER).is_none());
+    }
+
+    #[tokio::test]
+    async fn generic_answers_have_empty_details() {
+        let v = body_json(status_response(&path_not_found())).await;
+        assert_eq!(
+            v,
+            serde_json::json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server could not find the requested resource","reason":"NotFound","details":{},"code":404})
+        );
+        let v = body_json(status_response(&method_not_allowed())).await;
+        assert_eq!(v["details"], serde_json::json!({}));
+        assert_eq!(v["reason"], "MethodNotAllowed");
+        // Other errors keep their own details, or none.
+        let v = body_json(status_response(&ApiError::bad_request("x"))).await;
+        assert!(v.get("details").is_none());
+        let v = body_json(status_response(&ApiError::not_found(
+            Resource::CORE_EVENTS,
+            "x",
+        )))
+        .await;
+        assert_eq!(v["details"]["name"], "x");
     }
 
     #[tokio::test]

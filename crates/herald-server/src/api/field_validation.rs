@@ -11,6 +11,11 @@
 //!   `Warning: unknown field "x"`); of a repeated key, the last value counts;
 //! - `Ignore`: unknown fields are silently dropped, repeated keys take their last value.
 //!
+//! Server-side apply is stricter whatever the parameter says: the applied configuration is
+//! converted to the Event's typed schema first, and a field the schema does not declare is a
+//! 400 (`failed to create typed patch object (…): .foo: field not declared in schema`; see
+//! [`typed_conversion_errors`](super::openapi::typed_conversion_errors)).
+//!
 //! ```
 //! use herald_server::api::discovery::GroupVersion;
 //! use herald_server::api::field_validation::{check_fields, duplicate_fields, FieldValidation};
@@ -53,16 +58,16 @@ pub enum FieldValidation {
 }
 
 impl FieldValidation {
-    /// Parses the query value. Absent or empty means [`FieldValidation::Warn`]; anything else
-    /// unknown is a 400 with kube-apiserver's message.
-    pub fn from_query(v: Option<&str>) -> Result<Self, ApiError> {
+    /// Parses the query value. Absent or empty means [`FieldValidation::Warn`]; any other
+    /// value is `None`: kube-apiserver refuses it with its options validation (422 on
+    /// `CreateOptions`, `UpdateOptions` or `PatchOptions`), which is where Herald refuses it
+    /// too ([`field_validation_causes`](crate::registry::options::field_validation_causes)).
+    pub fn from_query(v: Option<&str>) -> Option<Self> {
         match v.unwrap_or("") {
-            "" | "Warn" => Ok(FieldValidation::Warn),
-            "Ignore" => Ok(FieldValidation::Ignore),
-            "Strict" => Ok(FieldValidation::Strict),
-            other => Err(ApiError::bad_request(format!(
-                "fieldValidation parameter unsupported: {other}, valid values are Ignore, Warn, Strict"
-            ))),
+            "" | "Warn" => Some(FieldValidation::Warn),
+            "Ignore" => Some(FieldValidation::Ignore),
+            "Strict" => Some(FieldValidation::Strict),
+            _ => None,
         }
     }
 }
@@ -240,9 +245,11 @@ mod tests {
             FieldValidation::from_query(Some("Ignore")).unwrap(),
             FieldValidation::Ignore
         );
-        let e = FieldValidation::from_query(Some("strict")).unwrap_err();
-        assert_eq!(e.code, 400);
-        assert!(e.message.contains("valid values are Ignore, Warn, Strict"));
+        assert_eq!(
+            FieldValidation::from_query(Some("")),
+            Some(FieldValidation::Warn)
+        );
+        assert_eq!(FieldValidation::from_query(Some("strict")), None);
     }
 
     #[test]

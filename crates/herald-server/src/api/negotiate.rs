@@ -278,16 +278,36 @@ pub enum IncludeObject {
 }
 
 impl IncludeObject {
-    /// Parses the query value; absent or empty means [`IncludeObject::Metadata`], an unknown
-    /// value is a 400 BadRequest.
+    /// Parses the query value of a Table request (kube's `ValidateTableOptions`): absent or
+    /// empty means [`IncludeObject::Metadata`]; an unknown value is kube-apiserver's 400
+    /// `Unable to convert to Table as requested: includeObject: Invalid value: "x": must be
+    /// 'Metadata', 'Object', 'None', or empty`.
     pub fn from_query(v: Option<&str>) -> Result<Self, ApiError> {
         match v.unwrap_or("") {
             "" | "Metadata" => Ok(IncludeObject::Metadata),
             "None" => Ok(IncludeObject::None),
             "Object" => Ok(IncludeObject::Object),
-            other => Err(ApiError::bad_request(format!(
-                "Unsupported value: {other:?}: supported values: \"Metadata\", \"None\", \"Object\""
-            ))),
+            other => {
+                let cause = herald_core::event::causes::invalid(
+                    "includeObject",
+                    other,
+                    "must be 'Metadata', 'Object', 'None', or empty",
+                );
+                Err(ApiError::bad_request(format!(
+                    "Unable to convert to Table as requested: {}: {}",
+                    cause.field, cause.message
+                )))
+            }
+        }
+    }
+
+    /// The `includeObject` of a response of `out`: parsed ([`IncludeObject::from_query`])
+    /// only for a Table, the one output it applies to; every other output ignores the
+    /// parameter, whatever its value, as kube-apiserver does.
+    pub fn for_output(out: Output, v: Option<&str>) -> Result<Self, ApiError> {
+        match out {
+            Output::Table(_) => Self::from_query(v),
+            _ => Ok(IncludeObject::Metadata),
         }
     }
 }
@@ -444,8 +464,27 @@ mod tests {
             IncludeObject::from_query(Some("Object")).unwrap(),
             IncludeObject::Object
         );
+        let e = IncludeObject::from_query(Some("all")).unwrap_err();
+        assert_eq!(e.code, 400);
         assert_eq!(
-            IncludeObject::from_query(Some("all")).unwrap_err().code,
+            e.message,
+            r#"Unable to convert to Table as requested: includeObject: Invalid value: "all": must be 'Metadata', 'Object', 'None', or empty"#
+        );
+        // Only a Table reads it.
+        for out in [
+            Output::Object,
+            Output::PartialObjectMetadata(MetaVersion::V1),
+            Output::PartialObjectMetadataList(MetaVersion::V1),
+        ] {
+            assert_eq!(
+                IncludeObject::for_output(out, Some("all")).unwrap(),
+                IncludeObject::Metadata
+            );
+        }
+        assert_eq!(
+            IncludeObject::for_output(Output::Table(MetaVersion::V1), Some("all"))
+                .unwrap_err()
+                .code,
             400
         );
     }

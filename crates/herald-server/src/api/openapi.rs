@@ -766,6 +766,17 @@ fn walk(
     }
 }
 
+/// The schemas of `gv`'s document and its Event schema among them.
+fn event_schema(gv: GroupVersion) -> Option<(&'static Map<String, Value>, &'static Value)> {
+    let root = if gv.group.is_empty() {
+        format!("{CORE}.Event")
+    } else {
+        format!("{EVENTS}.Event")
+    };
+    let schemas = schema_document(gv)["components"]["schemas"].as_object()?;
+    Some((schemas, schemas.get(&root)?))
+}
+
 /// The fields of `object` (an Event in `gv`'s shape, as JSON) that its schema does not know,
 /// as dotted paths (`spec`, `metadata.foo`, `metadata.ownerReferences[0].bar`), in document
 /// order. Free-form maps (labels, annotations, `fieldsV1`) accept any key. At most
@@ -778,15 +789,7 @@ fn walk(
 /// assert_eq!(unknown_fields(GroupVersion::CORE_V1, &ev), vec!["metadata.bogus", "spec"]);
 /// ```
 pub fn unknown_fields(gv: GroupVersion, object: &Value) -> Vec<String> {
-    let root = if gv.group.is_empty() {
-        format!("{CORE}.Event")
-    } else {
-        format!("{EVENTS}.Event")
-    };
-    let Some(schemas) = schema_document(gv)["components"]["schemas"].as_object() else {
-        return Vec::new();
-    };
-    let Some(schema) = schemas.get(&root) else {
+    let Some((schemas, schema)) = event_schema(gv) else {
         return Vec::new();
     };
     let mut out = Vec::new();
@@ -794,6 +797,144 @@ pub fn unknown_fields(gv: GroupVersion, object: &Value) -> Vec<String> {
     let mut seen = BTreeSet::new();
     out.retain(|p| seen.insert(p.clone()));
     out
+}
+
+/// What structured-merge-diff refuses when kube-apiserver converts an applied configuration
+/// (`object`, an Event in `gv`'s shape) to its typed schema before a server-side apply
+/// (`typeConverter.ObjectToTyped`), whatever `fieldValidation` says: a field the schema
+/// does not declare (`.foo: field not declared in schema`, `.metadata.foo: …`), an item of a
+/// keyed list without its key (`.metadata.ownerReferences: element 0: associative list with
+/// keys has an element that omits key field "uid" (and doesn't have default value)`), and
+/// two items of a keyed list or a set with the same key (`.metadata.finalizers: duplicate
+/// entries for key [="a"]`). Each error is `<path>: <message>`, the path in
+/// structured-merge-diff's notation (`.a.b`, `[uid="u"]`, `[="v"]`, `[0]`).
+///
+/// As upstream's walk, it stops at the first undeclared field of each object (upstream
+/// visits the fields in Go's random map order; here they are visited in key order), and
+/// leaves the values' types to the decode. At most [`MAX_UNKNOWN_FIELDS`] errors are
+/// reported and nesting deeper than [`MAX_WALK_DEPTH`] is not inspected.
+///
+/// ```
+/// use herald_server::api::{discovery::GroupVersion, openapi::typed_conversion_errors};
+/// let ev = serde_json::json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "x", "bogus": 1}});
+/// assert_eq!(
+///     typed_conversion_errors(GroupVersion::CORE_V1, &ev),
+///     vec![".metadata.bogus: field not declared in schema"],
+/// );
+/// ```
+pub fn typed_conversion_errors(gv: GroupVersion, object: &Value) -> Vec<String> {
+    let Some((schemas, schema)) = event_schema(gv) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    typed_walk(schemas, schema, object, &mut String::new(), 0, &mut out);
+    out
+}
+
+/// structured-merge-diff's rendering of a key value in a path (`value.ToString`): strings
+/// Go-quoted, other scalars as JSON prints them.
+fn smd_value(v: &Value) -> String {
+    match v {
+        Value::String(s) => herald_core::labels::go_quote(s),
+        other => other.to_string(),
+    }
+}
+
+fn typed_walk(
+    schemas: &Map<String, Value>,
+    schema: &Value,
+    value: &Value,
+    path: &mut String,
+    depth: usize,
+    out: &mut Vec<String>,
+) {
+    if depth >= MAX_WALK_DEPTH || out.len() >= MAX_UNKNOWN_FIELDS {
+        return;
+    }
+    let schema = resolve(schemas, schema);
+    let len = path.len();
+    match value {
+        Value::Object(map) => {
+            if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+                for (k, v) in map {
+                    path.push('.');
+                    path.push_str(k);
+                    match props.get(k) {
+                        Some(s) => typed_walk(schemas, s, v, path, depth + 1, out),
+                        None => {
+                            out.push(format!("{path}: field not declared in schema"));
+                            path.truncate(len);
+                            return;
+                        }
+                    }
+                    path.truncate(len);
+                }
+            } else if let Some(item) = schema.get("additionalProperties").filter(|a| a.is_object())
+            {
+                for (k, v) in map {
+                    path.push('.');
+                    path.push_str(k);
+                    typed_walk(schemas, item, v, path, depth + 1, out);
+                    path.truncate(len);
+                }
+            }
+        }
+        Value::Array(items) => {
+            let Some(item_schema) = schema.get("items") else {
+                return;
+            };
+            let keys: Vec<&str> = match schema.get("x-kubernetes-list-type").and_then(Value::as_str)
+            {
+                Some("map") => schema
+                    .get("x-kubernetes-list-map-keys")
+                    .and_then(Value::as_array)
+                    .map(|k| k.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default(),
+                _ => Vec::new(),
+            };
+            let set = schema.get("x-kubernetes-list-type").and_then(Value::as_str) == Some("set");
+            let mut seen = BTreeSet::new();
+            for (i, item) in items.iter().enumerate() {
+                use std::fmt::Write as _;
+                let element = if !keys.is_empty() {
+                    let Some(obj) = item.as_object() else {
+                        out.push(format!(
+                            "{path}: element {i}: associative list with keys may not have non-map elements"
+                        ));
+                        return;
+                    };
+                    let mut parts = Vec::with_capacity(keys.len());
+                    for k in &keys {
+                        match obj.get(*k) {
+                            Some(v) => parts.push(format!("{k}={}", smd_value(v))),
+                            None => {
+                                out.push(format!(
+                                    "{path}: element {i}: associative list with keys has an element that omits key field {} (and doesn't have default value)",
+                                    herald_core::labels::go_quote(k)
+                                ));
+                                return;
+                            }
+                        }
+                    }
+                    format!("[{}]", parts.join(","))
+                } else if set {
+                    format!("[={}]", smd_value(item))
+                } else {
+                    format!("[{i}]")
+                };
+                if (set || !keys.is_empty()) && !seen.insert(element.clone()) {
+                    out.push(format!("{path}: duplicate entries for key {element}"));
+                }
+                let _ = write!(path, "{element}");
+                typed_walk(schemas, item_schema, item, path, depth + 1, out);
+                path.truncate(len);
+                if out.len() >= MAX_UNKNOWN_FIELDS {
+                    return;
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 /// The 400 kube-apiserver answers under `fieldValidation=Strict`, from the body's problems
@@ -898,6 +1039,68 @@ mod tests {
         assert_eq!(
             unknown_fields(GroupVersion::EVENTS_V1, &ev),
             vec!["message", "series.state"]
+        );
+    }
+
+    #[test]
+    fn typed_conversion_errors_as_structured_merge_diff() {
+        let gv = GroupVersion::CORE_V1;
+        let ok = json!({"apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": "x", "labels": {"any": "thing"}, "finalizers": ["a", "b"],
+                         "ownerReferences": [{"uid": "u1", "name": "p"}, {"uid": "u2"}]},
+            "involvedObject": {"kind": "Pod", "fieldPath": "spec"}, "count": "types are the decode's"});
+        assert!(typed_conversion_errors(gv, &ok).is_empty());
+        // The first undeclared field of each object, in key order; keyed items by key.
+        let bad = json!({"zz": 1, "aa": 1, "metadata": {"foo": 1},
+            "source": {"host": "h", "bar": 2},
+            "related": {"uid": "u"}});
+        assert_eq!(
+            typed_conversion_errors(gv, &bad),
+            vec![".aa: field not declared in schema"]
+        );
+        let nested = json!({"metadata": {"foo": 1, "ownerReferences": [{"uid": "u", "x": 1}]},
+            "source": {"bar": 2}});
+        assert_eq!(
+            typed_conversion_errors(gv, &nested),
+            vec![
+                ".metadata.foo: field not declared in schema",
+                ".source.bar: field not declared in schema"
+            ]
+        );
+        let owners = json!({"metadata": {"ownerReferences": [{"uid": "u", "x": 1}]}});
+        assert_eq!(
+            typed_conversion_errors(gv, &owners),
+            vec![r#".metadata.ownerReferences[uid="u"].x: field not declared in schema"#]
+        );
+        let lists = json!({"metadata": {"finalizers": ["a", "a"],
+            "ownerReferences": [{"uid": "u"}, {"uid": "u"}]}});
+        assert_eq!(
+            typed_conversion_errors(gv, &lists),
+            vec![
+                r#".metadata.finalizers: duplicate entries for key [="a"]"#,
+                r#".metadata.ownerReferences: duplicate entries for key [uid="u"]"#
+            ]
+        );
+        let keyless = json!({"metadata": {"ownerReferences": [{"uid": "u"}, {"name": "p"}]}});
+        assert_eq!(
+            typed_conversion_errors(gv, &keyless),
+            vec![
+                r#".metadata.ownerReferences: element 1: associative list with keys has an element that omits key field "uid" (and doesn't have default value)"#
+            ]
+        );
+        let v1 = json!({"note": "n", "regarding": {"kind": "Pod"}, "deprecatedSource": {"x": 1}});
+        assert_eq!(
+            typed_conversion_errors(GroupVersion::EVENTS_V1, &v1),
+            vec![".deprecatedSource.x: field not declared in schema"]
+        );
+        // Bounded.
+        let mut deep = json!({});
+        for _ in 0..200 {
+            deep = json!({"metadata": deep});
+        }
+        assert_eq!(
+            typed_conversion_errors(gv, &deep),
+            vec![".metadata.metadata: field not declared in schema"]
         );
     }
 

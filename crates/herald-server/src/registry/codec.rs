@@ -129,10 +129,11 @@ pub fn parse_rv(rv: Option<&str>) -> Result<Option<Revision>, ApiError> {
 
 /// The "cannot be handled" prefix kube-apiserver puts on body decoding errors (it names the
 /// version without its group, in both groups).
+pub(crate) const CANNOT_HANDLE: &str = "Event in version \"v1\" cannot be handled as a Event: ";
+
+/// A body decoding error, with the [`CANNOT_HANDLE`] prefix.
 pub(crate) fn cannot_handle(detail: impl std::fmt::Display) -> ApiError {
-    ApiError::bad_request(format!(
-        "Event in version \"v1\" cannot be handled as a Event: {detail}"
-    ))
+    ApiError::bad_request(format!("{CANNOT_HANDLE}{detail}"))
 }
 
 /// Parses a request body as a JSON object. Syntax errors are 400s that say where
@@ -245,12 +246,35 @@ pub fn decode_body(
 /// (a YAML line and column for YAML bodies).
 pub fn decode_body_as(
     group: ApiGroup,
-    mut v: Value,
+    v: Value,
     original: Option<(BodyFormat, &[u8])>,
 ) -> Result<CoreEvent, ApiError> {
+    decode_value(group, v, original, |_, e| e)
+}
+
+/// [`decode_body`] of an object a merge, strategic-merge or JSON patch made. Only when it
+/// fails does `on_error` see the patched object (as patched, `apiVersion` and `kind`
+/// included) with the error, and say what to answer: the object is not copied on the way.
+pub fn decode_patched(
+    group: ApiGroup,
+    v: Value,
+    on_error: impl FnOnce(&Value, ApiError) -> ApiError,
+) -> Result<CoreEvent, ApiError> {
+    decode_value(group, v, None, on_error)
+}
+
+fn decode_value(
+    group: ApiGroup,
+    mut v: Value,
+    original: Option<(BodyFormat, &[u8])>,
+    on_error: impl FnOnce(&Value, ApiError) -> ApiError,
+) -> Result<CoreEvent, ApiError> {
     let Some(obj) = v.as_object_mut() else {
-        return Err(ApiError::bad_request(
-            "couldn't get version/kind; json parse error: expected a JSON object",
+        return Err(on_error(
+            &v,
+            ApiError::bad_request(
+                "couldn't get version/kind; json parse error: expected a JSON object",
+            ),
         ));
     };
     let mut typed_ok = true;
@@ -260,7 +284,23 @@ pub fn decode_body_as(
         typed_ok &= field.as_ref().is_none_or(|f| f.as_str() == Some(want));
     }
     let text = |f: &Option<Value>| f.as_ref().and_then(Value::as_str).unwrap_or("").to_owned();
-    check_type(&text(&av), &text(&kind), Some(group.api_version()), "Event")?;
+    // The cold path: the object as it came, for `on_error`.
+    let restore = |mut v: Value, av: Option<Value>, kind: Option<Value>| {
+        if let Some(obj) = v.as_object_mut() {
+            obj.extend(
+                [("apiVersion", av), ("kind", kind)]
+                    .into_iter()
+                    .filter_map(|(k, x)| Some((k.to_string(), x?))),
+            );
+        }
+        v
+    };
+    if let Err(e) = check_type(&text(&av), &text(&kind), Some(group.api_version()), "Event") {
+        return Err(on_error(&restore(v, av, kind), e));
+    }
+    let Some(obj) = v.as_object_mut() else {
+        return Err(on_error(&v, cannot_handle("expected a JSON object")));
+    };
     if group == ApiGroup::EventsV1 && go_zero_series_fields(obj) {
         // The body's text lacks the filled-in fields: decode errors must come from `v`.
         typed_ok = false;
@@ -277,16 +317,22 @@ pub fn decode_body_as(
     let owned;
     let (format, text) = match original {
         Some(o) if typed_ok => o,
-        _ => {
-            owned = serde_json::to_vec(&v).map_err(cannot_handle)?;
-            (BodyFormat::Json, &owned[..])
-        }
+        _ => match serde_json::to_vec(&v) {
+            Ok(t) => {
+                owned = t;
+                (BodyFormat::Json, &owned[..])
+            }
+            Err(e) => return Err(on_error(&restore(v, av, kind), cannot_handle(e))),
+        },
     };
     let event = match group {
         ApiGroup::Core => decode_typed::<CoreEvent>(format, text).map(normalize_core),
         ApiGroup::EventsV1 => decode_typed::<EventsV1Event>(format, text).map(events_v1_to_core),
-    }?;
-    Ok(drop_empty_maps(event))
+    };
+    match event {
+        Ok(event) => Ok(drop_empty_maps(event)),
+        Err(e) => Err(on_error(&restore(v, av, kind), e)),
+    }
 }
 
 /// Decodes `text` as a `T`, for the error: it names the field that is wrong (`count: invalid

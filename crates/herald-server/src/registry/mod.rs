@@ -103,7 +103,8 @@ pub struct RegistryOptions {
     /// The TTL every write gives an event (`--event-ttl`, default 1 h); `None` keeps events
     /// forever.
     pub event_ttl: Option<Duration>,
-    /// How often a watch that allows bookmarks gets a `BOOKMARK` (default 60 s).
+    /// How often a watch that allows bookmarks gets a `BOOKMARK` (default 60 s); one more
+    /// goes out 2 s before the watch's timeout, so the client resumes from a fresh revision.
     pub bookmark_interval: Duration,
     /// The watch duration when the client sets no `timeoutSeconds`: a random value in
     /// `[d, 2d)` (default 1800 s, kube's `--min-request-timeout`).
@@ -138,8 +139,16 @@ impl Default for RegistryOptions {
 /// Options common to create, update and patch.
 #[derive(Default, Clone)]
 pub struct WriteOptions {
-    /// `dryRun=All`: validate and return the would-be object without storing it.
-    pub dry_run: bool,
+    /// Every `dryRun` value the request sent. `All` validates and returns the would-be
+    /// object without storing it ([`WriteOptions::is_dry_run`]); any other value is refused
+    /// by kube's options validation ([`options::dry_run_causes`]).
+    pub dry_run: Vec<String>,
+    /// `fieldValidation` as the request sent it, for kube's options validation
+    /// ([`options::field_validation_causes`]); the HTTP layer applies the directive
+    /// ([`field_check`](Self::field_check)).
+    pub field_validation: Option<String>,
+    /// `force` as the request sent it: only an apply patch may set it.
+    pub force: Option<bool>,
     /// `fieldManager` (required for apply patches).
     pub field_manager: Option<String>,
     /// The request's User-Agent: names the manager of a write without `fieldManager`.
@@ -149,10 +158,19 @@ pub struct WriteOptions {
     pub field_check: Option<FieldCheck>,
 }
 
+impl WriteOptions {
+    /// Whether the request asked for a dry run (`dryRun=All`).
+    pub fn is_dry_run(&self) -> bool {
+        options::asks_dry_run(&self.dry_run)
+    }
+}
+
 impl std::fmt::Debug for WriteOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WriteOptions")
             .field("dry_run", &self.dry_run)
+            .field("field_validation", &self.field_validation)
+            .field("force", &self.force)
             .field("field_manager", &self.field_manager)
             .field("user_agent", &self.user_agent)
             .finish_non_exhaustive()

@@ -1,8 +1,9 @@
 //! List, watch and delete parameters, parsed from query strings and validated the way
 //! kube-apiserver validates `ListOptions` (422 `ListOptions.meta.k8s.io "" is invalid`).
 
-use herald_core::event::causes::{forbidden, invalid, not_supported};
+use herald_core::event::causes::{forbidden, invalid, not_supported, not_supported_repr};
 use herald_core::event::fields::FieldSelector;
+use herald_core::event::meta::go_string_slice;
 use herald_core::event::{ApiGroup, CoreEvent};
 use herald_core::labels::Selector;
 use herald_core::status::{ApiError, FieldCause, Resource};
@@ -169,6 +170,48 @@ impl ListParams {
     }
 }
 
+/// `dryRun=All`, the one value kube accepts.
+pub const DRY_RUN_ALL: &str = "All";
+
+/// The `fieldValidation` values kube accepts, in the order its messages list them.
+pub const FIELD_VALIDATION_VALUES: [&str; 4] = ["", "Ignore", "Strict", "Warn"];
+
+/// Whether `values` (the `dryRun` values of a request) ask for a dry run: some were sent,
+/// all `All`. Requests with other values are refused before anything is written
+/// ([`dry_run_causes`]).
+pub fn asks_dry_run(values: &[String]) -> bool {
+    !values.is_empty() && values.iter().all(|v| v == DRY_RUN_ALL)
+}
+
+/// kube's `ValidateDryRun`: every `dryRun` value sent must be `All` (an empty one too is
+/// refused). The cause quotes the values as Go prints a `[]string`:
+/// `Unsupported value: []string{"Foo"}: supported values: "All"`.
+pub fn dry_run_causes(values: &[String]) -> Vec<FieldCause> {
+    if values.iter().all(|v| v == DRY_RUN_ALL) {
+        return Vec::new();
+    }
+    vec![not_supported_repr(
+        "dryRun",
+        &go_string_slice(values),
+        &[DRY_RUN_ALL],
+    )]
+}
+
+/// kube's `ValidateFieldValidation`: `fieldValidation`, when sent, is empty, `Ignore`,
+/// `Strict` or `Warn`.
+pub fn field_validation_causes(value: Option<&str>) -> Vec<FieldCause> {
+    match value {
+        Some(v) if !FIELD_VALIDATION_VALUES.contains(&v) => {
+            vec![not_supported(
+                "fieldValidation",
+                v,
+                &FIELD_VALIDATION_VALUES,
+            )]
+        }
+        _ => Vec::new(),
+    }
+}
+
 /// A 422 about request options (`<Kind>.meta.k8s.io "" is invalid: …`).
 pub fn options_invalid(kind: &'static str, causes: Vec<FieldCause>) -> ApiError {
     let r = Resource {
@@ -228,8 +271,9 @@ impl Filter {
 /// `propagationPolicy: Foreground` would stay until its TTL.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeleteParams {
-    /// `dryRun=All`: check everything, delete nothing.
-    pub dry_run: bool,
+    /// Every `dryRun` value the request sent. `All` checks everything and deletes nothing
+    /// ([`DeleteParams::is_dry_run`]); any other value is refused ([`dry_run_causes`]).
+    pub dry_run: Vec<String>,
     /// `preconditions.uid`: delete only if the object has this uid (else 409).
     pub precondition_uid: Option<String>,
     /// `preconditions.resourceVersion`: delete only at this resourceVersion (else 409).
@@ -245,9 +289,14 @@ pub struct DeleteParams {
 }
 
 impl DeleteParams {
+    /// Whether the request asked for a dry run (`dryRun=All`).
+    pub fn is_dry_run(&self) -> bool {
+        asks_dry_run(&self.dry_run)
+    }
+
     /// kube's `ValidateDeleteOptions`: `orphanDependents` and `propagationPolicy` are not both
-    /// set, and propagationPolicy is one of Orphan, Background, Foreground (422
-    /// `DeleteOptions`).
+    /// set, propagationPolicy is one of Orphan, Background, Foreground, and every `dryRun`
+    /// value is `All` (422 `DeleteOptions`, all causes in one).
     pub fn validate(&self) -> Result<(), ApiError> {
         let mut causes = Vec::new();
         if self.orphan_dependents.is_some()
@@ -268,6 +317,7 @@ impl DeleteParams {
                 &["Background", "Foreground", "Orphan", "nil"],
             ));
         }
+        causes.extend(dry_run_causes(&self.dry_run));
         if causes.is_empty() {
             Ok(())
         } else {
@@ -288,6 +338,42 @@ mod query_tests {
         for v in ["0", "false", "FALSE", "FaLsE"] {
             assert!(!parse_bool(v), "{v:?}");
         }
+    }
+
+    #[test]
+    fn dry_run_and_field_validation_causes() {
+        assert!(dry_run_causes(&[]).is_empty());
+        assert!(dry_run_causes(&["All".into(), "All".into()]).is_empty());
+        let c = dry_run_causes(&["All".into(), "Foo".into()]);
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].field, "dryRun");
+        assert_eq!(c[0].reason, "FieldValueNotSupported");
+        assert_eq!(
+            c[0].message,
+            r#"Unsupported value: []string{"All", "Foo"}: supported values: "All""#
+        );
+        for ok in [None, Some(""), Some("Ignore"), Some("Warn"), Some("Strict")] {
+            assert!(field_validation_causes(ok).is_empty(), "{ok:?}");
+        }
+        let c = field_validation_causes(Some("strict"));
+        assert_eq!(
+            c[0].message,
+            r#"Unsupported value: "strict": supported values: "", "Ignore", "Strict", "Warn""#
+        );
+        let p = DeleteParams {
+            dry_run: vec!["x".into()],
+            propagation_policy: Some("Sideways".into()),
+            ..DeleteParams::default()
+        };
+        let e = p.validate().unwrap_err();
+        assert_eq!(e.code, 422);
+        assert_eq!(
+            e.causes
+                .iter()
+                .map(|c| c.field.as_str())
+                .collect::<Vec<_>>(),
+            ["propagationPolicy", "dryRun"]
+        );
     }
 
     #[test]

@@ -12,7 +12,7 @@
 //! - Server-side apply bodies (YAML or JSON) are parsed here and applied by the
 //!   [field manager](super::fieldmanager), which owns the merge and the conflicts.
 
-use herald_core::status::{ApiError, Reason};
+use herald_core::status::{ApiError, FieldCause, Reason};
 use serde_json::{Map, Value};
 
 /// The PATCH flavour, from the request's Content-Type.
@@ -58,24 +58,79 @@ impl PatchKind {
 #[derive(Debug, Clone)]
 pub enum PatchDoc {
     /// RFC 6902 operations.
-    Json(json_patch::Patch),
+    Json(Vec<JsonOp>),
     /// A merge, strategic-merge or apply object.
     Object(Value),
+}
+
+/// One operation of a JSON patch. kube-apiserver's decoder takes any list of objects whose
+/// `op`, `path` and `from` are strings; an operation it cannot carry out (an unknown `op`,
+/// a missing `path` or `value`) fails when the patch is applied, as a 422, not as a 400.
+#[derive(Debug, Clone)]
+pub enum JsonOp {
+    /// An operation of RFC 6902.
+    Valid(json_patch::PatchOperation),
+    /// One that cannot be applied: why (`Unexpected kind: frob`).
+    Invalid(String),
+}
+
+impl JsonOp {
+    /// Reads one element of the patch list; `Err` (a 400) only for what kube-apiserver's
+    /// decoder refuses: an element that is not an object. evanphx/json-patch keeps each
+    /// member as raw JSON and reads it when applying, so a bad `op`, `path` or `from` is an
+    /// operation that fails (a 422); an `op` that is not a string reads as `unknown`.
+    fn read(v: &Value) -> Result<JsonOp, String> {
+        let Value::Object(m) = v else {
+            return Err(format!(
+                "cannot unmarshal {} into an operation",
+                json_type(v)
+            ));
+        };
+        let op = m.get("op").and_then(Value::as_str).unwrap_or("unknown");
+        if !["add", "remove", "replace", "move", "copy", "test"].contains(&op) {
+            // evanphx/json-patch's wording, which kube-apiserver passes on.
+            return Ok(JsonOp::Invalid(format!("Unexpected kind: {op}")));
+        }
+        Ok(
+            match <json_patch::PatchOperation as serde::Deserialize>::deserialize(v) {
+                Ok(o) => JsonOp::Valid(o),
+                Err(e) => JsonOp::Invalid(format!("{op} operation: {e}")),
+            },
+        )
+    }
+}
+
+fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
 }
 
 /// Parses a patch body for `kind`; malformed bodies are 400s that say where.
 pub fn parse(kind: PatchKind, body: &[u8]) -> Result<PatchDoc, ApiError> {
     match kind {
         PatchKind::Json => {
-            let p = serde_json::from_slice::<json_patch::Patch>(body)
-                .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
-            if p.0.len() > MAX_JSON_PATCH_OPERATIONS {
-                return Err(ApiError::too_large(format!(
+            let bad = |e: &dyn std::fmt::Display| {
+                ApiError::bad_request(format!("error decoding patch: {e}"))
+            };
+            let list = serde_json::from_slice::<Vec<Value>>(body).map_err(|e| bad(&e))?;
+            if list.len() > MAX_JSON_PATCH_OPERATIONS {
+                return Err(ApiError::too_large(format_args!(
                     "The allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPERATIONS}, got {}",
-                    p.0.len()
+                    list.len()
                 )));
             }
-            Ok(PatchDoc::Json(p))
+            let ops = list
+                .iter()
+                .map(JsonOp::read)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| bad(&e))?;
+            Ok(PatchDoc::Json(ops))
         }
         PatchKind::Apply { .. } => {
             // JSON (what kubectl and kube-rs send) is YAML too; it is read as JSON first so
@@ -108,7 +163,7 @@ pub fn parse(kind: PatchKind, body: &[u8]) -> Result<PatchDoc, ApiError> {
 /// Applies `doc` to `target` as `kind` says.
 pub fn apply(kind: PatchKind, doc: &PatchDoc, target: &mut Value) -> Result<(), ApiError> {
     match (kind, doc) {
-        (PatchKind::Json, PatchDoc::Json(p)) => json_patch_guarded(target, &p.0),
+        (PatchKind::Json, PatchDoc::Json(ops)) => json_patch_guarded(target, ops),
         (PatchKind::StrategicMerge, PatchDoc::Object(p)) => {
             strategic_merge(target, p, "");
             Ok(())
@@ -136,23 +191,142 @@ pub const MAX_JSON_PATCH_COPY_BYTES: usize = crate::api::events::MAX_BODY_BYTES;
 /// and drops values recurses once per level: an unbounded depth overflows the stack.
 pub const MAX_PATCHED_DEPTH: usize = 128;
 
-/// RFC 6902, one operation at a time, each checked first against the bounds above (the
-/// target is left part-patched on an error; the caller drops it). A failed operation, or one
-/// past a bound, is kube-apiserver's 422.
-fn json_patch_guarded(
-    target: &mut Value,
-    ops: &[json_patch::PatchOperation],
-) -> Result<(), ApiError> {
-    use json_patch::PatchOperation as Op;
-    let rejected = |detail: String| {
-        ApiError::new(
-            422,
-            Reason::Invalid,
-            format!("the server rejected our request due to an error in our request: {detail}"),
-        )
+/// The 422 kube-apiserver answers when a JSON patch cannot be applied
+/// (`NewGenericServerResponse(422, …)`): reason `Invalid`, its generic message exactly, and
+/// the patch library's explanation in `details.causes[0]` (type `UnexpectedServerResponse`,
+/// no field), where that constructor puts a server's own message.
+pub fn patch_rejected(detail: String) -> ApiError {
+    let mut e = ApiError::new(
+        422,
+        Reason::Invalid,
+        "the server rejected our request due to an error in our request",
+    );
+    e.causes.push(FieldCause {
+        reason: "UnexpectedServerResponse".into(),
+        message: detail,
+        field: String::new(),
+    });
+    e
+}
+
+/// The 422 kube-apiserver's patchers answer when the patched object cannot be decoded as an
+/// Event (a string `count`, say): `NewInvalid(GroupKind{}, "", [patch: Invalid value])`,
+/// whose message names no kind and no object: ` "" is invalid: patch: Invalid value:
+/// "<value>": <decode error>`. The value is the patched object's JSON for a JSON or merge
+/// patch, and the strategic-merge patch itself as Go prints a map (`map[count:x]`) for a
+/// strategic-merge patch, as upstream quotes them. `err` is the decode's 400; its
+/// "cannot be handled as a Event" prefix, which only the create and update handlers put
+/// on, is dropped.
+pub fn patched_invalid(
+    kind: PatchKind,
+    doc: &PatchDoc,
+    patched: &Value,
+    err: ApiError,
+) -> ApiError {
+    let value = match (kind, doc) {
+        (PatchKind::StrategicMerge, PatchDoc::Object(p)) => {
+            let mut out = String::new();
+            go_print(p, &mut out);
+            out
+        }
+        _ => patched.to_string(),
     };
+    let detail = err
+        .message
+        .strip_prefix(super::codec::CANNOT_HANDLE)
+        .unwrap_or(&err.message);
+    let none = herald_core::status::Resource {
+        group: "",
+        resource: "",
+        kind: "",
+    };
+    let mut e = ApiError::invalid(
+        none,
+        "",
+        vec![herald_core::event::causes::invalid("patch", &value, detail)],
+    );
+    // Go leaves the empty group, kind and name out of the details.
+    e.name = None;
+    e.group = None;
+    e.kind = None;
+    e
+}
+
+/// `v` as Go's `fmt` prints the `map[string]interface{}` a JSON document decodes to with
+/// `%+v`: `map[k:v …]` (keys sorted), `[a b]`, `<nil>`, strings bare, numbers as decoded.
+fn go_print(v: &Value, out: &mut String) {
+    match v {
+        Value::Null => out.push_str("<nil>"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => match n.as_f64().filter(|_| n.is_f64()) {
+            Some(f) => out.push_str(&go_float(f)),
+            None => out.push_str(&n.to_string()),
+        },
+        Value::String(s) => out.push_str(s),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(' ');
+                }
+                go_print(item, out);
+            }
+            out.push(']');
+        }
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            out.push_str("map[");
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(' ');
+                }
+                out.push_str(k);
+                out.push(':');
+                go_print(&m[k], out);
+            }
+            out.push(']');
+        }
+    }
+}
+
+/// A float as Go's `%v` prints it: the shortest representation, with an exponent
+/// (`1e+21`, `1e-05`) below 1e-4 and from 1e21 on.
+fn go_float(f: f64) -> String {
+    let exp = if f == 0.0 {
+        0
+    } else {
+        f.abs().log10().floor() as i32
+    };
+    if f != 0.0 && !(-4..21).contains(&exp) {
+        let s = format!("{f:e}");
+        match s.split_once('e') {
+            Some((mantissa, e)) => {
+                let (sign, digits) = match e.strip_prefix('-') {
+                    Some(d) => ('-', d),
+                    None => ('+', e),
+                };
+                format!("{mantissa}e{sign}{digits:0>2}")
+            }
+            None => s,
+        }
+    } else {
+        format!("{f}")
+    }
+}
+
+/// RFC 6902, one operation at a time, each checked first against the bounds above (the
+/// target is left part-patched on an error; the caller drops it). A failed or unknown
+/// operation, or one past a bound, is kube-apiserver's 422 ([`patch_rejected`]).
+fn json_patch_guarded(target: &mut Value, ops: &[JsonOp]) -> Result<(), ApiError> {
+    use json_patch::PatchOperation as Op;
+    let rejected = patch_rejected;
     let mut copied = 0usize;
-    for op in ops {
+    for (i, op) in ops.iter().enumerate() {
+        let op = match op {
+            JsonOp::Valid(op) => op,
+            JsonOp::Invalid(why) => return Err(rejected(why.clone())),
+        };
         // What the operation puts where: the depth it can reach is the path's plus the value's.
         let inserted = match op {
             Op::Add(o) => Some((&o.path, Some(&o.value))),
@@ -185,7 +359,14 @@ fn json_patch_guarded(
                 "the operation at \"{shown}{more}\" would nest the object deeper than {MAX_PATCHED_DEPTH} levels"
             )));
         }
-        json_patch::patch(target, std::slice::from_ref(op)).map_err(|e| rejected(e.to_string()))?;
+        // Applied alone, the operation is number 0 to the library: its error is reworded
+        // with the operation's place in the patch.
+        json_patch::patch(target, std::slice::from_ref(op)).map_err(|e| {
+            rejected(format!(
+                "operation '/{i}' failed at path '{}': {}",
+                e.path, e.kind
+            ))
+        })?;
     }
     Ok(())
 }
@@ -389,6 +570,61 @@ mod tests {
         let p = json!({"source": {"$retainKeys": ["component"], "component": "b"}, "related": {"$patch": "delete"}});
         strategic_merge(&mut t, &p, "");
         assert_eq!(t, json!({"source": {"component": "b"}}));
+    }
+
+    #[test]
+    fn go_prints_like_fmt() {
+        let mut out = String::new();
+        go_print(
+            &json!({"b": [1, "x", null, true], "a": {"z": 1.5, "y": 1e21, "x": 0.00001, "w": 2.0}}),
+            &mut out,
+        );
+        assert_eq!(
+            out,
+            "map[a:map[w:2 x:1e-05 y:1e+21 z:1.5] b:[1 x <nil> true]]"
+        );
+        assert_eq!(go_float(123456.0), "123456");
+        assert_eq!(go_float(0.0001), "0.0001");
+        assert_eq!(go_float(-2.5e-7), "-2.5e-07");
+    }
+
+    #[test]
+    fn json_patch_ops_fail_when_applied() {
+        let PatchDoc::Json(ops) = parse(
+            PatchKind::Json,
+            br#"[{"op":"frob"},{"op":"add","path":"/a"},{"op":"add","path":"/a","value":1}]"#,
+        )
+        .unwrap() else {
+            panic!("a JSON patch");
+        };
+        assert!(matches!(&ops[0], JsonOp::Invalid(m) if m == "Unexpected kind: frob"));
+        assert!(matches!(&ops[1], JsonOp::Invalid(m) if m.starts_with("add operation: ")));
+        assert!(matches!(&ops[2], JsonOp::Valid(_)));
+        let mut target = json!({});
+        let e = apply(PatchKind::Json, &PatchDoc::Json(ops), &mut target).unwrap_err();
+        assert_eq!(e.code, 422);
+        assert_eq!(
+            e.message,
+            "the server rejected our request due to an error in our request"
+        );
+        assert_eq!(e.causes[0].message, "Unexpected kind: frob");
+        for bad in [&br#"{"op":"add"}"#[..], br#"[1]"#] {
+            assert_eq!(parse(PatchKind::Json, bad).unwrap_err().code, 400);
+        }
+        // Members of the wrong type fail when applied, as upstream reads them only then.
+        let PatchDoc::Json(ops) =
+            parse(PatchKind::Json, br#"[{"op":"add","path":3},{"op":7}]"#).unwrap()
+        else {
+            panic!("a JSON patch");
+        };
+        assert!(matches!(&ops[0], JsonOp::Invalid(m) if m.starts_with("add operation: ")));
+        assert!(matches!(&ops[1], JsonOp::Invalid(m) if m == "Unexpected kind: unknown"));
+        let many = format!("[{}{{}}]", "{},".repeat(MAX_JSON_PATCH_OPERATIONS));
+        let e = parse(PatchKind::Json, many.as_bytes()).unwrap_err();
+        assert_eq!(
+            e.message,
+            "Request entity too large: The allowed maximum operations in a JSON patch is 10000, got 10001"
+        );
     }
 
     #[test]

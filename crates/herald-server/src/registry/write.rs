@@ -16,7 +16,9 @@ use serde_json::Value;
 use super::codec::{self, decode, decode_body, parse_rv};
 use super::errors::{storage_error, store_full};
 use super::fieldmanager;
-use super::options::{DeleteParams, ListParams, options_invalid};
+use super::options::{
+    DeleteParams, ListParams, dry_run_causes, field_validation_causes, options_invalid,
+};
 use super::patch::{self, PatchKind};
 use super::typed_patch;
 use super::{Committed, Deletion, EventList, EventRegistry, MAX_RETRIES, WriteOptions, Written};
@@ -74,17 +76,63 @@ pub(super) async fn create_stored(
     event: CoreEvent,
     opts: &WriteOptions,
 ) -> Result<Committed, ApiError> {
-    check_field_manager("CreateOptions", opts)?;
+    check_options(opts, None)?;
     insert(reg, group, namespace, event, opts, Some(&opts.manager())).await
 }
 
-/// kube's `fieldManager` rules (length, printable), as a 422 on the options kind.
-fn check_field_manager(options: &'static str, opts: &WriteOptions) -> Result<(), ApiError> {
-    let causes = opts
-        .field_manager
-        .as_deref()
-        .map(fieldmanager::field_manager_causes)
-        .unwrap_or_default();
+/// kube's `ValidateCreateOptions`, `ValidateUpdateOptions` and `ValidatePatchOptions`: one
+/// 422 on `CreateOptions` (`patch` `None`; the options of an update are checked the same
+/// way, see [`check_update_options`]) or `PatchOptions` with every cause, in kube's order:
+/// for a patch, `force` on a non-apply patch or the missing `fieldManager` of an apply; then
+/// the `fieldManager` rules (length, printable), unsupported `dryRun` values and an
+/// unsupported `fieldValidation`.
+///
+/// The registry's writes check their options; the HTTP layer checks them too, before it
+/// decodes the body, as kube-apiserver does.
+pub fn check_options(opts: &WriteOptions, patch: Option<PatchKind>) -> Result<(), ApiError> {
+    options_check(
+        if patch.is_some() {
+            "PatchOptions"
+        } else {
+            "CreateOptions"
+        },
+        opts,
+        patch,
+    )
+}
+
+/// [`check_options`] for an update (`UpdateOptions`).
+pub fn check_update_options(opts: &WriteOptions) -> Result<(), ApiError> {
+    options_check("UpdateOptions", opts, None)
+}
+
+fn options_check(
+    options: &'static str,
+    opts: &WriteOptions,
+    patch: Option<PatchKind>,
+) -> Result<(), ApiError> {
+    let mut causes = Vec::new();
+    match patch {
+        Some(PatchKind::Apply { .. })
+            if opts.field_manager.as_deref().is_none_or(str::is_empty) =>
+        {
+            causes.push(herald_core::event::causes::required(
+                "fieldManager",
+                "is required for apply patch",
+            ));
+        }
+        Some(PatchKind::Apply { .. }) => {}
+        Some(_) if opts.force.is_some() => causes.push(herald_core::event::causes::forbidden(
+            "force",
+            "may not be specified for non-apply patch",
+        )),
+        _ => {}
+    }
+    if let Some(m) = opts.field_manager.as_deref() {
+        causes.extend(fieldmanager::field_manager_causes(m));
+    }
+    causes.extend(dry_run_causes(&opts.dry_run));
+    causes.extend(field_validation_causes(opts.field_validation.as_deref()));
     if causes.is_empty() {
         Ok(())
     } else {
@@ -105,7 +153,7 @@ async fn insert(
     // As kube-apiserver's storage: only a number other than 0 is refused (it reads the
     // version as an integer, and one it cannot read as unset); the store assigns its own. Its
     // dry-run storage does not look.
-    if !opts.dry_run
+    if !opts.is_dry_run()
         && rv_of(&event)
             .and_then(|rv| rv.parse::<u64>().ok())
             .is_some_and(|rv| rv != 0)
@@ -141,7 +189,7 @@ async fn insert(
         let name = e.metadata.name.clone().unwrap_or_default();
         let ns = e.metadata.namespace.clone().unwrap_or_default();
         let key = codec::key(&ns, &name);
-        if opts.dry_run {
+        if opts.is_dry_run() {
             // As kube-apiserver's dry-run storage: a taken name is still a 409; nothing is
             // written, so the store's bound does not apply.
             let taken = reg
@@ -249,7 +297,7 @@ pub(super) async fn update(
     opts: &WriteOptions,
 ) -> Result<Written, ApiError> {
     check_segment("name", name)?;
-    check_field_manager("UpdateOptions", opts)?;
+    check_update_options(opts)?;
     check_url_name(&event.metadata, namespace, name)?;
     let client_rv = precondition_rv(rv_of(&event))?;
     let r = group.resource();
@@ -284,7 +332,7 @@ pub(super) async fn update(
         prepare_for_update(&mut e.metadata, &old.metadata, namespace)?;
         fieldmanager::track_update(group, Some(&old), &mut e, &opts.manager(), reg.clock.now());
         validate_update(&e, &old, group)?;
-        match commit_update(reg, r, name, &old, e, &kv, opts.dry_run).await? {
+        match commit_update(reg, r, name, &old, e, &kv, opts.is_dry_run()).await? {
             Some(c) => {
                 return Ok(Written {
                     event: c.event,
@@ -394,18 +442,7 @@ pub(super) async fn patch(
 ) -> Result<Written, ApiError> {
     check_segment("name", name)?;
     let r = group.resource();
-    if matches!(kind, PatchKind::Apply { .. })
-        && opts.field_manager.as_deref().is_none_or(str::is_empty)
-    {
-        return Err(options_invalid(
-            "PatchOptions",
-            vec![herald_core::event::causes::required(
-                "fieldManager",
-                "is required for apply patch",
-            )],
-        ));
-    }
-    check_field_manager("PatchOptions", opts)?;
+    check_options(opts, Some(kind))?;
     let (applier, force) = match kind {
         PatchKind::Apply { force } => (opts.field_manager.as_deref().unwrap_or(""), force),
         _ => ("", false),
@@ -474,16 +511,26 @@ pub(super) async fn patch(
                         patched
                     }
                 };
-                let warnings = check(&patched)?;
+                // As kube-apiserver's patchers: an object that does not decode is that
+                // error, whatever else is wrong with it; then the unknown fields, then the
+                // resourceVersion precondition.
+                let checked = check(&patched);
                 let precondition = precondition_rv(
                     patched
                         .pointer("/metadata/resourceVersion")
                         .and_then(Value::as_str),
-                )?;
-                if precondition.is_some_and(|rv| rv != kv.mod_revision) {
+                );
+                let e = match kind {
+                    PatchKind::Apply { .. } => decode_body(group, patched, None)?,
+                    _ => codec::decode_patched(group, patched, |patched, err| {
+                        patch::patched_invalid(kind, &doc, patched, err)
+                    })?,
+                };
+                let warnings = checked?;
+                if precondition?.is_some_and(|rv| rv != kv.mod_revision) {
                     return Err(ApiError::conflict(r, name));
                 }
-                (decode_body(group, patched, None)?, warnings)
+                (e, warnings)
             }
         };
         check_url_name(&e.metadata, namespace, name)?;
@@ -492,7 +539,7 @@ pub(super) async fn patch(
             fieldmanager::track_update(group, Some(&old), &mut e, &opts.manager(), now);
         }
         validate_update(&e, &old, group)?;
-        match commit_update(reg, r, name, &old, e, &kv, opts.dry_run).await? {
+        match commit_update(reg, r, name, &old, e, &kv, opts.is_dry_run()).await? {
             Some(c) => {
                 return Ok(Written {
                     event: c.event,
@@ -509,12 +556,23 @@ pub(super) async fn patch(
     Err(ApiError::conflict(r, name))
 }
 
-fn precondition_failed(r: Resource, name: &str, what: &str, want: &str, have: &str) -> ApiError {
-    let mut e = ApiError::conflict(r, name);
-    e.message = format!(
-        "Operation cannot be fulfilled on {} \"{name}\": Precondition failed: {what} in precondition: {want}, {what} in object meta: {have}",
-        r.qualified()
+/// The 409 of a delete whose `preconditions` the event fails, as kube-apiserver's
+/// `rest.BeforeDelete` words it: about the internal kind `Event` (group `""` in both API
+/// groups, both being served by the core internal type), e.g. `Operation cannot be
+/// fulfilled on Event "x": the UID in the precondition (a) does not match the UID in record
+/// (b). The object might have been deleted and then recreated`.
+fn precondition_failed(name: &str, detail: &str) -> ApiError {
+    let mut e = ApiError::new(
+        409,
+        Reason::Conflict,
+        format!(
+            "Operation cannot be fulfilled on Event {}: {detail}",
+            herald_core::labels::go_quote(name)
+        ),
     );
+    e.name = Some(name.to_string());
+    e.group = Some(String::new());
+    e.kind = Some("Event".to_string());
     e
 }
 
@@ -542,13 +600,23 @@ pub(super) async fn delete(
         if let Some(uid) = p.precondition_uid.as_deref() {
             let have = old.metadata.uid.as_deref().unwrap_or("");
             if uid != have {
-                return Err(precondition_failed(r, name, "UID", uid, have));
+                return Err(precondition_failed(
+                    name,
+                    &format!(
+                        "the UID in the precondition ({uid}) does not match the UID in record ({have}). The object might have been deleted and then recreated"
+                    ),
+                ));
             }
         }
         if let Some(rv) = p.precondition_resource_version.as_deref() {
             let have = kv.mod_revision.to_string();
             if rv != have {
-                return Err(precondition_failed(r, name, "ResourceVersion", rv, &have));
+                return Err(precondition_failed(
+                    name,
+                    &format!(
+                        "the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({have}). The object might have been modified"
+                    ),
+                ));
             }
         }
         if old
@@ -561,12 +629,12 @@ pub(super) async fn delete(
             // update, and removed once an update takes the last finalizer off.
             let mut marked = old.clone();
             mark_deleting(&mut marked.metadata, reg.clock.now());
-            match store_update(reg, r, name, &old, marked, &kv, p.dry_run).await? {
+            match store_update(reg, r, name, &old, marked, &kv, p.is_dry_run()).await? {
                 Some(c) => return Ok(Deletion::Marked(c.event)),
                 None => continue,
             }
         }
-        if p.dry_run {
+        if p.is_dry_run() {
             return Ok(Deletion::Deleted(old));
         }
         match reg.backend.delete(&key, Some(kv.mod_revision)).await {

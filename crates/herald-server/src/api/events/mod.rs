@@ -64,9 +64,9 @@ use super::protobuf::{self, WatchAsProtobuf};
 use crate::registry::codec::{
     BodyFormat, EventSeed, decode_body_as, decode_json_body, parse_json_object, parse_object,
 };
-use crate::registry::options::{options_invalid, parse_bool};
+use crate::registry::options::parse_bool;
 use crate::registry::watch::{ChangeKind, change_parts};
-use crate::registry::write::check_segment;
+use crate::registry::write::{check_options, check_segment, check_update_options};
 use crate::registry::{
     DeleteParams, Deletion, EventRegistry, ListParams, PatchKind, RawEventWatch, RawWatchItem,
     WatchItem, WriteOptions,
@@ -200,21 +200,14 @@ fn list_params(pairs: &[(String, String)]) -> Result<ListParams, ApiError> {
     ListParams::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
 }
 
-fn dry_run(pairs: &[(String, String)]) -> Result<bool, ApiError> {
-    let mut dry = false;
-    for (k, v) in pairs.iter().filter(|(k, _)| k == "dryRun") {
-        let _ = k;
-        match v.as_str() {
-            "All" => dry = true,
-            "" => {}
-            other => {
-                return Err(ApiError::bad_request(format!(
-                    "Invalid dryRun value: {other:?}: supported values: \"All\""
-                )));
-            }
-        }
-    }
-    Ok(dry)
+/// Every `dryRun` value of the query, in order (kube decodes the parameter as a list). The
+/// registry's options validation refuses any but `All` (422).
+fn dry_run_values(pairs: &[(String, String)]) -> Vec<String> {
+    pairs
+        .iter()
+        .filter(|(k, _)| k == "dryRun")
+        .map(|(_, v)| v.clone())
+        .collect()
 }
 
 /// The answer to a write: the event in `group`'s shape, encoded straight from it as
@@ -332,7 +325,7 @@ async fn read_body(req: Request, limit: usize) -> Result<(HeaderMap, Bytes), Api
 }
 
 fn too_large(limit: usize) -> ApiError {
-    ApiError::too_large(format!("Request entity too large: limit is {limit}"))
+    ApiError::too_large(format_args!("limit is {limit}"))
 }
 
 fn content_type(headers: &HeaderMap) -> String {
@@ -422,7 +415,8 @@ async fn read(
     let pairs = query_pairs(req.uri())?;
     let p = list_params(&pairs)?;
     let as_protobuf = answers_protobuf(&req);
-    let include = IncludeObject::from_query(q(&pairs, "includeObject"))?;
+    // Checked only for a Table, and as kube-apiserver does, once the read succeeded.
+    let include = |out| IncludeObject::for_output(out, q(&pairs, "includeObject"));
     let accept = accept_header(req.headers());
     let group = st.group;
     if watch_path || (p.watch && name.is_none()) {
@@ -436,7 +430,7 @@ async fn read(
         if as_protobuf && out == Output::Object {
             return Ok(protobuf_watch_response(&st.api, group, w));
         }
-        return Ok(watch_response(&st.api, group, w, out, include));
+        return Ok(watch_response(&st.api, group, w, out, include(out)?));
     }
     let now = st.api.clock.now();
     match name {
@@ -446,7 +440,7 @@ async fn read(
             let e = st.api.registry.get(group, &ns, &name, p.rv()).await?;
             Ok(json_response(
                 StatusCode::OK,
-                &render::object(group, &e, out, include, now, false),
+                &render::object(group, &e, out, include(out)?, now, false),
             ))
         }
         None => {
@@ -469,8 +463,8 @@ async fn read(
                     .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
                 return Ok(resp);
             }
-            let shape = render::ListShape::of(out, include, now);
             let l = st.api.registry.list_raw(group, ns.as_deref(), &p).await?;
+            let shape = render::ListShape::of(out, include(out)?, now);
             if shape.decodes(group) && l.items.len() > render::LIST_BLOCK {
                 let body = Body::from_stream(render::parallel_list(group, shape, l));
                 return Ok(typed_response(StatusCode::OK, body, "application/json"));
@@ -657,16 +651,20 @@ fn protobuf_watch_response(api: &EventsApi, group: ApiGroup, w: RawEventWatch) -
 // ---- writes ------------------------------------------------------------------------------
 
 struct WriteCtx {
-    pairs: Vec<(String, String)>,
     validation: FieldValidation,
     opts: WriteOptions,
 }
 
 fn write_ctx(uri: &http::Uri, headers: &HeaderMap) -> Result<WriteCtx, ApiError> {
     let pairs = query_pairs(uri)?;
-    let validation = FieldValidation::from_query(q(&pairs, "fieldValidation"))?;
+    let field_validation = q(&pairs, "fieldValidation");
+    // An unsupported value is refused by the options validation, before the directive is
+    // ever applied.
+    let validation = FieldValidation::from_query(field_validation).unwrap_or_default();
     let opts = WriteOptions {
-        dry_run: dry_run(&pairs)?,
+        dry_run: dry_run_values(&pairs),
+        field_validation: field_validation.map(str::to_string),
+        force: q(&pairs, "force").map(parse_bool),
         field_manager: q(&pairs, "fieldManager").map(str::to_string),
         user_agent: headers
             .get(header::USER_AGENT)
@@ -674,11 +672,7 @@ fn write_ctx(uri: &http::Uri, headers: &HeaderMap) -> Result<WriteCtx, ApiError>
             .map(str::to_string),
         field_check: None,
     };
-    Ok(WriteCtx {
-        pairs,
-        validation,
-        opts,
-    })
+    Ok(WriteCtx { validation, opts })
 }
 
 /// Parses a create/update body: JSON or YAML (unknown fields per `fieldValidation`), or
@@ -732,6 +726,7 @@ async fn create(State(st): State<GroupState>, ApiPath(ns): ApiPath<String>, req:
     let ctx = write_ctx(req.uri(), req.headers())?;
     let as_protobuf = answers_protobuf(&req);
     let (headers, body) = read_body(req, st.api.max_body).await?;
+    check_options(&ctx.opts, None)?;
     let (event, warnings) = event_body(st.group, &headers, &body, ctx.validation)?;
     // Boxed, as in the other write handlers: the registry's future is kilobytes, and axum's
     // layers move the handler's future several times before it first runs.
@@ -761,6 +756,7 @@ async fn update(
     let ctx = write_ctx(req.uri(), req.headers())?;
     let as_protobuf = answers_protobuf(&req);
     let (headers, body) = read_body(req, st.api.max_body).await?;
+    check_update_options(&ctx.opts)?;
     let (event, warnings) = event_body(st.group, &headers, &body, ctx.validation)?;
     let w = Box::pin(
         st.api
@@ -791,22 +787,10 @@ async fn patch(
     let Some(mut kind) = PatchKind::from_content_type(&ct) else {
         return Err(ApiError::unsupported_patch_type(&ct).into());
     };
-    match &mut kind {
-        PatchKind::Apply { force } => {
-            *force = q(&ctx.pairs, "force").is_some_and(parse_bool);
-        }
-        _ if q(&ctx.pairs, "force").is_some() => {
-            return Err(options_invalid(
-                "PatchOptions",
-                vec![herald_core::event::causes::forbidden(
-                    "force",
-                    "may not be specified for non-apply patch",
-                )],
-            )
-            .into());
-        }
-        _ => {}
+    if let PatchKind::Apply { force } = &mut kind {
+        *force = ctx.opts.force.unwrap_or(false);
     }
+    check_options(&ctx.opts, Some(kind))?;
     let group = st.group;
     let validation = ctx.validation;
     // The object paths of a merge, strategic-merge or apply patch are the object's own, so
@@ -843,7 +827,7 @@ fn delete_params(
     body: &[u8],
 ) -> Result<DeleteParams, ApiError> {
     let mut p = DeleteParams {
-        dry_run: dry_run(pairs)?,
+        dry_run: dry_run_values(pairs),
         propagation_policy: q(pairs, "propagationPolicy").map(str::to_string),
         orphan_dependents: q(pairs, "orphanDependents").map(parse_bool),
         grace_period_seconds: match q(pairs, "gracePeriodSeconds") {
@@ -881,17 +865,13 @@ fn delete_params(
         p.grace_period_seconds = Some(g.as_i64().ok_or_else(|| bad("gracePeriodSeconds"))?);
     }
     if let Some(d) = v.get("dryRun").filter(|x| !x.is_null()) {
-        let list = d.as_array().ok_or_else(|| bad("dryRun"))?;
-        for x in list {
-            match x.as_str() {
-                Some("All") => p.dry_run = true,
-                _ => {
-                    return Err(ApiError::bad_request(format!(
-                        "Invalid dryRun value: {x}: supported values: \"All\""
-                    )));
-                }
-            }
-        }
+        // Values other than `All` are the options validation's to refuse (422).
+        p.dry_run = d
+            .as_array()
+            .ok_or_else(|| bad("dryRun"))?
+            .iter()
+            .map(|x| x.as_str().map(str::to_string).ok_or_else(|| bad("dryRun")))
+            .collect::<Result<_, _>>()?;
     }
     if let Some(pre) = v.get("preconditions").filter(|x| !x.is_null()) {
         if let Some(u) = pre.get("uid").filter(|x| !x.is_null()) {

@@ -578,6 +578,44 @@ fn conflict_error(conflicts: &Conflicts) -> ApiError {
     e
 }
 
+/// kube-apiserver's conversion of an applied configuration to its typed schema
+/// (structured-merge-diff's `ObjectToTyped`), before anything is merged or stored and
+/// whatever `fieldValidation` says: a field the Event schema does not declare, or a keyed
+/// list item without its key or with a duplicate one, refuses the apply
+/// ([`typed_conversion_errors`](crate::api::openapi::typed_conversion_errors)).
+///
+/// The message is upstream's word for word, e.g. `failed to create typed patch object
+/// (default/a.1; /v1, Kind=Event): .foo: field not declared in schema`, naming the namespace,
+/// name and kind the configuration itself gives. Upstream answers it as a 500 without a
+/// reason (kubernetes/kubernetes#122480, with a fix proposed to make it a 400 BadRequest);
+/// Herald answers the 400: the request is at fault.
+fn check_typed(group: ApiGroup, config: &Value) -> Result<(), ApiError> {
+    let gv = match group {
+        ApiGroup::Core => crate::api::discovery::GroupVersion::CORE_V1,
+        ApiGroup::EventsV1 => crate::api::discovery::GroupVersion::EVENTS_V1,
+    };
+    let errors = crate::api::openapi::typed_conversion_errors(gv, config);
+    if errors.is_empty() {
+        return Ok(());
+    }
+    fn text(v: Option<&Value>) -> &str {
+        v.and_then(Value::as_str).unwrap_or("")
+    }
+    let meta = config.get("metadata");
+    let detail = match errors.as_slice() {
+        [one] => one.clone(),
+        many => format!("errors:\n  {}", many.join("\n  ")),
+    };
+    Err(ApiError::bad_request(format!(
+        "failed to create typed patch object ({}/{}; {}/{}, Kind={}): {detail}",
+        text(meta.and_then(|m| m.get("namespace"))),
+        text(meta.and_then(|m| m.get("name"))),
+        gv.group,
+        gv.version,
+        text(config.get("kind")),
+    )))
+}
+
 /// Server-side apply of `config` (the request body, in `group`'s shape) by `manager` onto
 /// `live` (`None` when the event does not exist yet). Returns the new object in `group`'s
 /// shape with its `managedFields`, or the 400/409 to answer.
@@ -605,6 +643,7 @@ pub fn apply(
             group.api_version()
         )));
     }
+    check_typed(group, config)?;
     let mut managed = live
         .and_then(|l| l.metadata.managed_fields.as_deref())
         .map(|e| Managed::decode(e).unwrap_or_default())

@@ -72,7 +72,8 @@ fn item_node(node: &Node) -> &'static Node {
     }
 }
 
-/// The items of a list with their path elements; the first of duplicates wins.
+/// The items of a list with their path elements; the first of duplicates wins (an applied
+/// configuration with duplicates is refused before it gets here; other writes may have them).
 fn indexed<'v>(node: &Node, list: &'v [Value]) -> Vec<(PathElement, &'v Value)> {
     let mut out: Vec<(PathElement, &Value)> = Vec::with_capacity(list.len());
     for (i, item) in list.iter().enumerate() {
@@ -107,8 +108,9 @@ fn to_set_at(node: &Node, value: &Value, path: &mut Vec<PathElement>, set: &mut 
         Node::Scalar | Node::Atomic => set.insert(path),
         Node::Struct(_) | Node::Map(_) => {
             let Some(m) = value.as_object() else { return };
-            // Fields the schema does not know are no one's (strict field validation rejects
-            // them; `Ignore` drops them from the object).
+            // Fields the schema does not know are no one's. An applied configuration never
+            // has them (the apply is refused first); on other writes strict field validation
+            // rejects them and `Ignore` drops them from the object.
             for (k, v) in m.iter().filter(|(k, _)| node.declares(k)) {
                 let (pe, child) = node.child(k);
                 path.push(pe);
