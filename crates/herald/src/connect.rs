@@ -40,8 +40,12 @@ pub struct ConnectArgs {
 /// A client for the chosen server, and what messages need to know about it.
 #[derive(Clone)]
 pub struct Connection {
-    /// The kube client (auth, TLS and timeouts from the kubeconfig).
+    /// The kube client (auth, TLS and timeouts from the kubeconfig). Like client-go's, it
+    /// retries 429, 503 and 504 answers itself: right for reads, which are idempotent and
+    /// whose callers count nothing.
     pub client: kube::Client,
+    /// What `client` was built from, for [`Connection::client_without_retries`].
+    config: kube::Config,
     /// `-n`, else the context's namespace, else `default`.
     pub namespace: String,
     /// `host:port` of the server, for messages.
@@ -85,14 +89,25 @@ impl Connection {
         let server = host_port(&config.cluster_url);
         let loopback = is_loopback(&config.cluster_url);
         let namespace = config.default_namespace.clone();
-        let client = kube::Client::try_from(config)
+        let client = kube::Client::try_from(config.clone())
             .with_context(|| format!("cannot set up a client for {server}"))?;
         Ok(Connection {
             client,
+            config,
             namespace,
             server,
             loopback,
         })
+    }
+
+    /// A client like [`Connection::client`] without kube's retry layer, so every answer
+    /// reaches the caller: for a `KubeSink`, whose recorder retries and counts each attempt
+    /// itself (kube's layer would repeat a 429 up to 15 times unseen).
+    pub fn client_without_retries(&self) -> anyhow::Result<kube::Client> {
+        let mut config = self.config.clone();
+        config.default_retry = false;
+        kube::Client::try_from(config)
+            .with_context(|| format!("cannot set up a client for {}", self.server))
     }
 
     /// Asks the server for `/version`.
@@ -123,6 +138,9 @@ impl Connection {
             kube::Error::Auth(e) => {
                 anyhow::anyhow!("cannot authenticate to {server}: {e}: check the kubeconfig's user")
             }
+            other if self.https() && not_tls(&other) => anyhow::anyhow!(
+                "cannot reach {server}: it does not speak TLS; try http:// instead of https://"
+            ),
             other if self.loopback => {
                 tracing::debug!(error = %other, "server unreachable");
                 anyhow::anyhow!("cannot reach {server}: is `herald serve` running?")
@@ -133,6 +151,34 @@ impl Connection {
             ),
         }
     }
+}
+
+impl Connection {
+    fn https(&self) -> bool {
+        self.config.cluster_url.scheme_str() == Some("https")
+    }
+}
+
+/// True when a TLS handshake failed because the server answered in something other than
+/// TLS (a plain-http server answers the ClientHello with an HTTP response). rustls says so
+/// as `InvalidMessage(InvalidContentType)`, inside the I/O errors hyper wraps it in, which
+/// `source()` skips; so this looks into them.
+fn not_tls(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(err);
+    while let Some(e) = next {
+        let mut inner: &(dyn std::error::Error + 'static) = e;
+        while let Some(io) = inner.downcast_ref::<std::io::Error>() {
+            match io.get_ref() {
+                Some(i) => inner = i,
+                None => break,
+            }
+        }
+        if format!("{inner:?}").contains("InvalidContentType") {
+            return true;
+        }
+        next = e.source();
+    }
+    false
 }
 
 /// The innermost message of an error chain (where "connection refused" lives).
@@ -157,15 +203,18 @@ pub async fn load_config(
         ..KubeConfigOptions::default()
     };
     let mut config = if let Some(path) = path {
-        let kc = Kubeconfig::read_from(path)
-            .with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
-        kube::Config::from_custom_kubeconfig(kc, &options)
+        let which = path.display().to_string();
+        let kc = Kubeconfig::read_from(path).map_err(|e| unreadable(e, &which))?;
+        let config = kube::Config::from_custom_kubeconfig(kc, &options)
             .await
-            .map_err(|e| kubeconfig_error(e, &path.display().to_string(), context))?
+            .map_err(|e| kubeconfig_error(e, &which, context))?;
+        checked_server(config, &which, server)?
     } else if kubeconfig_present() {
-        kube::Config::from_kubeconfig(&options)
+        let which = default_kubeconfig_name();
+        let config = kube::Config::from_kubeconfig(&options)
             .await
-            .map_err(|e| kubeconfig_error(e, "from $KUBECONFIG or ~/.kube/config", context))?
+            .map_err(|e| kubeconfig_error(e, &which, context))?;
+        checked_server(config, &which, server)?
     } else if let Some(ctx) = context {
         usage_bail!("--context {ctx}: there is no kubeconfig (set KUBECONFIG or pass --kubeconfig)")
     } else if let Ok(c) = kube::Config::incluster() {
@@ -181,6 +230,53 @@ pub async fn load_config(
         config.cluster_url = parse_server(s)?;
     }
     Ok(config)
+}
+
+/// A kubeconfig that cannot be read, its cause said once (kube's error repeats its source
+/// in its own message).
+fn unreadable(err: kube::config::KubeconfigError, which: &str) -> anyhow::Error {
+    match err {
+        kube::config::KubeconfigError::ReadConfig(io, _) => {
+            anyhow::anyhow!("cannot read kubeconfig {which}: {io}")
+        }
+        other => anyhow::anyhow!("cannot read kubeconfig {which}: {other}"),
+    }
+}
+
+/// `config` when its server URL is one the client can use (kube panics on a URL without a
+/// scheme); the one-line error names the kubeconfig and the value. `-s/--server` replaces
+/// the URL, so then the kubeconfig's is not checked.
+fn checked_server(
+    config: kube::Config,
+    which: &str,
+    server: Option<&str>,
+) -> anyhow::Result<kube::Config> {
+    let url = &config.cluster_url;
+    if server.is_some()
+        || matches!(
+            (url.scheme_str(), url.host()),
+            (Some("http" | "https"), Some(_))
+        )
+    {
+        return Ok(config);
+    }
+    let text = url.to_string();
+    let like = if url.scheme_str().is_none() && url.host().is_some() {
+        format!("http://{text}")
+    } else {
+        DEFAULT_SERVER.to_string()
+    };
+    anyhow::bail!(
+        "the kubeconfig {which} has server {text:?}, which needs an http:// or https:// scheme and a host; write it like {like}"
+    )
+}
+
+/// How messages name the kubeconfig kube finds by itself.
+fn default_kubeconfig_name() -> String {
+    match std::env::var("KUBECONFIG") {
+        Ok(v) if !v.is_empty() => v,
+        _ => "~/.kube/config".to_string(),
+    }
 }
 
 fn kubeconfig_error(
@@ -311,5 +407,71 @@ mod tests {
             .unwrap_err();
         assert!(e.is::<UsageError>(), "{e:#}");
         assert!(e.to_string().contains("--context nope"), "{e:#}");
+    }
+
+    #[tokio::test]
+    async fn a_kubeconfig_server_without_a_scheme_is_named_not_a_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kc");
+        std::fs::write(
+            &path,
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: a\n  cluster: {server: '127.0.0.1:17100'}\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: a\n  context: {cluster: a, user: u}\ncurrent-context: a\n",
+        )
+        .unwrap();
+        let e = load_config(Some(&path), None, None).await.unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "the kubeconfig {} has server \"127.0.0.1:17100\", which needs an http:// or https:// scheme and a host; write it like http://127.0.0.1:17100",
+                path.display()
+            )
+        );
+        // -s replaces the kubeconfig's URL, so then it does not matter.
+        let c = load_config(Some(&path), None, Some("http://127.0.0.1:17100"))
+            .await
+            .unwrap();
+        assert_eq!(c.cluster_url.to_string(), "http://127.0.0.1:17100/");
+    }
+
+    #[tokio::test]
+    async fn a_missing_kubeconfig_says_its_cause_once() {
+        let e = load_config(Some(Path::new("/nonexistent/kc")), None, None)
+            .await
+            .unwrap_err();
+        let text = format!("{e:#}");
+        assert!(
+            text.starts_with("cannot read kubeconfig /nonexistent/kc: "),
+            "{text}"
+        );
+        assert!(text.ends_with("(os error 2)"), "{text}");
+        assert_eq!(text.matches("os error 2").count(), 1, "{text}");
+    }
+
+    /// A plain-http listener answering a TLS ClientHello with an HTTP response.
+    #[tokio::test]
+    async fn https_to_a_plain_http_server_says_it_does_not_speak_tls() {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            // Bounded: the probe makes one connection (kube does not retry handshakes).
+            for _ in 0..4 {
+                let Ok((mut s, _)) = listener.accept().await else {
+                    return;
+                };
+                let mut buf = [0u8; 1024];
+                let _ = s.read(&mut buf).await;
+                let _ = s
+                    .write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+                    .await;
+            }
+        });
+        let config = kube::Config::new(format!("https://{addr}").parse().unwrap());
+        let conn = Connection::new(config).unwrap();
+        let e = conn.probe().await.unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("cannot reach {addr}: it does not speak TLS; try http:// instead of https://")
+        );
     }
 }

@@ -20,6 +20,8 @@ mod filter;
 mod for_object;
 mod get;
 mod interrupt;
+mod kubeconfig;
+mod stdout;
 mod style;
 mod tail;
 mod top;
@@ -81,7 +83,7 @@ enum Command {
     #[command(
         after_help = "Example:\n  herald kubeconfig > herald.kubeconfig\n  kubectl --kubeconfig herald.kubeconfig get events -A"
     )]
-    Kubeconfig(KubeconfigArgs),
+    Kubeconfig(kubeconfig::KubeconfigArgs),
     /// Put load on an events API server and summarise throughput, latency and watch lag.
     #[command(
         after_help = "Examples:\n  herald bench --clients 64 --duration 30s\n  herald bench --rate 10000 --watchers 1000 --duration 20s\n  herald bench --encoding protobuf --watchers 100 --list   # as kube's components speak\n  herald bench --group events.k8s.io --list\n  herald bench --verb patch --watchers 10   # repeats counted as client-go's recorders patch them\n  herald bench --server http://127.0.0.1:7443 --requests 100000 --list -o json\n\nCompare runs only from a quiet start: on a 2-core VM, a run started right after another was\nup to a fifth slower than one started after a 20 s pause (the last run's writes still flushing)."
@@ -133,8 +135,9 @@ enum Store {
 
 #[derive(Debug, clap::Args)]
 struct ServeArgs {
-    /// Address to listen on (port 0 picks a free port; the chosen address is printed).
-    #[arg(long, default_value = "127.0.0.1:6443", env = "HERALD_LISTEN")]
+    /// Address to listen on, as IP:PORT (host names are not resolved; port 0 picks a free
+    /// port, and the chosen address is printed).
+    #[arg(long, default_value = "127.0.0.1:6443", env = "HERALD_LISTEN", value_parser = parse_listen)]
     listen: SocketAddr,
     /// Directory for the SQLite store (created if missing).
     #[arg(long, default_value = "herald-data", env = "HERALD_DATA")]
@@ -153,16 +156,6 @@ struct ServeArgs {
     max_events: usize,
 }
 
-#[derive(Debug, clap::Args)]
-struct KubeconfigArgs {
-    /// The server's URL.
-    #[arg(long, default_value = "http://127.0.0.1:6443")]
-    server: String,
-    /// Name of the cluster, user and context in the kubeconfig.
-    #[arg(long, default_value = "herald")]
-    name: String,
-}
-
 fn parse_duration(s: &str) -> Result<Duration, String> {
     if s == "0" {
         return Ok(Duration::ZERO);
@@ -173,14 +166,36 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     Duration::try_from(d).map_err(|_| format!("{s:?} must not be negative"))
 }
 
+/// The slowest `--rate` (per second) `emit` and `bench` take: one every 1000 s.
+const MIN_RATE: f64 = 0.001;
+/// The fastest `--rate` (per second) `emit` and `bench` take.
+const MAX_RATE: f64 = 1_000_000.0;
+
+/// Parses a `--rate`: a number of things per second from [`MIN_RATE`] to [`MAX_RATE`]
+/// (beyond them the pacing interval would be unrepresentable or zero).
+fn parse_rate(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(r) if (MIN_RATE..=MAX_RATE).contains(&r) => Ok(r),
+        _ => Err(format!(
+            "must be a number from {MIN_RATE} to {MAX_RATE} (per second)"
+        )),
+    }
+}
+
+/// Parses `serve --listen`: an IP address and a port. Host names are refused rather than
+/// resolved: `localhost` has an IPv4 and an IPv6 address, and the server listens on one.
+fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+    s.parse().map_err(|_| {
+        "must be IP:PORT, e.g. 127.0.0.1:6443 or [::1]:6443 (host names are not resolved)"
+            .to_string()
+    })
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => serve(args),
-        Command::Kubeconfig(args) => {
-            print!("{}", kubeconfig(&args));
-            Ok(())
-        }
+        Command::Kubeconfig(args) => kubeconfig::render(&args).and_then(|k| stdout::print(&k)),
         Command::Bench(args) => {
             no_huge_pages();
             bench::run(args)
@@ -271,11 +286,16 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             StoreKind::Sqlite { dir } => format!("sqlite in {}", dir.display()),
             StoreKind::Memory => "memory (lost at exit)".to_string(),
         };
-        println!("herald-server listening on {} (store: {where_})", server.url());
-        println!(
-            "try: herald kubeconfig --server {} > herald.kubeconfig && kubectl --kubeconfig herald.kubeconfig get events -A",
-            server.url()
+        let banner = format!(
+            "herald-server listening on {url} (store: {where_})\n\
+             try: herald kubeconfig --server {url} > herald.kubeconfig && kubectl --kubeconfig herald.kubeconfig get events -A\n",
+            url = server.url()
         );
+        // Nobody may be reading (`herald serve | (exec true)`, a closed terminal): the
+        // banner is a courtesy, serving is the job.
+        if let Err(e) = stdout::write(&banner) {
+            tracing::debug!(error = %e, "cannot print the address to stdout");
+        }
         // SIGTERM too: it is what systemd, Kubernetes and `kill` send, and a clean stop ends
         // every watch with its last chunk rather than a reset connection.
         let stop = interrupt::on_ctrl_c();
@@ -301,29 +321,6 @@ fn is_addr_in_use(e: &ServerError) -> bool {
     matches!(e, ServerError::Bind { error, .. } if error.kind() == std::io::ErrorKind::AddrInUse)
 }
 
-fn kubeconfig(args: &KubeconfigArgs) -> String {
-    let name = &args.name;
-    let server = &args.server;
-    format!(
-        "apiVersion: v1
-kind: Config
-clusters:
-- name: {name}
-  cluster:
-    server: {server}
-users:
-- name: {name}
-  user: {{}}
-contexts:
-- name: {name}
-  context:
-    cluster: {name}
-    user: {name}
-current-context: {name}
-"
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -341,13 +338,28 @@ mod tests {
     }
 
     #[test]
-    fn kubeconfig_points_at_the_server() {
-        let k = kubeconfig(&KubeconfigArgs {
-            server: "http://127.0.0.1:7443".into(),
-            name: "h".into(),
-        });
-        assert!(k.contains("server: http://127.0.0.1:7443"));
-        assert!(k.contains("current-context: h"));
+    fn rates_outside_the_range_say_what_it_is() {
+        assert_eq!(parse_rate("20"), Ok(20.0));
+        assert_eq!(parse_rate("0.001"), Ok(0.001));
+        assert_eq!(parse_rate("1e6"), Ok(1e6));
+        for bad in ["0", "-1", "1e-30", "1e30", "inf", "NaN", "fast"] {
+            let e = parse_rate(bad).unwrap_err();
+            assert_eq!(
+                e, "must be a number from 0.001 to 1000000 (per second)",
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn listen_wants_an_ip_and_a_port() {
+        assert_eq!(
+            parse_listen("127.0.0.1:7443"),
+            Ok("127.0.0.1:7443".parse().unwrap())
+        );
+        assert!(parse_listen("[::1]:0").is_ok());
+        let e = parse_listen("localhost:7443").unwrap_err();
+        assert!(e.starts_with("must be IP:PORT, e.g. 127.0.0.1:6443"), "{e}");
     }
 
     #[test]

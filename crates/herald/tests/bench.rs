@@ -577,3 +577,44 @@ fn the_server_runs_without_transparent_huge_pages() {
         .map(str::trim);
     assert_eq!(thp, Some("0"), "{status}");
 }
+
+/// `--plot` into a directory that does not exist is refused before any load (exit 2), and
+/// the flags are checked like the other commands' (`-s`, `-n`, `--clients`).
+#[test]
+fn a_plot_that_cannot_be_written_is_refused_before_the_load() {
+    let (_server, url) = serve();
+    let dir = tempfile::tempdir().unwrap();
+    let plot = dir.path().join("no/such/dir/x.svg");
+    let out = Command::new(herald_bin())
+        .args(["bench", "-s", &url, "--requests", "5", "-n", "bench-noplot"])
+        .arg("--plot")
+        .arg(&plot)
+        .output()
+        .expect("run herald bench");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "herald: --plot {}: cannot write there: No such file or directory (os error 2)\n",
+            plot.display()
+        )
+    );
+    let stored = get_json(&url, "/api/v1/namespaces/bench-noplot/events");
+    assert_eq!(stored["items"].as_array().unwrap().len(), 0, "no load ran");
+
+    // With a writable plot, the summary comes out (and the chart is written).
+    let svg = dir.path().join("ok.svg");
+    let s = bench(
+        &url,
+        &[
+            "--requests",
+            "5",
+            "-n",
+            "bench-plot-ok",
+            "--plot",
+            svg.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(s["succeeded"], 5, "{s}");
+    assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+}

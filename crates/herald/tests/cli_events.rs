@@ -96,6 +96,30 @@ async fn emit_then_get_shows_the_event_with_its_count() {
     assert_eq!(ev["involvedObject"]["kind"], "Pod");
     assert_eq!(ev["involvedObject"]["apiVersion"], "v1");
     assert_eq!(ev["source"]["component"], "herald-emit");
+
+    // Like kubectl, -o json/yaml leave managedFields out unless --show-managed-fields.
+    assert!(ev["metadata"].get("managedFields").is_none(), "{ev}");
+    let listed = json(&cli.run(&["get", "events", "-o", "json"]).await);
+    assert!(
+        listed["items"][0]["metadata"]
+            .get("managedFields")
+            .is_none(),
+        "{listed}"
+    );
+    let yaml = cli.run(&["get", "events", "-o", "yaml"]).await;
+    assert!(!yaml.ok().contains("managedFields"), "{}", yaml.show());
+    let shown = json(
+        &cli.run(&["get", "events", "-o", "json", "--show-managed-fields"])
+            .await,
+    );
+    assert_eq!(
+        shown["items"][0]["metadata"]["managedFields"][0]["manager"], "herald-emit",
+        "{shown}"
+    );
+    let yaml = cli
+        .run(&["get", "events", "-o", "yaml", "--show-managed-fields"])
+        .await;
+    assert!(yaml.ok().contains("managedFields"), "{}", yaml.show());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -369,16 +393,20 @@ async fn mistakes_are_one_line_that_says_what_to_fix() {
             "herald: --types \"Error\": valid types are Normal and Warning\n",
         ),
         (
-            &["emit", "--for", "pod/a", "--reason", "X", "--rate", "0"],
-            "herald: --rate 0: must be a positive number of occurrences per second\n",
-        ),
-        (
             &["top"],
             "herald: herald top draws a full screen and needs a terminal; for plain output use `herald get events`\n",
         ),
         (
             &["bench", "--plot", "out.jpg"],
             "herald: --plot out.jpg: the file name must end in .svg or .png\n",
+        ),
+        (
+            &["bench", "-n", "Bad"],
+            "herald: --namespace \"Bad\" is not a namespace name (lowercase letters, digits and '-', at most 63)\n",
+        ),
+        (
+            &["kubeconfig", "--server", "127.0.0.1:17100"],
+            "herald: --server \"127.0.0.1:17100\" needs a scheme and a host; use a value like http://127.0.0.1:6443\n",
         ),
     ];
     for (args, expected) in usage {
@@ -396,6 +424,105 @@ async fn mistakes_are_one_line_that_says_what_to_fix() {
     assert!(
         o.stderr
             .starts_with("error: unexpected argument '--frobnicate'"),
+        "{}",
+        o.show()
+    );
+    // Values checked by the parser: the first line names the flag and what it takes.
+    let rate = "must be a number from 0.001 to 1000000 (per second)";
+    let emit = ["emit", "--for", "pod/a", "--reason", "X", "--rate"];
+    let parsed: [(&[&str], String); 8] = [
+        (
+            &[&emit[..], &["0"]].concat(),
+            format!("'0' for '--rate <PER_SECOND>': {rate}"),
+        ),
+        (&[&emit[..], &["1e-30"]].concat(), rate.to_string()),
+        (&[&emit[..], &["1e30"]].concat(), rate.to_string()),
+        (&["bench", "--rate", "0"], rate.to_string()),
+        (&["bench", "--rate", "1e30"], rate.to_string()),
+        (
+            &["bench", "--clients", "0"],
+            "'0' for '--clients <CLIENTS>'".to_string(),
+        ),
+        (
+            &["serve", "--listen", "localhost:7443"],
+            "'localhost:7443' for '--listen <LISTEN>': must be IP:PORT, e.g. 127.0.0.1:6443"
+                .to_string(),
+        ),
+        (
+            &["bench", "-s", "http://127.0.0.1:1", "--rate", "2e6"],
+            rate.to_string(),
+        ),
+    ];
+    for (args, expected) in parsed {
+        let o = down.run(args).await;
+        assert_eq!(o.code, Some(2), "{}", o.show());
+        let first = o.stderr.lines().next().unwrap_or_default();
+        assert!(
+            first.starts_with("error: invalid value ") && first.contains(&expected),
+            "{}",
+            o.show()
+        );
+        assert!(!o.stderr.contains("panicked"), "{}", o.show());
+    }
+}
+
+/// A kubeconfig or server the client cannot use is one line naming it, never a panic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unusable_kubeconfigs_and_servers_are_one_line() {
+    let server = Herald::memory().await;
+    let cli = HeraldCli::new(&server).await;
+    let dir = tempfile::tempdir().unwrap();
+    // What `herald kubeconfig --server 127.0.0.1:PORT` used to write.
+    let no_scheme = dir.path().join("no-scheme");
+    let port = server.url.rsplit(':').next().unwrap();
+    std::fs::write(
+        &no_scheme,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: h\n  cluster: {{server: '127.0.0.1:{port}'}}\nusers:\n- name: h\n  user: {{}}\ncontexts:\n- name: h\n  context: {{cluster: h, user: h}}\ncurrent-context: h\n"
+        ),
+    )
+    .unwrap();
+    let path = no_scheme.to_str().unwrap();
+    let expected = format!(
+        "herald: the kubeconfig {path} has server \"127.0.0.1:{port}\", which needs an http:// or https:// scheme and a host; write it like http://127.0.0.1:{port}\n"
+    );
+    for args in [
+        &["get", "events", "--kubeconfig", path][..],
+        &[
+            "emit",
+            "--kubeconfig",
+            path,
+            "--for",
+            "pod/a",
+            "--reason",
+            "X",
+        ],
+        &["tail", "--kubeconfig", path],
+    ] {
+        let o = cli.run(args).await;
+        assert_eq!(o.code, Some(1), "{}", o.show());
+        assert_eq!(o.stderr, expected, "{}", o.show());
+    }
+    // A kubeconfig that is not there: the cause, once.
+    let o = cli
+        .run(&["get", "events", "--kubeconfig", "/nonexistent/kubeconfig"])
+        .await;
+    assert_eq!(o.code, Some(1), "{}", o.show());
+    assert_eq!(
+        o.stderr,
+        "herald: cannot read kubeconfig /nonexistent/kubeconfig: No such file or directory (os error 2)\n",
+        "{}",
+        o.show()
+    );
+    // https:// against a plain-http server.
+    let https = server.url.replace("http://", "https://");
+    let o = cli.run(&["get", "events", "-s", &https]).await;
+    assert_eq!(o.code, Some(1), "{}", o.show());
+    assert_eq!(
+        o.stderr,
+        format!(
+            "herald: cannot reach 127.0.0.1:{port}: it does not speak TLS; try http:// instead of https://\n"
+        ),
         "{}",
         o.show()
     );

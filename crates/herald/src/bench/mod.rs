@@ -37,6 +37,7 @@ use self::summary::{Percentiles, Summary, WatchSummary};
 use self::timeline::Timeline;
 use self::watch::{WatchCounters, Watcher};
 pub use self::workload::{Group, Verb, Workload};
+use crate::usage::usage_bail;
 
 /// Output format of the summary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -51,7 +52,7 @@ pub enum Output {
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
     /// The server's URL (plain http). Default: the kubeconfig's server, else http://127.0.0.1:6443.
-    #[arg(long)]
+    #[arg(short = 's', long, value_name = "URL")]
     server: Option<String>,
     /// Kubeconfig file to take the server from (default: $KUBECONFIG or ~/.kube/config).
     #[arg(long)]
@@ -59,8 +60,8 @@ pub struct BenchArgs {
     /// Kubeconfig context to use (default: the current context).
     #[arg(long)]
     context: Option<String>,
-    /// Concurrent clients, each with its own keep-alive connection.
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(0..=100_000))]
+    /// Concurrent clients, each with its own keep-alive connection (1 to 100000).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     clients: u32,
     /// How long to load the server, e.g. 30s or 2m.
     #[arg(long, default_value = "30s", value_parser = crate::parse_duration)]
@@ -69,10 +70,10 @@ pub struct BenchArgs {
     /// With `--verb patch`, the one create per client before the load is not counted.
     #[arg(long)]
     requests: Option<u64>,
-    /// Open loop: requests per second over all clients (latency counts from the scheduled
-    /// send time). Without it, closed loop: each client sends its next request when the last
-    /// answers.
-    #[arg(long)]
+    /// Open loop: requests per second over all clients, from 0.001 to 1000000 (latency
+    /// counts from the scheduled send time). Without it, closed loop: each client sends its
+    /// next request when the last answers.
+    #[arg(long, value_name = "PER_SECOND", value_parser = crate::parse_rate)]
     rate: Option<f64>,
     /// Watch streams to open on the namespace; each measures the delivery lag of every event.
     #[arg(long, default_value_t = 0)]
@@ -111,21 +112,32 @@ pub struct BenchArgs {
 
 /// Runs the bench and prints the summary.
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
-    if let Some(r) = args.rate
-        && !(r.is_finite() && r > 0.0)
-    {
-        anyhow::bail!("--rate must be a positive number of requests per second");
-    }
     if !herald_core::naming::is_dns1123_label(&args.namespace) {
-        anyhow::bail!(
-            "--namespace {:?} is not a valid namespace name",
+        usage_bail!(
+            "--namespace {:?} is not a namespace name (lowercase letters, digits and '-', at most 63)",
             args.namespace
         );
     }
-    let plot_format = args.plot.as_deref().map(plot::Format::of).transpose()?;
+    // Checked before any load: a plot that cannot be written must not cost a run.
+    let plot_target = args.plot.as_deref().map(plot::Target::check).transpose()?;
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-    let summary = runtime.block_on(bench(&args))?;
-    if let (Some(path), Some(format)) = (&args.plot, plot_format) {
+    let summary = runtime.block_on(bench(&args));
+    let summary = match summary {
+        Ok(s) => s,
+        Err(e) => {
+            if let Some(t) = plot_target {
+                t.abandon();
+            }
+            return Err(e);
+        }
+    };
+    // The summary first: it is the run's result, whatever becomes of the plot.
+    let text = match args.output {
+        Output::Json => format!("{}\n", serde_json::to_string_pretty(&summary)?),
+        Output::Text => summary.render(),
+    };
+    crate::stdout::print(&text)?;
+    if let Some(target) = plot_target {
         let title = format!(
             "herald bench: {} clients, {}, {:?} workload, {} against {}",
             summary.clients,
@@ -134,14 +146,11 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             rate_text(summary.rate),
             summary.server
         );
-        plot::write(path, format, &summary.timeline, &title, summary.verb)?;
+        let path = target.path.clone();
+        target.write(&summary.timeline, &title, summary.verb)?;
         if args.output == Output::Text {
             eprintln!("plot written to {}", path.display());
         }
-    }
-    match args.output {
-        Output::Json => println!("{}", serde_json::to_string_pretty(&summary)?),
-        Output::Text => print!("{}", summary.render()),
     }
     Ok(())
 }

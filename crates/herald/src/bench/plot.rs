@@ -2,7 +2,7 @@
 //! drawn with plotters as SVG or PNG, chosen by the file's extension. Text is set in DejaVu
 //! Sans, embedded in the binary, so charts look the same on machines without fonts.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use plotters::coord::Shift;
@@ -36,6 +36,54 @@ impl Format {
                 "--plot {}: the file name must end in .svg or .png",
                 path.display()
             ))),
+        }
+    }
+}
+
+/// A `--plot` file checked before the run: its format is known and it can be opened for
+/// writing (so a bad path is found before the load, not after it).
+#[derive(Debug)]
+pub struct Target {
+    /// Where the chart goes.
+    pub path: PathBuf,
+    format: Format,
+    /// The check created the (empty) file; [`Target::abandon`] removes it.
+    created: bool,
+}
+
+impl Target {
+    /// Checks `path`: a usage error when its extension is not .svg/.png or when it cannot
+    /// be opened for writing. Creates the file when missing (it is written after the run).
+    pub fn check(path: &Path) -> Result<Target, UsageError> {
+        let format = Format::of(path)?;
+        let existed = path.symlink_metadata().is_ok();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| {
+                UsageError(format!(
+                    "--plot {}: cannot write there: {e}",
+                    path.display()
+                ))
+            })?;
+        Ok(Target {
+            path: path.to_path_buf(),
+            format,
+            created: !existed,
+        })
+    }
+
+    /// Writes the chart (see [`write`]).
+    pub fn write(self, points: &[Point], title: &str, verb: Verb) -> anyhow::Result<()> {
+        write(&self.path, self.format, points, title, verb)
+    }
+
+    /// The run ended without a chart: removes the file if the check created it.
+    pub fn abandon(self) {
+        if self.created {
+            let _ = std::fs::remove_file(&self.path);
         }
     }
 }
@@ -221,5 +269,33 @@ mod tests {
             Verb::Patch,
         )
         .unwrap();
+    }
+
+    #[test]
+    fn targets_are_checked_before_the_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("no/such/dir/x.svg");
+        let e = Target::check(&missing).unwrap_err();
+        assert!(
+            e.0.starts_with(&format!(
+                "--plot {}: cannot write there: ",
+                missing.display()
+            )),
+            "{e}"
+        );
+        assert!(!missing.exists());
+        assert!(Target::check(Path::new("x.jpg")).is_err());
+        // A new file is created by the check and removed when the run gives up.
+        let new = dir.path().join("new.png");
+        Target::check(&new).unwrap().abandon();
+        assert!(!new.exists());
+        // A file that was there stays.
+        let old = dir.path().join("old.svg");
+        std::fs::write(&old, "keep").unwrap();
+        Target::check(&old).unwrap().abandon();
+        assert_eq!(std::fs::read_to_string(&old).unwrap(), "keep");
+        let t = Target::check(&old).unwrap();
+        t.write(&points(), "bench", Verb::Create).unwrap();
+        assert!(std::fs::read_to_string(&old).unwrap().starts_with("<svg"));
     }
 }

@@ -75,8 +75,9 @@ pub struct EmitArgs {
     /// Record the event this many times (a storm)
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     repeat: u64,
-    /// Occurrences per second [default: as fast as the pipeline takes them]
-    #[arg(long)]
+    /// Occurrences per second, from 0.001 to 1000000 [default: as fast as the pipeline
+    /// takes them]
+    #[arg(long, value_name = "PER_SECOND", value_parser = crate::parse_rate)]
     rate: Option<f64>,
     /// The reporting component (source.component)
     #[arg(long, default_value = "herald-emit")]
@@ -97,22 +98,19 @@ pub struct EmitArgs {
 /// Emits and prints the summary; fails (exit 1) when occurrences could not be written.
 pub fn run(args: EmitArgs) -> anyhow::Result<()> {
     let for_arg = ForArg::parse(&args.for_object)?;
-    if let Some(r) = args.rate
-        && !(r.is_finite() && r > 0.0)
-    {
-        usage_bail!("--rate {r}: must be a positive number of occurrences per second");
-    }
     if args.reason.trim().is_empty() {
         usage_bail!("--reason must not be empty; use a short CamelCase word like BackOff");
     }
     let runtime = crate::runtime()?;
-    let (summary, last_error) = runtime.block_on(emit(&args, &for_arg))?;
-    match args.output {
-        Output::Json => println!("{}", serde_json::to_string_pretty(&summary)?),
-        Output::Text => print!("{}", summary.render(Palette::stdout())),
-    }
+    let (summary, why) = runtime.block_on(emit(&args, &for_arg))?;
+    let text = match args.output {
+        Output::Json => format!("{}\n", serde_json::to_string_pretty(&summary)?),
+        Output::Text => summary.render(Palette::stdout()),
+    };
+    // A reader that went away (`herald emit … | true`) does not change what was written.
+    crate::stdout::print(&text)?;
     if summary.lost() > 0 {
-        let why = last_error.map(|e| format!(": {e}")).unwrap_or_default();
+        let why = why.map(|e| format!(": {e}")).unwrap_or_default();
         anyhow::bail!(
             "{} of {} occurrences were not written{why}",
             summary.lost(),
@@ -132,7 +130,9 @@ async fn emit(args: &EmitArgs, for_arg: &ForArg) -> anyhow::Result<(Summary, Opt
     let interrupt = crate::interrupt::on_ctrl_c();
     let broadcaster = EventBroadcaster::new(BroadcasterOptions::default());
     let last_error = Arc::new(Mutex::new(None));
-    let sink = KubeSink::new(conn.client.clone()).with_field_manager("herald-emit");
+    // Without kube's own retry layer, as KubeSink's docs ask: the recorder retries (and
+    // counts every attempt), and the last error it saw is the reason given at the end.
+    let sink = KubeSink::new(conn.client_without_retries()?).with_field_manager("herald-emit");
     broadcaster.start_recording_to_named_sink("api", ErrorMemo::new(sink, last_error.clone()));
     let recorder = broadcaster.new_recorder(EventSource::new(
         args.source.clone(),
@@ -154,9 +154,10 @@ async fn emit(args: &EmitArgs, for_arg: &ForArg) -> anyhow::Result<(Summary, Opt
         reason: args.reason.clone(),
         requested: args.repeat,
     };
-    let summary = Summary::new(what, &broadcaster.stats(), interrupt.is_cancelled());
+    let stats = broadcaster.stats();
+    let summary = Summary::new(what, &stats, interrupt.is_cancelled());
     let last = last_error.lock().unwrap_or_else(|p| p.into_inner()).take();
-    Ok((summary, last))
+    Ok((summary, summary::why_lost(&stats, last)))
 }
 
 /// Hands `--repeat` occurrences to the recorder, paced by `--rate`, until done or Ctrl-C.

@@ -147,6 +147,39 @@ impl Summary {
     }
 }
 
+/// Why occurrences were not written, for the last line of a run that lost some: the last
+/// error the sink saw (the server's own words), and the pipeline's reasons for what never
+/// reached the server. `None` when nothing was lost.
+pub fn why_lost(stats: &RecordStats, last_error: Option<String>) -> Option<String> {
+    let sink = stats.sinks.first().cloned().unwrap_or_default();
+    let mut why = Vec::new();
+    if sink.failed + sink.dropped_shutdown > 0 {
+        match last_error {
+            Some(e) => why.push(e),
+            None if sink.dropped_shutdown > 0 => {
+                why.push("the server did not answer before the shutdown deadline".to_string());
+            }
+            None => {}
+        }
+    }
+    if stats.dropped_invalid > 0 {
+        why.push(format!("{} had an invalid type", stats.dropped_invalid));
+    }
+    if stats.dropped_queue_full > 0 {
+        why.push(format!(
+            "{} did not fit in the pipeline's queue",
+            stats.dropped_queue_full
+        ));
+    }
+    if stats.dropped_shutdown > 0 {
+        why.push(format!(
+            "{} came after the pipeline shut down",
+            stats.dropped_shutdown
+        ));
+    }
+    (!why.is_empty()).then(|| why.join("; "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,5 +226,44 @@ mod tests {
         let json = serde_json::to_value(&s).unwrap();
         assert_eq!(json["type"], "Warning");
         assert_eq!(json["api_writes"], 26);
+    }
+
+    #[test]
+    fn a_loss_is_explained_by_the_last_error_or_by_the_pipeline() {
+        let failed = RecordStats {
+            emitted: 1,
+            sinks: vec![SinkStats {
+                failed: 1,
+                ..SinkStats::default()
+            }],
+            ..RecordStats::default()
+        };
+        let e = "server rejected the request (429 TooManyRequests): full".to_string();
+        assert_eq!(why_lost(&failed, Some(e.clone())), Some(e.clone()));
+        let late = RecordStats {
+            emitted: 3,
+            dropped_queue_full: 2,
+            sinks: vec![SinkStats {
+                dropped_shutdown: 1,
+                ..SinkStats::default()
+            }],
+            ..RecordStats::default()
+        };
+        assert_eq!(
+            why_lost(&late, None).as_deref(),
+            Some(
+                "the server did not answer before the shutdown deadline; 2 did not fit in the pipeline's queue"
+            )
+        );
+        // An error on a write that was retried and then succeeded explains nothing.
+        let fine = RecordStats {
+            emitted: 1,
+            sinks: vec![SinkStats {
+                created: 1,
+                ..SinkStats::default()
+            }],
+            ..RecordStats::default()
+        };
+        assert_eq!(why_lost(&fine, Some(e)), None);
     }
 }

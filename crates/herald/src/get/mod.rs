@@ -6,7 +6,6 @@ mod table;
 
 use std::io::Write as _;
 
-use anyhow::Context as _;
 use herald_core::clock::{Clock, SystemClock};
 use k8s_openapi::api::core::v1::Event;
 use kube::api::ListParams;
@@ -56,6 +55,10 @@ pub struct GetArgs {
     /// Leave out the table's header line
     #[arg(long)]
     no_headers: bool,
+    /// Keep metadata.managedFields in JSON and YAML output (like kubectl, they are left
+    /// out by default)
+    #[arg(long)]
+    show_managed_fields: bool,
 }
 
 /// Lists the events and prints them.
@@ -63,7 +66,7 @@ pub fn run(args: GetArgs) -> anyhow::Result<()> {
     let Resource::Events = args.resource;
     let checked = args.filter.check()?;
     let runtime = crate::runtime()?;
-    let (query, events) = runtime.block_on(async {
+    let (query, mut events) = runtime.block_on(async {
         let conn = args.connect.connect().await?;
         let query = checked.resolve(&conn).await?;
         let events = list(&conn, &query).await?;
@@ -73,6 +76,9 @@ pub fn run(args: GetArgs) -> anyhow::Result<()> {
         eprintln!("No events found in {}.", query.scope());
         return Ok(());
     }
+    if !args.show_managed_fields {
+        hide_managed_fields(&mut events);
+    }
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let written = match args.output {
@@ -81,8 +87,9 @@ pub fn run(args: GetArgs) -> anyhow::Result<()> {
         Some(Format::Json) => serde_json::to_writer_pretty(&mut out, &List::of(&events))
             .map_err(anyhow::Error::from)
             .and_then(|()| Ok(out.write_all(b"\n")?)),
-        Some(Format::Yaml) => serde_saphyr::to_io_writer(&mut out, &List::of(&events))
-            .map_err(|e| anyhow::anyhow!("writing the events as YAML: {e}")),
+        Some(Format::Yaml) => {
+            serde_saphyr::to_io_writer(&mut out, &List::of(&events)).map_err(yaml_error)
+        }
         table_format => {
             let layout = Layout {
                 wide: table_format == Some(Format::Wide),
@@ -94,20 +101,27 @@ pub fn run(args: GetArgs) -> anyhow::Result<()> {
         }
     }
     .and_then(|()| Ok(out.flush()?));
-    match written {
-        // `herald get events | head` closes the pipe early; that is not an error.
-        Err(e) if broken_pipe(&e) => Ok(()),
-        other => other.context("writing to stdout"),
+    // `herald get events | head` closes the pipe early; that is not an error.
+    crate::stdout::finish(written)
+}
+
+/// A YAML writing error with its I/O error kept as the source (so a closed pipe is
+/// recognised), and said once.
+fn yaml_error(e: serde_saphyr::SerializeError) -> anyhow::Error {
+    match e {
+        serde_saphyr::SerializeError::IO { error } => {
+            anyhow::Error::from(error).context("writing the events as YAML")
+        }
+        other => anyhow::anyhow!("writing the events as YAML: {other}"),
     }
 }
 
-fn broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-            || c.downcast_ref::<serde_json::Error>()
-                .is_some_and(|j| j.io_error_kind() == Some(std::io::ErrorKind::BrokenPipe))
-    })
+/// Leaves `metadata.managedFields` out, as `kubectl get -o json/yaml` does unless given
+/// `--show-managed-fields`: they are bookkeeping of server-side apply, not the event.
+fn hide_managed_fields(events: &mut [Event]) {
+    for e in events {
+        e.metadata.managed_fields = None;
+    }
 }
 
 /// Every event the query selects (all pages), sorted by last seen, oldest first.
@@ -159,5 +173,44 @@ impl<'a> List<'a> {
                 resource_version: "",
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A writer whose reader has gone away.
+    struct ClosedPipe;
+
+    impl std::io::Write for ClosedPipe {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::ErrorKind::BrokenPipe.into())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_closed_pipe_under_yaml_is_still_a_closed_pipe() {
+        let events = vec![Event::default()];
+        let e = serde_saphyr::to_io_writer(&mut ClosedPipe, &List::of(&events))
+            .map_err(yaml_error)
+            .unwrap_err();
+        assert!(crate::stdout::broken_pipe(&e), "{e:#}");
+        assert!(crate::stdout::finish(Err(e)).is_ok());
+    }
+
+    #[test]
+    fn managed_fields_are_hidden() {
+        let mut e = Event::default();
+        e.metadata.managed_fields = Some(vec![Default::default()]);
+        e.metadata.name = Some("a".into());
+        let mut events = vec![e];
+        hide_managed_fields(&mut events);
+        assert_eq!(events[0].metadata.managed_fields, None);
+        assert_eq!(events[0].metadata.name.as_deref(), Some("a"));
     }
 }

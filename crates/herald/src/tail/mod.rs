@@ -2,7 +2,9 @@
 //! newest stored events first, then one line per new or updated event, updated in place on
 //! a terminal. The informer lists, watches, and after a disconnect resumes from where it
 //! was (relisting when the server's history no longer reaches back), so the stream survives
-//! server restarts. Ctrl-C stops it and prints how many events were shown.
+//! server restarts. Ctrl-C stops it and prints how many events were shown. So does a failed
+//! write to stdout, except that a reader that went away (`herald tail | head`) ends it
+//! quietly, like `kubectl get -w | head`.
 
 mod screen;
 
@@ -14,6 +16,7 @@ use herald_runtime::cache::{
     HandlerFns, InformerConfig, KubeListerWatcher, ListWatchError, SharedInformer,
 };
 use k8s_openapi::api::core::v1::Event;
+use tokio_util::sync::CancellationToken;
 
 use self::screen::{Change, RealTerm, Screen, TermSize};
 use crate::connect::ConnectArgs;
@@ -51,14 +54,35 @@ struct State {
     /// A connection problem was reported and no event arrived since.
     outage: bool,
     clock: SystemClock,
+    /// Cancelled at the first failed write to stdout: the stream ends.
+    closed: CancellationToken,
+    /// That write's error.
+    write_error: Option<std::io::Error>,
 }
 
 impl State {
     fn show(&mut self, e: &Event, change: Change) {
+        if self.write_error.is_some() {
+            return;
+        }
         self.outage = false;
         let now = self.clock.now();
-        if let Err(err) = self.screen.show(e, change, now) {
-            tracing::debug!(error = %err, "cannot write to stdout");
+        let written = self.screen.show(e, change, now);
+        self.check(written);
+    }
+
+    fn note(&mut self, text: &str) {
+        if self.write_error.is_none() {
+            let written = self.screen.note(text);
+            self.check(written);
+        }
+    }
+
+    /// Ends the stream at the first write error (nobody reads what follows).
+    fn check(&mut self, written: std::io::Result<()>) {
+        if let Err(e) = written {
+            self.write_error = Some(e);
+            self.closed.cancel();
         }
     }
 }
@@ -84,6 +108,7 @@ async fn tail(
     initial: usize,
 ) -> anyhow::Result<()> {
     let interrupt = crate::interrupt::on_ctrl_c();
+    let closed = CancellationToken::new();
     let terminal = std::io::stdout().is_terminal();
     let term: Option<Box<dyn TermSize>> = terminal.then(|| Box::new(RealTerm) as _);
     let state = Arc::new(Mutex::new(State {
@@ -99,6 +124,8 @@ async fn tail(
         },
         outage: false,
         clock: SystemClock,
+        closed: closed.clone(),
+        write_error: None,
     }));
 
     let informer = informer(conn, &query);
@@ -112,7 +139,7 @@ async fn tail(
             let mut st = lock(&state);
             if !st.outage {
                 st.outage = true;
-                let _ = st.screen.note(&format!(
+                st.note(&format!(
                     "-- lost {server} ({e}); resuming when it is back --"
                 ));
             }
@@ -142,18 +169,29 @@ async fn tail(
     let stop = interrupt.child_token();
     let task = informer.spawn(stop.clone());
 
+    let ended = async {
+        tokio::select! {
+            _ = interrupt.cancelled() => {}
+            _ = closed.cancelled() => {}
+        }
+    };
+    tokio::pin!(ended);
     tokio::select! {
-        _ = interrupt.cancelled() => {}
+        _ = &mut ended => {}
         synced = registration.wait_synced() => {
             if synced {
                 go_live(&state, initial);
-                interrupt.cancelled().await;
+                ended.await;
             }
         }
     }
     stop.cancel();
     let _ = task.await;
-    let st = lock(&state);
+    let mut st = lock(&state);
+    if let Some(e) = st.write_error.take() {
+        // A closed pipe ends the stream quietly; any other error is the run's error.
+        return crate::stdout::finish(Err(e.into()));
+    }
     eprintln!(
         "herald tail: {} new, {} updated events shown",
         st.screen.new_events, st.screen.updates

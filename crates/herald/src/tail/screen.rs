@@ -83,7 +83,13 @@ impl<W: Write> Screen<W> {
             Change::Updated => self.updates += 1,
         }
         let key = event_key(event);
-        let size = self.term.as_ref().and_then(|t| t.size());
+        // A terminal that reports 0 columns (some ptys, serial consoles) has an unknown
+        // width: lines are printed whole rather than cut to nothing.
+        let size = self
+            .term
+            .as_ref()
+            .and_then(|t| t.size())
+            .filter(|&(cols, _)| cols > 0);
         let segments = self.segments(event, now);
         if let Some((cols, rows)) = size {
             let cap = usize::from(rows.saturating_sub(1)).min(MAX_REGION);
@@ -346,5 +352,26 @@ mod tests {
             line.ends_with("(x4 over 5m)") && line.contains('…'),
             "{line:?}"
         );
+    }
+
+    #[test]
+    fn a_terminal_of_zero_columns_gets_whole_lines() {
+        let now: Timestamp = "2025-01-01T00:05:00Z".parse().unwrap();
+        let mut s = Screen::new(
+            Vec::new(),
+            Palette::plain(),
+            Some(Box::new(Fixed(0, 0))),
+            false,
+        );
+        s.show(&ev("a", "web-1", 4), Change::New, now).unwrap();
+        s.show(&ev("a", "web-1", 5), Change::Updated, now).unwrap();
+        let out = String::from_utf8(s.into_inner()).unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 2, "{out:?}");
+        assert!(
+            lines[1].ends_with("BackOff  Back-off restarting failed container  (x5 over 5m)"),
+            "{out:?}"
+        );
+        assert!(!out.contains('…'), "{out:?}");
     }
 }

@@ -121,14 +121,13 @@ pub fn run(args: TopArgs) -> anyhow::Result<()> {
             )
         })
         .unwrap_or_default();
-    println!(
-        "herald top: {} occurrences in {} API writes over the last {}{busiest} (watched for {})",
+    crate::stdout::print(&format!(
+        "herald top: {} occurrences in {} API writes over the last {}{busiest} (watched for {})\n",
         snap.total.occurrences,
         snap.total.writes,
         herald_server::api::table::human_duration(snap.span),
         herald_server::api::table::human_duration(started.elapsed()),
-    );
-    Ok(())
+    ))
 }
 
 /// Keeps the header's status true: `syncing` until the first list is in, `reconnecting (…)`

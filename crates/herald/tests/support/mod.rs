@@ -69,6 +69,14 @@ fn drain<R: AsyncRead + Unpin + Send + 'static>(r: R, tail: LogTail) {
     });
 }
 
+/// The write end of a pipe whose read end is already closed: every write to it fails with
+/// EPIPE, as for `herald … | true` once `true` has exited.
+pub fn closed_pipe() -> std::io::PipeWriter {
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    writer
+}
+
 /// The path of the binary under test.
 pub fn herald_bin() -> &'static str {
     env!("CARGO_BIN_EXE_herald")
@@ -76,7 +84,7 @@ pub fn herald_bin() -> &'static str {
 
 /// `herald serve` with no colour, the `HERALD_*` environment cleared (the arguments alone
 /// decide), no stdin, and killed if the test drops it.
-fn serve_command() -> Command {
+pub fn serve_command() -> Command {
     let mut cmd = Command::new(herald_bin());
     cmd.arg("serve")
         .env("NO_COLOR", "1")
@@ -734,8 +742,9 @@ impl HeraldCli {
         ]
     }
 
-    /// Runs `herald ARGS…` to completion (killed after [`CLI_GUARD`]), without a terminal.
-    pub async fn run(&self, args: &[&str]) -> Output {
+    /// `herald ARGS…` in this environment, without a terminal, stdout and stderr piped,
+    /// killed if dropped (for tests that read its output as it comes).
+    pub fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(herald_bin());
         cmd.args(args)
             .env("KUBECONFIG", &self.kubeconfig)
@@ -746,12 +755,21 @@ impl HeraldCli {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        finish(
-            cmd.spawn().expect("start herald"),
-            "herald",
-            args,
-            CLI_GUARD,
-        )
-        .await
+        cmd
+    }
+
+    /// Runs `herald ARGS…` to completion (killed after [`CLI_GUARD`]), without a terminal.
+    pub async fn run(&self, args: &[&str]) -> Output {
+        self.run_to(args, Stdio::piped()).await
+    }
+
+    /// Like [`HeraldCli::run`] with stdout going to `stdout` (e.g. a pipe nobody reads).
+    pub async fn run_to(&self, args: &[&str], stdout: impl Into<Stdio>) -> Output {
+        let child = self
+            .command(args)
+            .stdout(stdout)
+            .spawn()
+            .expect("start herald");
+        finish(child, "herald", args, CLI_GUARD).await
     }
 }
