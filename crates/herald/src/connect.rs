@@ -110,6 +110,10 @@ impl Connection {
             .with_context(|| format!("cannot set up a client for {}", self.server))
     }
 
+    fn https(&self) -> bool {
+        self.config.cluster_url.scheme_str() == Some("https")
+    }
+
     /// Asks the server for `/version`.
     pub async fn probe(&self) -> anyhow::Result<()> {
         match self.client.apiserver_version().await {
@@ -150,12 +154,6 @@ impl Connection {
                 root_cause(&other)
             ),
         }
-    }
-}
-
-impl Connection {
-    fn https(&self) -> bool {
-        self.config.cluster_url.scheme_str() == Some("https")
     }
 }
 

@@ -36,6 +36,15 @@ async fn commands_writing_into_a_closed_pipe_end_quietly() {
     store_events(&server, 40).await;
     let cli = HeraldCli::new(&server).await;
     let emit = ["emit", "--for", "pod/web-1", "--reason", "BackOff"];
+    let bench = [
+        "bench",
+        "--requests",
+        "5",
+        "--clients",
+        "1",
+        "-n",
+        "closed-pipe",
+    ];
     let runs: [&[&str]; 8] = [
         &["kubeconfig"],
         &emit,
@@ -43,26 +52,8 @@ async fn commands_writing_into_a_closed_pipe_end_quietly() {
         &["get", "events"],
         &["get", "events", "-o", "json"],
         &["get", "events", "-o", "yaml"],
-        &[
-            "bench",
-            "--requests",
-            "5",
-            "--clients",
-            "1",
-            "-n",
-            "closed-pipe",
-        ],
-        &[
-            "bench",
-            "--requests",
-            "5",
-            "--clients",
-            "1",
-            "-n",
-            "closed-pipe",
-            "-o",
-            "json",
-        ],
+        &bench,
+        &[&bench[..], &["-o", "json"]].concat(),
     ];
     for args in runs {
         let out = cli.run_to(args, closed_pipe()).await;

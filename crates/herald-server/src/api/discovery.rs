@@ -108,6 +108,14 @@ impl GroupVersion {
         version: "v1",
     };
 
+    /// The version Herald serves `group` in.
+    pub fn of(group: herald_core::event::ApiGroup) -> GroupVersion {
+        match group {
+            herald_core::event::ApiGroup::Core => GroupVersion::CORE_V1,
+            herald_core::event::ApiGroup::EventsV1 => GroupVersion::EVENTS_V1,
+        }
+    }
+
     /// `v1` or `events.k8s.io/v1`.
     pub fn group_version(&self) -> String {
         if self.group.is_empty() {

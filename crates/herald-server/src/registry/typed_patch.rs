@@ -435,15 +435,11 @@ mod tests {
                     if let Some(typed) = apply(group, kind, &doc, &old) {
                         // The write checks the patch's fields instead of the patched
                         // object's: neither has an unknown one.
-                        let gv = match group {
-                            ApiGroup::Core => GroupVersion::CORE_V1,
-                            ApiGroup::EventsV1 => GroupVersion::EVENTS_V1,
-                        };
-                        prop_assert!(unknown_fields(gv, &doc).is_empty());
+                        prop_assert!(unknown_fields(GroupVersion::of(group), &doc).is_empty());
                         let mut patched = event_json(group, &old);
                         let object = PatchDoc::Object(doc.clone());
                         prop_assert!(patch::apply(kind, &object, &mut patched).is_ok());
-                        prop_assert!(unknown_fields(gv, &patched).is_empty());
+                        prop_assert!(unknown_fields(GroupVersion::of(group), &patched).is_empty());
                         prop_assert_eq!(
                             Some(typed),
                             general(group, kind, &doc, &old),

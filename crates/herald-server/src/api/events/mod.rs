@@ -174,13 +174,6 @@ impl EventsApi {
     }
 }
 
-fn gv(group: ApiGroup) -> GroupVersion {
-    match group {
-        ApiGroup::Core => GroupVersion::CORE_V1,
-        ApiGroup::EventsV1 => GroupVersion::EVENTS_V1,
-    }
-}
-
 fn query_pairs(uri: &http::Uri) -> Result<Vec<(String, String)>, ApiError> {
     Query::<Vec<(String, String)>>::try_from_uri(uri)
         .map(|q| q.0)
@@ -704,7 +697,7 @@ fn event_body(
         && let Ok(text) = std::str::from_utf8(body)
         && let Some(e) = match validation {
             FieldValidation::Ignore => decode_json_body(group, text),
-            _ => decode_if_known(gv(group), text, EventSeed(group)),
+            _ => decode_if_known(GroupVersion::of(group), text, EventSeed(group)),
         }
     {
         return Ok((e, Vec::new()));
@@ -716,7 +709,7 @@ fn event_body(
         // A YAML body with a repeated key does not parse at all.
         Vec::new()
     };
-    let warnings = check_fields(gv(group), validation, &v, &duplicates)?;
+    let warnings = check_fields(GroupVersion::of(group), validation, &v, &duplicates)?;
     let e = decode_body_as(group, v, Some((format, body)))?;
     Ok((e, warnings))
 }
@@ -801,7 +794,7 @@ async fn patch(
         _ => duplicate_fields(&body),
     };
     ctx.opts.field_check = Some(Arc::new(move |v: &Value| {
-        check_fields(gv(group), validation, v, &duplicates)
+        check_fields(GroupVersion::of(group), validation, v, &duplicates)
     }));
     let w = Box::pin(
         st.api

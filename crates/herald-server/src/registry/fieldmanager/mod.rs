@@ -590,10 +590,7 @@ fn conflict_error(conflicts: &Conflicts) -> ApiError {
 /// reason (kubernetes/kubernetes#122480, with a fix proposed to make it a 400 BadRequest);
 /// Herald answers the 400: the request is at fault.
 fn check_typed(group: ApiGroup, config: &Value) -> Result<(), ApiError> {
-    let gv = match group {
-        ApiGroup::Core => crate::api::discovery::GroupVersion::CORE_V1,
-        ApiGroup::EventsV1 => crate::api::discovery::GroupVersion::EVENTS_V1,
-    };
+    let gv = crate::api::discovery::GroupVersion::of(group);
     let errors = crate::api::openapi::typed_conversion_errors(gv, config);
     if errors.is_empty() {
         return Ok(());
