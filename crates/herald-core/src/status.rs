@@ -56,22 +56,39 @@ impl Resource {
 /// The machine-readable reason of a failure (`Status.reason`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reason {
+    /// 400: the request is malformed (a body that does not decode, a bad query).
     BadRequest,
+    /// 401: no valid credentials.
     Unauthorized,
+    /// 403: the user may not do this, or the object may not be changed this way.
     Forbidden,
+    /// 404: no such object, or no such path.
     NotFound,
+    /// 409: a create of a name that exists.
     AlreadyExists,
+    /// 409: a stale resourceVersion, or a write that lost its retries to concurrent ones.
     Conflict,
+    /// 410 without the watch-cache meaning (kube-apiserver uses `Expired` for history).
     Gone,
+    /// 410: a resourceVersion or continue token older than the retained history.
     Expired,
+    /// 422: the object fails validation; the causes say which fields.
     Invalid,
+    /// 405: the path does not take this HTTP method.
     MethodNotAllowed,
+    /// 406: no representation the `Accept` header allows.
     NotAcceptable,
+    /// 413: the body is larger than the limit.
     RequestEntityTooLarge,
+    /// 415: a body in a Content-Type the endpoint does not read.
     UnsupportedMediaType,
+    /// 429: over a limit; `Retry-After` says when to try again.
     TooManyRequests,
+    /// 500: the server failed (logged with the request's audit ID).
     InternalError,
+    /// 503: the store cannot take the request now.
     ServiceUnavailable,
+    /// 504: the request did not complete in time (or a resourceVersion never reached).
     Timeout,
 }
 

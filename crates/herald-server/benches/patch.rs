@@ -8,11 +8,12 @@
 mod common;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use herald_core::event::wire::event_json;
 use herald_core::event::{ApiGroup, CoreEvent};
-use herald_server::registry::codec::{decode_at, decode_body, encode};
 use herald_server::registry::patch::{self, PatchKind};
 use herald_server::registry::typed_patch;
+use herald_wire::body::decode_body;
+use herald_wire::json::event_json;
+use herald_wire::stored::{decode_at, encode};
 
 /// A kubelet event as the server stores it after a create, decoded.
 fn stored() -> CoreEvent {

@@ -12,17 +12,16 @@ mod common;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use herald_core::event::ApiGroup;
-use herald_core::event::wire::write_events_v1_item;
 use herald_server::api::events::render::{
-    ListShape, list, object, raw_list, stored_shape_watch_line, watch_line,
+    ListShape, decoded_watch_line, list, object, stored_shape_watch_line,
 };
 use herald_server::api::negotiate::{IncludeObject, MetaVersion, Output};
-use herald_server::api::protobuf::{event_object, stored::write_list_item};
-use herald_server::registry::codec::{decode, decode_at, encode, splice_resource_version_into};
-use herald_server::registry::stored_events_v1::write_item;
-use herald_server::registry::watch::ChangeKind;
-use herald_server::registry::{EventList, RawEventList, WatchItem};
-use herald_server::storage::KeyValue;
+use herald_server::registry::{ChangeKind, DecodedItem, EventList, Stored};
+use herald_wire::events_v1::write_item;
+use herald_wire::json::{event_json, write_events_v1_item};
+use herald_wire::protobuf::{event_object, transcode::write_list_item};
+use herald_wire::stored::{decode_at, encode, splice_resource_version_into};
+use herald_wire::table::{TableMeta, TableOptions, event_table};
 
 /// Items per iteration.
 const ITEMS: usize = 1000;
@@ -92,15 +91,13 @@ fn bench(c: &mut Criterion) {
         });
     }
     // kubectl's `get events`: a Table with each row's PartialObjectMetadata.
-    let page = RawEventList {
+    let page = EventList {
         items: items
             .iter()
             .enumerate()
-            .map(|(i, s)| KeyValue {
-                key: format!("/events/default/e.{i}"),
-                value: s.clone(),
-                create_revision: i as u64 + 1,
-                mod_revision: i as u64 + 1,
+            .map(|(i, s)| Stored {
+                bytes: s.clone(),
+                revision: i as u64 + 1,
             })
             .collect(),
         resource_version: ITEMS.to_string(),
@@ -111,38 +108,42 @@ fn bench(c: &mut Criterion) {
     let shape = ListShape::of(table, IncludeObject::Metadata, now);
     g.bench_function("core_table_row_streamed", |b| {
         b.iter(|| {
-            raw_list(ApiGroup::Core, shape, page.clone())
+            list(ApiGroup::Core, shape, page.clone())
                 .map(|c| c.len())
                 .sum::<usize>()
         })
     });
+    // The same Table built as a `Value` tree from the decoded events.
     g.bench_function("core_table_row_value", |b| {
         b.iter(|| {
-            let l = EventList {
-                items: page
-                    .items
-                    .iter()
-                    .map(|kv| decode(kv).expect("decodes"))
-                    .collect(),
-                resource_version: page.resource_version.clone(),
-                continue_: None,
+            let events = page.decode();
+            let meta = TableMeta {
+                resource_version: Some(page.resource_version.clone()),
+                ..TableMeta::default()
             };
-            let v = list(ApiGroup::Core, &l, table, IncludeObject::Metadata, now);
+            let opts = TableOptions {
+                version: MetaVersion::V1,
+                include_object: IncludeObject::Metadata,
+                no_headers: false,
+            };
+            let v = event_table(&events, &meta, now, &opts, &|e| {
+                event_json(ApiGroup::Core, e)
+            });
             serde_json::to_vec(&v).expect("encodes").len()
         })
     });
     // kubectl's `get events -w`: one watch line per change and watcher.
-    let changes: Vec<WatchItem> = page
+    let changes: Vec<DecodedItem> = page
         .items
         .iter()
-        .map(|kv| WatchItem::Modified(decode(kv).expect("decodes")))
+        .map(|s| DecodedItem::Modified(s.decode().expect("decodes")))
         .collect();
     g.bench_function("core_table_watch_line_streamed", |b| {
         b.iter(|| {
             changes
                 .iter()
                 .map(|c| {
-                    watch_line(
+                    decoded_watch_line(
                         ApiGroup::Core,
                         c,
                         table,
@@ -160,12 +161,12 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             page.items
                 .iter()
-                .map(|kv| {
+                .map(|s| {
                     stored_shape_watch_line(
                         ApiGroup::Core,
                         ChangeKind::Modified,
-                        &kv.value,
-                        kv.mod_revision,
+                        &s.bytes,
+                        s.revision,
                         shape,
                         false,
                     )
@@ -183,7 +184,7 @@ fn bench(c: &mut Criterion) {
     );
     g.bench_function("core_metadata_item_streamed", |b| {
         b.iter(|| {
-            raw_list(ApiGroup::Core, metadata, page.clone())
+            list(ApiGroup::Core, metadata, page.clone())
                 .map(|c| c.len())
                 .sum::<usize>()
         })
@@ -193,7 +194,7 @@ fn bench(c: &mut Criterion) {
             changes
                 .iter()
                 .map(|c| {
-                    let WatchItem::Modified(e) = c else {
+                    let DecodedItem::Modified(e) = c else {
                         unreachable!()
                     };
                     let obj = object(ApiGroup::Core, e, table, IncludeObject::Metadata, now, true);

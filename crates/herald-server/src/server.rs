@@ -2,12 +2,12 @@
 //! what `herald serve` runs.
 //!
 //! ```no_run
-//! use herald_server::server::{Server, ServerConfig, StoreKind};
+//! use herald_server::server::{Server, ServerOptions, StoreKind};
 //! # async fn run() -> Result<(), herald_server::server::ServerError> {
-//! let config = ServerConfig {
+//! let config = ServerOptions {
 //!     store: StoreKind::Sqlite { dir: "./herald-data".into() },
 //!     listen: "127.0.0.1:6443".parse().unwrap(),
-//!     ..ServerConfig::default()
+//!     ..ServerOptions::default()
 //! };
 //! let server = Server::start(config).await?;
 //! println!("listening on http://{}", server.addr());
@@ -31,8 +31,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::events::EventsApi;
-use crate::api::events::metrics::{Metrics, metrics_handler};
 use crate::api::health::{HealthChecks, check_fn};
+use crate::api::metrics::{Metrics, metrics_handler};
 use crate::api::output::OutputLayer;
 use crate::api::{self, ApiState};
 use crate::registry::{EventRegistry, RegistryOptions};
@@ -57,7 +57,7 @@ pub enum StoreKind {
 /// Everything [`Server::start`] needs. `Default` is: memory store, `127.0.0.1:6443`,
 /// 1 h event TTL, default history, the system clock.
 #[derive(Clone)]
-pub struct ServerConfig {
+pub struct ServerOptions {
     /// The store.
     pub store: StoreKind,
     /// The address to listen on (port 0 picks a free one; see [`Server::addr`]).
@@ -66,7 +66,7 @@ pub struct ServerConfig {
     pub event_ttl: Option<Duration>,
     /// History retained for watches and lists at older revisions.
     pub history: HistoryOptions,
-    /// SQLite tuning (its `history` field is replaced by [`ServerConfig::history`]).
+    /// SQLite tuning (its `history` field is replaced by [`ServerOptions::history`]).
     pub sqlite: SqliteOptions,
     /// How often expired events are swept (default 1 s; an event may outlive its TTL by this
     /// much).
@@ -77,9 +77,9 @@ pub struct ServerConfig {
     pub clock: Arc<dyn Clock>,
 }
 
-impl std::fmt::Debug for ServerConfig {
+impl std::fmt::Debug for ServerOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServerConfig")
+        f.debug_struct("ServerOptions")
             .field("store", &self.store)
             .field("listen", &self.listen)
             .field("event_ttl", &self.event_ttl)
@@ -89,9 +89,9 @@ impl std::fmt::Debug for ServerConfig {
     }
 }
 
-impl Default for ServerConfig {
+impl Default for ServerOptions {
     fn default() -> Self {
-        ServerConfig {
+        ServerOptions {
             store: StoreKind::Memory,
             listen: SocketAddr::from(([127, 0, 0, 1], 6443)),
             event_ttl: Some(Duration::from_secs(3600)),
@@ -155,7 +155,7 @@ impl Server {
     /// Opens the store, starts the TTL sweeper, binds `config.listen` and serves the whole
     /// API (discovery, OpenAPI, health, `/metrics`, events) in a background task. Returns
     /// once the listener is bound. Must be called inside a tokio runtime.
-    pub async fn start(config: ServerConfig) -> Result<Server, ServerError> {
+    pub async fn start(config: ServerOptions) -> Result<Server, ServerError> {
         let clock = config.clock.clone();
         let mut metrics = Metrics::default();
         let mut sqlite = None;
@@ -173,7 +173,18 @@ impl Server {
                     .await
                     .map_err(|e| ServerError::Task(e.to_string()))?
                     .map_err(ServerError::Storage)?;
-                metrics = metrics.with_commit_metrics(b.commit_metrics());
+                let m = b.commit_metrics();
+                metrics = metrics
+                    .with_metric(
+                        "storage_commit_batch_size",
+                        "Writes per SQLite transaction (each one fsync)",
+                        m.batch_size.clone(),
+                    )
+                    .with_metric(
+                        "storage_commit_duration_seconds",
+                        "Seconds per SQLite group commit, fsync included",
+                        m.duration_seconds.clone(),
+                    );
                 let b = Arc::new(b);
                 store_closed = Some(b.closed());
                 sqlite = Some(b.clone());

@@ -14,9 +14,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use herald_core::clock::FakeClock;
-use herald_server::api::discovery::GroupVersion;
 use herald_server::api::field_validation::{FieldValidation, add_warnings, check_fields};
 use herald_server::api::{self, ApiState, StatusError};
+use herald_wire::schema::GroupVersion;
 
 struct Server {
     port: u16,
@@ -601,7 +601,7 @@ async fn list_fixture(
     use herald_server::api::negotiate::{
         IncludeObject, Output, Target, accept_header, negotiate_output,
     };
-    use herald_server::api::table::{TableMeta, TableOptions, core_v1_object, event_table};
+    use herald_wire::table::{TableMeta, TableOptions, core_v1_object, event_table};
     let events: Vec<_> = fixture_events()
         .into_iter()
         .filter(|e| ns.is_none() || e.metadata.namespace == ns)

@@ -11,7 +11,7 @@ use std::time::Duration;
 use events_support::*;
 use herald_core::clock::FakeClock;
 use herald_server::registry::RegistryOptions;
-use herald_server::server::{Server, ServerConfig, StoreKind};
+use herald_server::server::{Server, ServerOptions, StoreKind};
 use serde_json::json;
 use std::sync::Arc;
 
@@ -27,7 +27,7 @@ async fn limited_with_ttl(
     max: usize,
     ttl: Option<Duration>,
 ) -> Server {
-    let cfg = ServerConfig {
+    let cfg = ServerOptions {
         store,
         listen: "127.0.0.1:0".parse().unwrap(),
         event_ttl: ttl,
@@ -37,7 +37,7 @@ async fn limited_with_ttl(
             ..RegistryOptions::default()
         },
         clock,
-        ..ServerConfig::default()
+        ..ServerOptions::default()
     };
     Server::start(cfg).await.expect("server starts")
 }

@@ -11,8 +11,9 @@ use events_support::*;
 use futures::StreamExt;
 use herald_core::clock::{Clock, FakeClock};
 use herald_core::event::{ApiGroup, CoreEvent};
+use herald_server::registry::watch::decoded;
 use herald_server::registry::{
-    EventRegistry, ListParams, RegistryOptions, WatchItem, WriteOptions,
+    DecodedItem, EventRegistry, ListParams, RegistryOptions, WriteOptions,
 };
 use herald_server::server::{Server, StoreKind};
 use herald_server::storage::{HistoryOptions, INITIAL_REVISION as R0, MemoryBackend};
@@ -599,7 +600,8 @@ async fn periodic_bookmarks_and_timeout() {
             &WriteOptions::default(),
         )
         .await
-        .unwrap();
+        .unwrap()
+        .event;
     let p = ListParams {
         watch: true,
         allow_watch_bookmarks: true,
@@ -607,10 +609,11 @@ async fn periodic_bookmarks_and_timeout() {
         resource_version: e.metadata.resource_version.clone(),
         ..ListParams::default()
     };
-    let mut w = reg
-        .watch(ApiGroup::Core, Some("default"), None, &p)
-        .await
-        .unwrap();
+    let mut w = decoded(
+        reg.watch(ApiGroup::Core, Some("default"), None, &p)
+            .await
+            .unwrap(),
+    );
     // an event in another namespace is outside the watched prefix: not delivered, but the
     // bookmarks move past it, so a client resuming from one is not sent back into history
     // the store may since have dropped
@@ -622,11 +625,12 @@ async fn periodic_bookmarks_and_timeout() {
             &WriteOptions::default(),
         )
         .await
-        .unwrap();
+        .unwrap()
+        .event;
     assert_ne!(other.metadata.resource_version, e.metadata.resource_version);
     let start = tokio::time::Instant::now();
-    let bookmark_at = |item: Option<WatchItem>| match item {
-        Some(WatchItem::Bookmark {
+    let bookmark_at = |item: Option<DecodedItem>| match item {
+        Some(DecodedItem::Bookmark {
             resource_version,
             initial_events_end: false,
         }) => (resource_version, start.elapsed()),
@@ -651,13 +655,13 @@ async fn periodic_bookmarks_and_timeout() {
         timeout_seconds: Some(100),
         ..ListParams::default()
     };
-    let mut w = reg.watch(ApiGroup::Core, None, None, &p).await.unwrap();
+    let mut w = decoded(reg.watch(ApiGroup::Core, None, None, &p).await.unwrap());
     let mut items = Vec::new();
     while let Some(i) = w.next().await {
         items.push(i);
     }
     assert_eq!(items.len(), 2, "two ADDED, no bookmarks: {items:?}");
-    assert!(items.iter().all(|i| matches!(i, WatchItem::Added(_))));
+    assert!(items.iter().all(|i| matches!(i, DecodedItem::Added(_))));
     // a negative timeout has already passed: the watch ends at once, as in kube-apiserver
     // (not after the default timeout, which paused time would skip to)
     let p = ListParams {
@@ -666,7 +670,7 @@ async fn periodic_bookmarks_and_timeout() {
         ..ListParams::default()
     };
     let start = tokio::time::Instant::now();
-    let mut w = reg.watch(ApiGroup::Core, None, None, &p).await.unwrap();
+    let mut w = decoded(reg.watch(ApiGroup::Core, None, None, &p).await.unwrap());
     while w.next().await.is_some() {}
     assert!(
         start.elapsed() < Duration::from_secs(1),
@@ -689,7 +693,7 @@ async fn periodic_bookmarks_and_timeout() {
             timeout_seconds: t,
             ..ListParams::default()
         };
-        let mut w = reg.watch(ApiGroup::Core, None, None, &p).await.unwrap();
+        let mut w = decoded(reg.watch(ApiGroup::Core, None, None, &p).await.unwrap());
         let name = format!("x{}", t.is_some());
         reg.create(
             ApiGroup::Core,
@@ -703,7 +707,7 @@ async fn periodic_bookmarks_and_timeout() {
         let mut seen = Vec::new();
         for _ in 0..3 {
             match w.next().await {
-                Some(WatchItem::Added(e)) if e.metadata.name.as_deref() == Some(&name) => break,
+                Some(DecodedItem::Added(e)) if e.metadata.name.as_deref() == Some(&name) => break,
                 other => seen.push(format!("{other:?}")),
             }
         }
@@ -732,16 +736,18 @@ async fn slow_watcher_past_the_window_gets_410() {
             &WriteOptions::default(),
         )
         .await
-        .unwrap();
+        .unwrap()
+        .event;
     let p = ListParams {
         watch: true,
         resource_version: first.metadata.resource_version.clone(),
         ..ListParams::default()
     };
-    let mut w = reg
-        .watch(ApiGroup::Core, Some("default"), None, &p)
-        .await
-        .unwrap();
+    let mut w = decoded(
+        reg.watch(ApiGroup::Core, Some("default"), None, &p)
+            .await
+            .unwrap(),
+    );
     for i in 1..=10 {
         reg.create(
             ApiGroup::Core,
@@ -753,7 +759,7 @@ async fn slow_watcher_past_the_window_gets_410() {
         .unwrap();
     }
     match tokio::time::timeout(GUARD, w.next()).await.unwrap() {
-        Some(WatchItem::Error(e)) => {
+        Some(DecodedItem::Error(e)) => {
             assert_eq!(e.code, 410);
             assert_eq!(e.reason.as_str(), "Expired");
         }
@@ -782,7 +788,8 @@ async fn create_n(reg: &EventRegistry, names: &[&str]) -> Vec<u64> {
                 &WriteOptions::default(),
             )
             .await
-            .unwrap();
+            .unwrap()
+            .event;
         rvs.push(e.metadata.resource_version.unwrap().parse().unwrap());
     }
     rvs
@@ -793,15 +800,16 @@ async fn watch_from_a_revision_the_store_never_reached_ends_with_too_large() {
     let reg = registry_with(fake_clock(), RegistryOptions::default());
     create_n(&reg, &["f.1"]).await;
     let current = R0 + 1;
-    let mut w = reg
-        .watch(ApiGroup::Core, None, None, &watch_from(current + 5))
-        .await
-        .unwrap();
+    let mut w = decoded(
+        reg.watch(ApiGroup::Core, None, None, &watch_from(current + 5))
+            .await
+            .unwrap(),
+    );
     let start = tokio::time::Instant::now();
     // Two writes during the wait do not reach the requested revision and are not delivered.
     create_n(&reg, &["f.2", "f.3"]).await;
     match w.next().await {
-        Some(WatchItem::Error(e)) => {
+        Some(DecodedItem::Error(e)) => {
             assert_eq!(e.code, 504);
             assert_eq!(
                 e.message,
@@ -832,15 +840,16 @@ async fn watch_from_a_revision_the_store_never_reached_ends_with_too_large() {
 async fn watch_from_a_future_revision_starts_there_once_the_store_reaches_it() {
     let reg = registry_with(fake_clock(), RegistryOptions::default());
     create_n(&reg, &["g.1"]).await;
-    let mut w = reg
-        .watch(ApiGroup::Core, None, None, &watch_from(R0 + 3))
-        .await
-        .unwrap();
+    let mut w = decoded(
+        reg.watch(ApiGroup::Core, None, None, &watch_from(R0 + 3))
+            .await
+            .unwrap(),
+    );
     // R0+2 and R0+3 are at or before the watch's start; R0+4 is the first change after it.
     let rvs = create_n(&reg, &["g.2", "g.3", "g.4"]).await;
     assert_eq!(rvs, [R0 + 2, R0 + 3, R0 + 4]);
     match w.next().await {
-        Some(WatchItem::Added(e)) => {
+        Some(DecodedItem::Added(e)) => {
             assert_eq!(e.metadata.name.as_deref(), Some("g.4"));
         }
         other => panic!("expected ADDED g.4, got {other:?}"),
@@ -849,7 +858,7 @@ async fn watch_from_a_future_revision_starts_there_once_the_store_reaches_it() {
     tokio::time::advance(Duration::from_secs(10)).await;
     create_n(&reg, &["g.5"]).await;
     match w.next().await {
-        Some(WatchItem::Added(e)) => assert_eq!(e.metadata.name.as_deref(), Some("g.5")),
+        Some(DecodedItem::Added(e)) => assert_eq!(e.metadata.name.as_deref(), Some("g.5")),
         other => panic!("expected ADDED g.5, got {other:?}"),
     }
 }
@@ -858,10 +867,11 @@ async fn watch_from_a_future_revision_starts_there_once_the_store_reaches_it() {
 async fn a_namespace_watch_from_a_future_revision_counts_writes_elsewhere() {
     let reg = registry_with(fake_clock(), RegistryOptions::default());
     create_n(&reg, &["n.1"]).await;
-    let mut w = reg
-        .watch(ApiGroup::Core, Some("default"), None, &watch_from(R0 + 2))
-        .await
-        .unwrap();
+    let mut w = decoded(
+        reg.watch(ApiGroup::Core, Some("default"), None, &watch_from(R0 + 2))
+            .await
+            .unwrap(),
+    );
     // The store reaches the requested revision through another namespace only.
     reg.create(
         ApiGroup::Core,
@@ -878,7 +888,7 @@ async fn a_namespace_watch_from_a_future_revision_counts_writes_elsewhere() {
         create_n(&reg, &["n.3"]).await;
     });
     match item {
-        Some(WatchItem::Added(e)) => assert_eq!(e.metadata.name.as_deref(), Some("n.3")),
+        Some(DecodedItem::Added(e)) => assert_eq!(e.metadata.name.as_deref(), Some("n.3")),
         other => panic!("expected ADDED n.3 and no too-large ERROR, got {other:?}"),
     }
 }
@@ -899,10 +909,10 @@ async fn a_watch_from_any_revision_without_initial_events_replays_nothing() {
         send_initial_events: Some(false),
         ..ListParams::default()
     };
-    let mut w = reg.watch(ApiGroup::Core, None, None, &p).await.unwrap();
+    let mut w = decoded(reg.watch(ApiGroup::Core, None, None, &p).await.unwrap());
     create_n(&reg, &["z.3"]).await;
     match w.next().await {
-        Some(WatchItem::Added(e)) => assert_eq!(e.metadata.name.as_deref(), Some("z.3")),
+        Some(DecodedItem::Added(e)) => assert_eq!(e.metadata.name.as_deref(), Some("z.3")),
         other => panic!("expected ADDED z.3 first, got {other:?}"),
     }
 }
@@ -927,22 +937,23 @@ async fn an_empty_store_reports_a_resumable_resource_version() {
         resource_version_match: Some("NotOlderThan".into()),
         ..ListParams::default()
     };
-    let mut wl = reg.watch(ApiGroup::Core, None, None, &p).await.unwrap();
+    let mut wl = decoded(reg.watch(ApiGroup::Core, None, None, &p).await.unwrap());
     match wl.next().await {
-        Some(WatchItem::Bookmark {
+        Some(DecodedItem::Bookmark {
             resource_version,
             initial_events_end: true,
         }) => assert_eq!(resource_version, R0.to_string()),
         other => panic!("expected the initial-events-end bookmark, got {other:?}"),
     }
-    let mut w = reg
-        .watch(ApiGroup::Core, None, None, &watch_from(R0))
-        .await
-        .unwrap();
+    let mut w = decoded(
+        reg.watch(ApiGroup::Core, None, None, &watch_from(R0))
+            .await
+            .unwrap(),
+    );
     create_n(&reg, &["z.1"]).await;
     for s in [&mut wl, &mut w] {
         match s.next().await {
-            Some(WatchItem::Added(e)) => assert_eq!(e.metadata.name.as_deref(), Some("z.1")),
+            Some(DecodedItem::Added(e)) => assert_eq!(e.metadata.name.as_deref(), Some("z.1")),
             other => panic!("expected ADDED z.1, got {other:?}"),
         }
     }

@@ -20,7 +20,7 @@ use herald_runtime::record::{
     BroadcasterOptions, EventBroadcaster, EventSource, EventType, KubeSink,
 };
 use herald_runtime::workqueue::RateLimitingQueue;
-use herald_server::server::{Server, ServerConfig};
+use herald_server::server::{Server, ServerOptions};
 use k8s_openapi::api::core::v1::{Event, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use tokio_util::sync::CancellationToken;
@@ -52,9 +52,9 @@ fn pod(name: &str) -> Pod {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let server = Server::start(ServerConfig {
+    let server = Server::start(ServerOptions {
         listen: "127.0.0.1:0".parse()?,
-        ..ServerConfig::default()
+        ..ServerOptions::default()
     })
     .await?;
     println!("herald-server on {}", server.url());

@@ -2,7 +2,7 @@
 //! server's own Table printer, so `herald get` and `kubectl get` agree) plus kubectl
 //! events' `5m (x12 over 10m)` interval, and the time an event was last seen (the sort key).
 
-use herald_server::api::table::event_cells;
+use herald_wire::table::event_cells;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Event;
 

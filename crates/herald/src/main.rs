@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 use herald_server::registry::RegistryOptions;
-use herald_server::server::{Server, ServerConfig, ServerError, StoreKind};
+use herald_server::server::{Server, ServerError, ServerOptions, StoreKind};
 use herald_server::storage::StorageError;
 
 mod bench;
@@ -252,7 +252,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 dir: args.data.clone(),
             },
         };
-        let config = ServerConfig {
+        let config = ServerOptions {
             store: store.clone(),
             listen: args.listen,
             event_ttl: (!args.event_ttl.is_zero()).then_some(args.event_ttl),
@@ -260,7 +260,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 max_events: (args.max_events > 0).then_some(args.max_events),
                 ..RegistryOptions::default()
             },
-            ..ServerConfig::default()
+            ..ServerOptions::default()
         };
         let server = match Server::start(config).await {
             Ok(s) => s,

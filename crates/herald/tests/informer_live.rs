@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use herald_runtime::cache::{HandlerFns, InformerConfig, ListWatchError, SharedInformer};
-use herald_server::server::{Server, ServerConfig, StoreKind};
+use herald_server::server::{Server, ServerOptions, StoreKind};
 use herald_server::storage::HistoryOptions;
 use k8s_openapi::api::core::v1::{Event, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 /// The history window of most tests here: small enough that churn expires resume points.
 const SMALL_WINDOW: usize = 16;
 
-fn config(dir: &std::path::Path, listen: std::net::SocketAddr) -> ServerConfig {
+fn config(dir: &std::path::Path, listen: std::net::SocketAddr) -> ServerOptions {
     config_with_window(dir, listen, SMALL_WINDOW)
 }
 
@@ -31,8 +31,8 @@ fn config_with_window(
     dir: &std::path::Path,
     listen: std::net::SocketAddr,
     window: usize,
-) -> ServerConfig {
-    ServerConfig {
+) -> ServerOptions {
+    ServerOptions {
         store: StoreKind::Sqlite {
             dir: dir.to_path_buf(),
         },
@@ -41,7 +41,7 @@ fn config_with_window(
             watch_window: window,
             keep_revisions: window as u64,
         },
-        ..ServerConfig::default()
+        ..ServerOptions::default()
     }
 }
 
@@ -129,7 +129,7 @@ fn any_port() -> std::net::SocketAddr {
 }
 
 /// Starts a server with `config`, and the [`Fixture`] on it taken apart.
-async fn serve(config: ServerConfig) -> (Server, Api<Event>, SharedInformer<Event>, Arc<Notify>) {
+async fn serve(config: ServerOptions) -> (Server, Api<Event>, SharedInformer<Event>, Arc<Notify>) {
     let server = Server::start(config).await.unwrap();
     let Fixture {
         api,

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use herald_runtime::record::{
     BroadcasterOptions, EventBroadcaster, EventSource, EventType, KubeSink,
 };
-use herald_server::server::{Server, ServerConfig, StoreKind};
+use herald_server::server::{Server, ServerOptions, StoreKind};
 use k8s_openapi::api::core::v1::{Event, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ListParams};
@@ -41,12 +41,12 @@ fn pod(i: usize) -> Pod {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_storm_through_kube_sink_is_stored_with_exact_counts() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let server = Server::start(ServerConfig {
+    let server = Server::start(ServerOptions {
         store: StoreKind::Sqlite {
             dir: dir.path().to_path_buf(),
         },
         listen: "127.0.0.1:0".parse().expect("address"),
-        ..ServerConfig::default()
+        ..ServerOptions::default()
     })
     .await
     .expect("start herald-server");

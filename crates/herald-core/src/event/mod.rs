@@ -12,7 +12,6 @@
 //! - [`fields`]: field selectors, the field labels each group supports, and field values.
 //! - [`names`]: `generateName` expansion, the namespace/name checks of create and update, and
 //!   the metadata of an object being deleted (deletion mark, delete-on-last-finalizer).
-//! - [`wire`]: the exact JSON kube-apiserver writes for each shape (zero times as `null`).
 //!
 //! ```
 //! use herald_core::event::{ApiGroup, CoreEvent, convert, fields::FieldSelector};
@@ -36,7 +35,6 @@ pub mod fields;
 pub mod meta;
 pub mod names;
 pub mod validate;
-pub mod wire;
 
 use crate::status::Resource;
 

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use super::ApiState;
 use super::error::StatusError;
-use super::negotiate::{DiscoveryFormat, accept_header, negotiate_discovery};
+use super::negotiate::{DiscoveryFormat, Negotiated};
 use super::referenced::{self, ReferencedKind};
 
 /// The verbs both event resources support, in the order kube-apiserver lists them.
@@ -38,8 +38,7 @@ pub const EVENT_VERBS: [&str; 8] = [
 /// stored as core `v1/Event`): base64 of the first 8 bytes of sha256(`/v1/Event`).
 pub const EVENTS_STORAGE_VERSION_HASH: &str = "r2yiGXH7wu8=";
 
-/// The `events.k8s.io` group name.
-pub const EVENTS_GROUP: &str = "events.k8s.io";
+use herald_wire::schema::{EVENTS_GROUP, GroupVersion};
 
 /// What `/version` reports. `minor` matters: the Google Cloud SDK kubectl dispatcher runs the
 /// kubectl binary whose minor matches it, so Herald reports a minor that binary exists for.
@@ -83,45 +82,6 @@ impl Default for VersionInfo {
             go_version: String::new(),
             compiler: "rustc".into(),
             platform: format!("{}/{}", std::env::consts::OS, arch),
-        }
-    }
-}
-
-/// One API group version Herald serves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GroupVersion {
-    /// Group; empty for core.
-    pub group: &'static str,
-    /// Version, `v1`.
-    pub version: &'static str,
-}
-
-impl GroupVersion {
-    /// core/v1.
-    pub const CORE_V1: GroupVersion = GroupVersion {
-        group: "",
-        version: "v1",
-    };
-    /// events.k8s.io/v1.
-    pub const EVENTS_V1: GroupVersion = GroupVersion {
-        group: EVENTS_GROUP,
-        version: "v1",
-    };
-
-    /// The version Herald serves `group` in.
-    pub fn of(group: herald_core::event::ApiGroup) -> GroupVersion {
-        match group {
-            herald_core::event::ApiGroup::Core => GroupVersion::CORE_V1,
-            herald_core::event::ApiGroup::EventsV1 => GroupVersion::EVENTS_V1,
-        }
-    }
-
-    /// `v1` or `events.k8s.io/v1`.
-    pub fn group_version(&self) -> String {
-        if self.group.is_empty() {
-            self.version.to_string()
-        } else {
-            format!("{}/{}", self.group, self.version)
         }
     }
 }
@@ -281,11 +241,11 @@ pub(crate) fn json_response(body: &Value, content_type: &'static str) -> Respons
 }
 
 fn discovery_response(
-    headers: &HeaderMap,
+    neg: &Negotiated,
     gv: GroupVersion,
     legacy: impl FnOnce() -> Value,
 ) -> Result<Response, StatusError> {
-    let format = negotiate_discovery(accept_header(headers).as_deref())?;
+    let format = neg.discovery()?;
     let mut resp = match format {
         DiscoveryFormat::Legacy => json_response(&legacy(), format.content_type()),
         _ => json_response(&aggregated_discovery(gv, format), format.content_type()),
@@ -302,18 +262,18 @@ pub async fn version(State(state): State<ApiState>) -> Response {
 }
 
 /// `GET /api`.
-pub async fn api(headers: HeaderMap) -> Result<Response, StatusError> {
+pub async fn api(neg: Negotiated, headers: HeaderMap) -> Result<Response, StatusError> {
     let host = headers
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
         .unwrap_or("")
         .to_string();
-    discovery_response(&headers, GroupVersion::CORE_V1, || api_versions(&host))
+    discovery_response(&neg, GroupVersion::CORE_V1, || api_versions(&host))
 }
 
 /// `GET /apis`.
-pub async fn apis(headers: HeaderMap) -> Result<Response, StatusError> {
-    discovery_response(&headers, GroupVersion::EVENTS_V1, api_group_list)
+pub async fn apis(neg: Negotiated) -> Result<Response, StatusError> {
+    discovery_response(&neg, GroupVersion::EVENTS_V1, api_group_list)
 }
 
 /// `GET /api/v1`.

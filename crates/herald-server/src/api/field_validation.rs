@@ -42,8 +42,10 @@ use serde::Deserialize as _;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
-use super::discovery::GroupVersion;
-use super::openapi::{MAX_UNKNOWN_FIELDS, MAX_WALK_DEPTH, strict_decoding_error, unknown_fields};
+use herald_wire::schema::GroupVersion;
+use herald_wire::schema::openapi::{
+    MAX_UNKNOWN_FIELDS, MAX_WALK_DEPTH, strict_decoding_error, unknown_fields,
+};
 
 /// The directive of a write request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -1,10 +1,11 @@
-//! herald-server's HTTP API surface that does not touch storage: `/version`, discovery,
-//! OpenAPI, health probes, content negotiation, `Status` error responses and the server-side
-//! `Table` printer for events.
+//! herald-server's HTTP layer: `/version`, discovery, OpenAPI, health probes, metrics,
+//! content negotiation, `Status` error responses, the output layer every response passes,
+//! and the events endpoints ([`events`]), which reach the store only through the
+//! [registry](crate::registry) and write their answers with [`herald_wire`].
 //!
 //! The events endpoints (`/api/v1[/namespaces/{ns}]/events[/{name}]` and the same under
-//! `/apis/events.k8s.io/v1`) live in another module; they plug in through
-//! [`router_with`], which merges their `Router` with the static one:
+//! `/apis/events.k8s.io/v1`) plug in through [`router_with`], which merges their `Router`
+//! with the static one:
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -30,15 +31,12 @@ pub mod error;
 pub mod events;
 pub mod field_validation;
 pub mod health;
-pub mod known_fields;
+pub mod metrics;
 pub mod negotiate;
 pub mod openapi;
 pub mod output;
 pub mod path;
-pub mod protobuf;
 pub mod referenced;
-pub mod stored_table;
-pub mod table;
 
 use std::future::Future;
 use std::sync::Arc;

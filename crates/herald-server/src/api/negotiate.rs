@@ -1,11 +1,11 @@
 //! Content negotiation: which representation a request's `Accept` header asks for.
 //!
-//! The handlers negotiate JSON. A client that prefers YAML or protobuf (client-go's typed
-//! clientset sends `application/vnd.kubernetes.protobuf,application/json`) is served by the
-//! [output layer](super::output), which asks the handlers for JSON and re-encodes it; a
-//! protobuf clause that reaches this module is skipped. Besides the plain object, the server
-//! offers the transforms kube-apiserver offers on GET/LIST/WATCH, selected by media-type
-//! parameters:
+//! Every request is negotiated once, into a [`Negotiated`] value: its wire [`Encoding`]
+//! (JSON, indented JSON, YAML or protobuf: client-go's typed clientset sends
+//! `application/vnd.kubernetes.protobuf,application/json`) and the representation the
+//! handler writes. Besides the plain object, the server offers the transforms kube-apiserver
+//! offers on GET/LIST/WATCH, selected by media-type parameters (a protobuf clause that
+//! reaches this choice is skipped):
 //!
 //! | Accept clause | [`Output`] |
 //! |---|---|
@@ -28,34 +28,8 @@
 //! ```
 
 use herald_core::status::ApiError;
-use http::HeaderMap;
-
-/// The `meta.k8s.io` version a transform was requested in; the response uses the same one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MetaVersion {
-    /// `meta.k8s.io/v1`.
-    V1,
-    /// `meta.k8s.io/v1beta1` (older clients).
-    V1Beta1,
-}
-
-impl MetaVersion {
-    /// `meta.k8s.io/v1` or `meta.k8s.io/v1beta1`.
-    pub fn api_version(self) -> &'static str {
-        match self {
-            MetaVersion::V1 => "meta.k8s.io/v1",
-            MetaVersion::V1Beta1 => "meta.k8s.io/v1beta1",
-        }
-    }
-
-    fn parse(v: &str) -> Option<Self> {
-        match v {
-            "v1" => Some(MetaVersion::V1),
-            "v1beta1" => Some(MetaVersion::V1Beta1),
-            _ => None,
-        }
-    }
-}
+pub use herald_wire::table::{IncludeObject, MetaVersion};
+use http::{HeaderMap, header};
 
 /// What the response body should be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -265,56 +239,250 @@ pub fn negotiate_discovery(accept: Option<&str>) -> Result<DiscoveryFormat, ApiE
     Err(not_acceptable())
 }
 
-/// `includeObject` of a Table request: what each row's `object` holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum IncludeObject {
-    /// `null`.
-    None,
-    /// A `PartialObjectMetadata` (the default; kubectl needs it for NAMESPACE and labels).
-    #[default]
-    Metadata,
-    /// The full object in the requested version (`kubectl get --sort-by` asks for it).
-    Object,
-}
-
-impl IncludeObject {
-    /// Parses the query value of a Table request (kube's `ValidateTableOptions`): absent or
-    /// empty means [`IncludeObject::Metadata`]; an unknown value is kube-apiserver's 400
-    /// `Unable to convert to Table as requested: includeObject: Invalid value: "x": must be
-    /// 'Metadata', 'Object', 'None', or empty`.
-    pub fn from_query(v: Option<&str>) -> Result<Self, ApiError> {
-        match v.unwrap_or("") {
-            "" | "Metadata" => Ok(IncludeObject::Metadata),
-            "None" => Ok(IncludeObject::None),
-            "Object" => Ok(IncludeObject::Object),
-            other => {
-                let cause = herald_core::event::causes::invalid(
-                    "includeObject",
-                    other,
-                    "must be 'Metadata', 'Object', 'None', or empty",
-                );
-                Err(ApiError::bad_request(format!(
-                    "Unable to convert to Table as requested: {}: {}",
-                    cause.field, cause.message
-                )))
-            }
-        }
-    }
-
+impl Output {
     /// The `includeObject` of a response of `out`: parsed ([`IncludeObject::from_query`])
     /// only for a Table, the one output it applies to; every other output ignores the
     /// parameter, whatever its value, as kube-apiserver does.
-    pub fn for_output(out: Output, v: Option<&str>) -> Result<Self, ApiError> {
-        match out {
-            Output::Table(_) => Self::from_query(v),
+    pub fn include_object(self, v: Option<&str>) -> Result<IncludeObject, ApiError> {
+        match self {
+            Output::Table(_) => IncludeObject::from_query(v),
             _ => Ok(IncludeObject::Metadata),
         }
     }
 }
 
+/// How a response body goes on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    /// JSON as the handler wrote it.
+    Json,
+    /// JSON indented (`?pretty=true`, or curl, Wget and browsers unless `pretty=false`).
+    PrettyJson,
+    /// YAML, re-encoded from the handler's JSON.
+    Yaml,
+    /// Kubernetes' protobuf: written by the handler where it has the event at hand (an
+    /// event, a list, a watch's frames), else re-encoded from its JSON.
+    Protobuf,
+}
+
+/// What a request asked its answer to be, decided once per request: by the
+/// [output layer](super::output), which every request passes, and handed to the handlers as
+/// a request extension (extract it as an argument; without the layer it is computed from
+/// the request the same way).
+///
+/// - [`Negotiated::encoding`] is the wire encoding: the first clause of `Accept` Herald can
+///   serve names JSON, plain `application/yaml` or plain protobuf; a watch streams JSON lines
+///   or protobuf frames (YAML is not a watch encoding: such a watch gets a 406).
+/// - [`Negotiated::output`] is the representation the handler writes (the object, a
+///   `Table`, `PartialObjectMetadata`), from the `Accept` clauses; for a YAML or protobuf
+///   answer it is the object, which the layer (or the handler) encodes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Negotiated {
+    /// The wire encoding of the answer.
+    pub encoding: Encoding,
+    /// The request streams a watch ([`is_watch`](super::path::is_watch)).
+    pub watch: bool,
+    /// The `Accept` header the representation is chosen from: the client's, or none where
+    /// the encoding is YAML or protobuf (the handlers then write the plain object).
+    accept: Option<String>,
+}
+
+impl Negotiated {
+    /// Negotiates the answer of a request to `uri` with `headers`.
+    pub fn of(uri: &http::Uri, headers: &HeaderMap) -> Self {
+        let watch = super::path::is_watch(
+            uri.path(),
+            query_value(uri.query(), "watch")
+                .is_some_and(|v| crate::registry::options::parse_bool(&v)),
+        );
+        let encoding = match (preferred(headers), watch) {
+            (Preferred::Protobuf, _) => Encoding::Protobuf,
+            // Watches are JSON lines; the handler answers a YAML-only one with 406.
+            (_, true) => Encoding::Json,
+            (Preferred::Yaml, false) => Encoding::Yaml,
+            (Preferred::Json, false) if wants_pretty(uri, headers) => Encoding::PrettyJson,
+            (Preferred::Json, false) => Encoding::Json,
+        };
+        let accept = match encoding {
+            Encoding::Yaml | Encoding::Protobuf => None,
+            Encoding::Json | Encoding::PrettyJson => accept_header(headers),
+        };
+        Negotiated {
+            encoding,
+            watch,
+            accept,
+        }
+    }
+
+    /// The representation of a GET/LIST/WATCH answer ([`negotiate_output`]).
+    pub fn output(&self, target: Target) -> Result<Output, ApiError> {
+        negotiate_output(self.accept.as_deref(), target)
+    }
+
+    /// The discovery format of `/api` and `/apis` ([`negotiate_discovery`]).
+    pub fn discovery(&self) -> Result<DiscoveryFormat, ApiError> {
+        negotiate_discovery(self.accept.as_deref())
+    }
+
+    /// The answer is protobuf.
+    pub fn protobuf(&self) -> bool {
+        self.encoding == Encoding::Protobuf
+    }
+}
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Negotiated {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut http::request::Parts,
+        _state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(match parts.extensions.get::<Negotiated>() {
+            Some(n) => n.clone(),
+            None => Negotiated::of(&parts.uri, &parts.headers),
+        })
+    }
+}
+
+/// The first `?key=…` value (kube-apiserver reads the first of repeated keys), the key and
+/// value percent-decoded as the handlers decode them; `None` when absent.
+pub fn query_value(query: Option<&str>, key: &str) -> Option<String> {
+    let query = query?;
+    // The common case skips the parse; an encoded key (`wat%63h`) must not.
+    if !query.contains(key) && !query.contains('%') {
+        return None;
+    }
+    form_urlencoded::parse(query.as_bytes())
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.into_owned())
+}
+
+/// What the first clause of `Accept` that Herald can serve names, as far as this layer is
+/// concerned: plain `application/yaml`, plain protobuf, or JSON (any JSON clause, a
+/// transform such as `as=Table` included, `*/*`, or no header).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Preferred {
+    Json,
+    Yaml,
+    Protobuf,
+}
+
+fn preferred(headers: &HeaderMap) -> Preferred {
+    // Most requests name neither; they are answered without parsing the header.
+    let mentions_other = headers.get_all(header::ACCEPT).iter().any(|v| {
+        let v = v.as_bytes();
+        memchr::memmem::find(v, b"yaml").is_some() || memchr::memmem::find(v, b"protobuf").is_some()
+    });
+    if !mentions_other {
+        return Preferred::Json;
+    }
+    let Some(accept) = accept_header(headers) else {
+        return Preferred::Json;
+    };
+    for m in parse_accept(&accept) {
+        match (m.type_.as_str(), m.subtype.as_str()) {
+            ("application", "yaml") if m.params.is_empty() => return Preferred::Yaml,
+            // `stream=watch` is how a watch may name it; a transform (`as=…`) is JSON only.
+            ("application", "vnd.kubernetes.protobuf")
+                if m.params.iter().all(|(k, _)| k == "stream") =>
+            {
+                return Preferred::Protobuf;
+            }
+            ("application", "json" | "*") | ("*", "*") => return Preferred::Json,
+            _ => {}
+        }
+    }
+    Preferred::Json
+}
+
+/// `pretty=true`, or no `pretty` and a user agent kube-apiserver pretty-prints for. As there,
+/// a non-empty `pretty` is read as Go's `strconv.ParseBool` (anything it cannot read is
+/// false) and decides alone.
+fn wants_pretty(uri: &http::Uri, headers: &HeaderMap) -> bool {
+    if let Some(p) = query_value(uri.query(), "pretty").filter(|p| !p.is_empty()) {
+        return matches!(p.as_str(), "1" | "t" | "T" | "true" | "True" | "TRUE");
+    }
+    headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ua| {
+            ["curl", "Wget", "Mozilla/5.0"]
+                .iter()
+                .any(|p| ua.starts_with(p))
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::HeaderValue;
+
+    fn headers(accept: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::ACCEPT, HeaderValue::from_str(accept).unwrap());
+        h
+    }
+
+    #[test]
+    fn yaml_or_protobuf_only_when_it_comes_before_json() {
+        use Preferred::*;
+        for (accept, want) in [
+            ("application/yaml", Yaml),
+            ("application/yaml, application/json", Yaml),
+            ("application/json;q=0.5, application/yaml", Yaml),
+            ("application/json, application/yaml", Json),
+            ("*/*, application/yaml", Json),
+            ("application/yaml;as=Table;v=v1;g=meta.k8s.io", Json),
+            ("application/vnd.kubernetes.protobuf", Protobuf),
+            (
+                "application/vnd.kubernetes.protobuf,application/json",
+                Protobuf,
+            ),
+            ("application/vnd.kubernetes.protobuf;stream=watch", Protobuf),
+            ("application/json,application/vnd.kubernetes.protobuf", Json),
+            (
+                "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json",
+                Json,
+            ),
+            (
+                "application/vnd.kubernetes.protobuf;q=0.1,application/yaml",
+                Yaml,
+            ),
+            ("text/html", Json),
+        ] {
+            assert_eq!(preferred(&headers(accept)), want, "{accept}");
+        }
+        assert_eq!(preferred(&HeaderMap::new()), Json);
+    }
+
+    #[test]
+    fn query_values_are_the_first_decoded_value() {
+        let uris: Vec<http::Uri> = [
+            "/x?pretty=true",
+            "/x?pretty=1&a=b",
+            "/x?pretty=false",
+            "/x?pretty=maybe",
+            "/x?prettyish=1",
+            "/x?watch=%74rue",
+            "/x",
+            "/x?wat%63h=1",
+            "/x?watch=1&watch=0",
+        ]
+        .iter()
+        .map(|s| s.parse().unwrap())
+        .collect();
+        let uri = |s: &str| uris.iter().find(|u| *u == s).unwrap().query();
+        let value = |s: &str, key: &str| query_value(uri(s), key);
+        assert_eq!(value("/x?pretty=true", "pretty").as_deref(), Some("true"));
+        assert_eq!(value("/x?pretty=1&a=b", "pretty").as_deref(), Some("1"));
+        assert_eq!(value("/x?pretty=false", "pretty").as_deref(), Some("false"));
+        assert_eq!(value("/x?pretty=maybe", "pretty").as_deref(), Some("maybe"));
+        assert_eq!(value("/x?prettyish=1", "pretty"), None);
+        assert_eq!(value("/x?watch=%74rue", "watch").as_deref(), Some("true"));
+        assert_eq!(value("/x", "watch"), None);
+        assert_eq!(value("/x?wat%63h=1", "watch").as_deref(), Some("1"));
+        assert_eq!(value("/x?watch=1&watch=0", "watch").as_deref(), Some("1"));
+    }
 
     const AGG: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
     const TBL: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
@@ -477,12 +645,13 @@ mod tests {
             Output::PartialObjectMetadataList(MetaVersion::V1),
         ] {
             assert_eq!(
-                IncludeObject::for_output(out, Some("all")).unwrap(),
+                out.include_object(Some("all")).unwrap(),
                 IncludeObject::Metadata
             );
         }
         assert_eq!(
-            IncludeObject::for_output(Output::Table(MetaVersion::V1), Some("all"))
+            Output::Table(MetaVersion::V1)
+                .include_object(Some("all"))
                 .unwrap_err()
                 .code,
             400

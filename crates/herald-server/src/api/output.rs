@@ -7,15 +7,18 @@
 //!   `Status` message: a server failure must not be known to the client alone.
 //! - Optionally ([`OutputLayer::counting`]), every answer is counted in the `/metrics`
 //!   requests family by verb and code.
+//! - **Negotiation, once**: the request's [`Negotiated`] answer (wire encoding and the
+//!   `Accept` clauses the handler chooses its representation from) is decided here and
+//!   handed to the handler as a request extension.
 //! - **YAML** when the `Accept` header prefers `application/yaml` to JSON: objects, lists,
 //!   Tables, discovery and error `Status`es alike. Watches are not transcoded: they stream
 //!   JSON lines, and a watch that accepts only YAML gets the handler's 406.
 //! - **Protobuf** when `Accept` prefers `application/vnd.kubernetes.protobuf` to JSON (as
-//!   client-go's typed clientset does): events, event lists and `Status`es are re-encoded
-//!   ([`protobuf::transcode_json`]); other documents (discovery, OpenAPI) stay JSON, labelled
-//!   so, which client-go decodes by their Content-Type. A watch is marked
-//!   ([`WatchAsProtobuf`]) and the handler streams protobuf frames itself, so that each
-//!   change is encoded once for all watchers.
+//!   client-go's typed clientset does): a handler that has the event at hand writes protobuf
+//!   itself (events, lists, a watch's frames, each change encoded once for all watchers);
+//!   any other JSON answer (a `Status`) is re-encoded here
+//!   ([`protobuf::transcode_json`]); other documents (discovery, OpenAPI) stay JSON,
+//!   labelled so, which client-go decodes by their Content-Type.
 //! - **Indented JSON** for `?pretty=true`, and, as kube-apiserver does, for `curl`, `Wget`
 //!   and browsers unless they pass `pretty=false`. Watches stay one event per line.
 //! - **gzip** for a GET of 128 KiB or more whose client accepts it ([`super::compression`]).
@@ -25,8 +28,7 @@
 //! marked [`Streaming`] (a watch) is never buffered, transcoded or compressed.
 //!
 //! It is a tower layer rather than an `axum::middleware::from_fn`, and it counts the metrics
-//! too: every request passes through it, and each `from_fn` layer cost about 5,600
-//! instructions per create (callgrind), 6 % of the server's.
+//! too: every request passes through it, so it is one layer, not several.
 //!
 //! ```
 //! use axum::{Router, routing::get};
@@ -51,28 +53,18 @@ use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
+use herald_wire::protobuf::{self, transcode_json};
+
 use super::compression::{Streaming, accepts_gzip, gzip};
 use super::error::{ServerFailure, StatusError};
-use super::events::is_watch;
-use super::events::metrics::Metrics;
-use super::negotiate::{accept_header, parse_accept};
-use super::protobuf::{self, AnswerAsProtobuf, WatchAsProtobuf, transcode_json};
-use crate::registry::options::parse_bool;
+use super::metrics::Metrics;
+use super::negotiate::{Encoding, Negotiated};
 
 /// The response header naming the request (kube-apiserver's audit ID).
 pub const AUDIT_ID: HeaderName = HeaderName::from_static("audit-id");
 
 /// The longest client-sent `Audit-ID` that is echoed; a longer one is replaced by a UUID.
 pub const MAX_AUDIT_ID: usize = 128;
-
-/// How the JSON body of a response is re-encoded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Encoding {
-    Json,
-    PrettyJson,
-    Yaml,
-    Protobuf,
-}
 
 /// The layer; apply it outermost (`Router::layer`).
 #[derive(Debug, Clone, Default)]
@@ -120,7 +112,9 @@ where
     }
 
     fn call(&mut self, mut req: Request) -> Self::Future {
-        let encoding = encoding(&mut req);
+        let negotiated = Negotiated::of(req.uri(), req.headers());
+        let encoding = negotiated.encoding;
+        req.extensions_mut().insert(negotiated);
         let gzip = req.method() == http::Method::GET && accepts_gzip(req.headers());
         let seen = Seen {
             gzip,
@@ -225,40 +219,6 @@ where
     }
 }
 
-/// The encoding `req` asks for. A YAML or protobuf request is rewritten to ask the handlers
-/// for JSON, which this layer then transcodes; a protobuf watch is marked
-/// ([`WatchAsProtobuf`]) for the handler, which streams frames itself, and any other
-/// protobuf request is marked ([`AnswerAsProtobuf`]) for handlers that can encode their
-/// answer directly.
-fn encoding(req: &mut Request) -> Encoding {
-    let watch = is_watch(
-        req.uri().path(),
-        query_value(req.uri().query(), "watch").is_some_and(|v| parse_bool(&v)),
-    );
-    let (encoding, rewrite) = match (preferred(req.headers()), watch) {
-        (Preferred::Protobuf, true) => {
-            // The handler streams frames (untouched here); an error before the stream is a
-            // JSON Status this layer transcodes.
-            req.extensions_mut().insert(WatchAsProtobuf);
-            (Encoding::Protobuf, true)
-        }
-        (Preferred::Protobuf, false) => {
-            req.extensions_mut().insert(AnswerAsProtobuf);
-            (Encoding::Protobuf, true)
-        }
-        // Watches are JSON lines; the handler answers a YAML-only one with 406.
-        (_, true) => (Encoding::Json, false),
-        (Preferred::Yaml, false) => (Encoding::Yaml, true),
-        (Preferred::Json, false) if wants_pretty(req) => (Encoding::PrettyJson, false),
-        (Preferred::Json, false) => (Encoding::Json, false),
-    };
-    if rewrite {
-        req.headers_mut()
-            .insert(header::ACCEPT, HeaderValue::from_static("application/json"));
-    }
-    encoding
-}
-
 fn log_failure(resp: &Response, method: &http::Method, path: &str, audit_id: &HeaderValue) {
     let audit_id = audit_id.to_str().unwrap_or("");
     let status = resp.status().as_u16();
@@ -269,74 +229,6 @@ fn log_failure(resp: &Response, method: &http::Method, path: &str, audit_id: &He
         ),
         None => tracing::error!(%method, path, status, audit_id, "request failed"),
     }
-}
-
-/// The first `?key=…` value (kube-apiserver reads the first of repeated keys), the key and
-/// value percent-decoded as the handlers decode them; `None` when absent.
-pub(crate) fn query_value(query: Option<&str>, key: &str) -> Option<String> {
-    let query = query?;
-    // The common case skips the parse; an encoded key (`wat%63h`) must not.
-    if !query.contains(key) && !query.contains('%') {
-        return None;
-    }
-    form_urlencoded::parse(query.as_bytes())
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v.into_owned())
-}
-
-/// What the first clause of `Accept` that Herald can serve names, as far as this layer is
-/// concerned: plain `application/yaml`, plain protobuf, or JSON (any JSON clause, a
-/// transform such as `as=Table` included, `*/*`, or no header).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Preferred {
-    Json,
-    Yaml,
-    Protobuf,
-}
-
-fn preferred(headers: &HeaderMap) -> Preferred {
-    // Most requests name neither; they are answered without parsing the header.
-    let mentions_other = headers.get_all(header::ACCEPT).iter().any(|v| {
-        let v = v.as_bytes();
-        memchr::memmem::find(v, b"yaml").is_some() || memchr::memmem::find(v, b"protobuf").is_some()
-    });
-    if !mentions_other {
-        return Preferred::Json;
-    }
-    let Some(accept) = accept_header(headers) else {
-        return Preferred::Json;
-    };
-    for m in parse_accept(&accept) {
-        match (m.type_.as_str(), m.subtype.as_str()) {
-            ("application", "yaml") if m.params.is_empty() => return Preferred::Yaml,
-            // `stream=watch` is how a watch may name it; a transform (`as=…`) is JSON only.
-            ("application", "vnd.kubernetes.protobuf")
-                if m.params.iter().all(|(k, _)| k == "stream") =>
-            {
-                return Preferred::Protobuf;
-            }
-            ("application", "json" | "*") | ("*", "*") => return Preferred::Json,
-            _ => {}
-        }
-    }
-    Preferred::Json
-}
-
-/// `pretty=true`, or no `pretty` and a user agent kube-apiserver pretty-prints for. As there,
-/// a non-empty `pretty` is read as Go's `strconv.ParseBool` (anything it cannot read is
-/// false) and decides alone.
-fn wants_pretty(req: &Request) -> bool {
-    if let Some(p) = query_value(req.uri().query(), "pretty").filter(|p| !p.is_empty()) {
-        return matches!(p.as_str(), "1" | "t" | "T" | "true" | "True" | "TRUE");
-    }
-    req.headers()
-        .get(header::USER_AGENT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|ua| {
-            ["curl", "Wget", "Mozilla/5.0"]
-                .iter()
-                .any(|p| ua.starts_with(p))
-        })
 }
 
 fn audit_id(headers: &HeaderMap) -> HeaderValue {
@@ -412,73 +304,6 @@ fn transcode(json: &[u8], encoding: Encoding) -> Option<(Vec<u8>, &'static str)>
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn headers(accept: &str) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        h.insert(header::ACCEPT, HeaderValue::from_str(accept).unwrap());
-        h
-    }
-
-    #[test]
-    fn yaml_or_protobuf_only_when_it_comes_before_json() {
-        use Preferred::*;
-        for (accept, want) in [
-            ("application/yaml", Yaml),
-            ("application/yaml, application/json", Yaml),
-            ("application/json;q=0.5, application/yaml", Yaml),
-            ("application/json, application/yaml", Json),
-            ("*/*, application/yaml", Json),
-            ("application/yaml;as=Table;v=v1;g=meta.k8s.io", Json),
-            ("application/vnd.kubernetes.protobuf", Protobuf),
-            (
-                "application/vnd.kubernetes.protobuf,application/json",
-                Protobuf,
-            ),
-            ("application/vnd.kubernetes.protobuf;stream=watch", Protobuf),
-            ("application/json,application/vnd.kubernetes.protobuf", Json),
-            (
-                "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json",
-                Json,
-            ),
-            (
-                "application/vnd.kubernetes.protobuf;q=0.1,application/yaml",
-                Yaml,
-            ),
-            ("text/html", Json),
-        ] {
-            assert_eq!(preferred(&headers(accept)), want, "{accept}");
-        }
-        assert_eq!(preferred(&HeaderMap::new()), Json);
-    }
-
-    #[test]
-    fn query_values_are_the_first_decoded_value() {
-        let uris: Vec<http::Uri> = [
-            "/x?pretty=true",
-            "/x?pretty=1&a=b",
-            "/x?pretty=false",
-            "/x?pretty=maybe",
-            "/x?prettyish=1",
-            "/x?watch=%74rue",
-            "/x",
-            "/x?wat%63h=1",
-            "/x?watch=1&watch=0",
-        ]
-        .iter()
-        .map(|s| s.parse().unwrap())
-        .collect();
-        let uri = |s: &str| uris.iter().find(|u| *u == s).unwrap().query();
-        let value = |s: &str, key: &str| query_value(uri(s), key);
-        assert_eq!(value("/x?pretty=true", "pretty").as_deref(), Some("true"));
-        assert_eq!(value("/x?pretty=1&a=b", "pretty").as_deref(), Some("1"));
-        assert_eq!(value("/x?pretty=false", "pretty").as_deref(), Some("false"));
-        assert_eq!(value("/x?pretty=maybe", "pretty").as_deref(), Some("maybe"));
-        assert_eq!(value("/x?prettyish=1", "pretty"), None);
-        assert_eq!(value("/x?watch=%74rue", "watch").as_deref(), Some("true"));
-        assert_eq!(value("/x", "watch"), None);
-        assert_eq!(value("/x?wat%63h=1", "watch").as_deref(), Some("1"));
-        assert_eq!(value("/x?watch=1&watch=0", "watch").as_deref(), Some("1"));
-    }
 
     #[test]
     fn transcoding_keeps_field_order() {

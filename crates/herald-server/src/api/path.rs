@@ -1,4 +1,5 @@
-//! URL path parameters whose failures are `Status`es.
+//! URL paths: path parameters whose failures are `Status`es, and what an events path is
+//! ([`is_watch`], [`is_collection`]).
 //!
 //! axum's `Path` answers a segment it cannot decode (`/api/v1/namespaces/%ff/events`: the
 //! bytes are not UTF-8) with a plain-text 400; every client of this API reads errors as a
@@ -57,6 +58,33 @@ fn segment_name(key: &str) -> &str {
         "path" => "document",
         other => other,
     }
+}
+
+/// The paths that stream a watch: a collection with `?watch`, or a deprecated `/watch/` path
+/// (with or without `?watch`). A GET of one event with `?watch` is a plain GET.
+pub fn is_watch(path: &str, query_watch: bool) -> bool {
+    group_relative(path).is_some_and(|rest| rest.starts_with("watch/"))
+        || (query_watch && is_collection(path))
+}
+
+/// The part of an events API path after `/api/v1/` or `/apis/events.k8s.io/v1/`.
+fn group_relative(path: &str) -> Option<&str> {
+    let path = path.trim_end_matches('/');
+    path.strip_prefix("/api/v1/")
+        .or_else(|| path.strip_prefix("/apis/events.k8s.io/v1/"))
+}
+
+/// True for the collection paths: `…/events` of all namespaces or of one (not an event
+/// named `events`).
+pub fn is_collection(path: &str) -> bool {
+    let Some(rest) = group_relative(path) else {
+        return false;
+    };
+    rest == "events"
+        || rest
+            .strip_prefix("namespaces/")
+            .and_then(|r| r.split_once('/'))
+            .is_some_and(|(_, tail)| tail == "events")
 }
 
 #[cfg(test)]

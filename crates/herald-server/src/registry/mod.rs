@@ -2,10 +2,15 @@
 //! groups, over any [`Backend`].
 //!
 //! - **One storage shape.** Every event is stored once as core/v1 JSON without
-//!   `resourceVersion` under `/events/<namespace>/<name>` ([`codec`]); requests on
-//!   `events.k8s.io/v1` are converted on the way in (by the caller, see
-//!   [`codec::decode_body`]) and rendered back by the HTTP layer. The `resourceVersion` is the
-//!   key's mod revision, a decimal string.
+//!   `resourceVersion` ([`herald_wire::stored`]) under `/events/<namespace>/<name>`
+//!   ([`keys`]); requests on `events.k8s.io/v1` are converted on the way in (by the caller,
+//!   see [`herald_wire::body::decode_body`]) and rendered back by the HTTP layer. The
+//!   `resourceVersion` is the key's mod revision, a decimal string.
+//! - **One form of every answer: the stored bytes.** [`EventRegistry::get`],
+//!   [`EventRegistry::list`] and [`EventRegistry::watch`] answer [`Stored`] events (bytes and
+//!   revision), and writes answer the stored bytes beside the typed event, so the HTTP layer
+//!   writes responses from the bytes ([`herald_wire`]'s transcoders). Decoding is a helper
+//!   beside each: [`Stored::decode`], [`EventList::decode`], [`watch::decoded`].
 //! - **Validation** per request group (`herald_core::event::validate`), generateName,
 //!   uid/creationTimestamp, the namespace from the URL.
 //! - **TTL**: every write (create, update, patch) gives the key `event_ttl` again, so an event
@@ -42,10 +47,12 @@
 //! ev.metadata.generate_name = Some("web-".into());
 //! ev.reason = Some("Started".into());
 //! let created = reg.create(ApiGroup::Core, "default", ev, &WriteOptions::default()).await.unwrap();
-//! assert!(created.metadata.name.as_deref().unwrap().starts_with("web-"));
+//! assert!(created.event.metadata.name.as_deref().unwrap().starts_with("web-"));
+//! // Lists (and gets and watches) answer the stored bytes; decoding is the caller's choice.
 //! let list = reg.list(ApiGroup::Core, Some("default"), &ListParams::default()).await.unwrap();
 //! assert_eq!(list.items.len(), 1);
-//! assert_eq!(list.resource_version, created.metadata.resource_version.unwrap());
+//! assert_eq!(list.resource_version, created.event.metadata.resource_version.unwrap());
+//! assert_eq!(list.decode()[0].reason.as_deref(), Some("Started"));
 //! # });
 //! ```
 
@@ -53,21 +60,12 @@
 // path, so the size of `ApiError` is not worth a box.
 #![allow(clippy::result_large_err)]
 
-pub mod codec;
 pub mod continue_token;
 pub mod errors;
 pub mod fieldmanager;
+pub mod keys;
 pub mod options;
 pub mod patch;
-pub mod stored_event;
-pub mod stored_events_v1;
-pub mod stored_extent;
-mod stored_json;
-pub mod stored_scan;
-/// Any event, for property tests of what reads stored bytes.
-#[cfg(test)]
-pub(crate) use stored_json::tests::event as any_event;
-pub mod stored_time;
 pub mod typed_patch;
 pub mod watch;
 pub mod write;
@@ -76,7 +74,6 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use futures::stream::BoxStream;
 use herald_core::clock::Clock;
 use herald_core::event::{ApiGroup, CoreEvent};
 use herald_core::status::ApiError;
@@ -84,18 +81,18 @@ use serde_json::Value;
 
 use crate::storage::{Backend, ListOptions, StorageError};
 
+pub use herald_wire::stored::Stored;
+pub use watch::{Change, ChangeKind, DecodedItem, EventWatch, WatchItem};
+
 pub use options::{DeleteParams, Filter, ListParams};
 pub use patch::PatchKind;
 
-use codec::{decode, parse_rv};
 use errors::{CONTINUE_TOO_OLD, LIST_TOO_OLD, too_large_rv};
+use keys::parse_rv;
 
 /// How many times a write that lost a race (or a generated name that collided) is retried
 /// before the request fails with 409.
 pub const MAX_RETRIES: usize = 16;
-
-/// The annotation of the bookmark that ends the initial events of a watch-list.
-pub const INITIAL_EVENTS_END_ANNOTATION: &str = "k8s.io/initial-events-end";
 
 /// Registry settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,24 +193,22 @@ pub struct Written {
     /// The bytes stored for it and their revision, as [`Committed::stored`]: after a write
     /// that changed nothing, the bytes already stored. `None` for a dry run that would change
     /// the event and for an update that deleted it (its last finalizer removed).
-    pub stored: Option<(bytes::Bytes, crate::storage::Revision)>,
+    pub stored: Option<Stored>,
     /// True when the write created the event (PUT or apply on a missing name: HTTP 201).
     pub created: bool,
     /// Warnings to return (unknown fields under `fieldValidation=Warn`).
     pub warnings: Vec<String>,
 }
 
-/// An event as a write committed it: the result of a create
-/// ([`EventRegistry::create_stored`]), and the part of an update's [`Written`] the store
-/// decides.
+/// An event as a write committed it: the result of a create ([`EventRegistry::create`]),
+/// and the part of an update's [`Written`] the store decides.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Committed {
     /// The stored event, resourceVersion set (for dry runs, the would-be object).
     pub event: CoreEvent,
-    /// The bytes stored for it (see [`codec::encode`]) and its revision, from which an
-    /// answer can be written without encoding the event again; `None` for a dry run that
-    /// would store something.
-    pub stored: Option<(bytes::Bytes, crate::storage::Revision)>,
+    /// The bytes stored for it and its revision, from which an answer can be written without
+    /// encoding the event again; `None` for a dry run that would store something.
+    pub stored: Option<Stored>,
 }
 
 /// The result of a delete ([`EventRegistry::delete`]).
@@ -237,71 +232,43 @@ impl Deletion {
     }
 }
 
-/// One page of a list.
+/// One page of a list: the matching events as stored, in key order (namespace, then name).
+/// [`EventList::decode`] gives the typed events.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EventList {
-    /// The matching events in key order (namespace, then name).
+    /// The matching events' stored bytes and resourceVersions, in key order.
+    pub items: Vec<Stored>,
+    /// The snapshot revision the list was read at (the list's resourceVersion).
+    pub resource_version: String,
+    /// The token for the next page, when more may follow.
+    pub continue_: Option<String>,
+}
+
+impl EventList {
+    /// The typed events, in order; an item whose bytes do not decode is left out and logged
+    /// (as every list the server sends leaves it out).
+    pub fn decode(&self) -> Vec<CoreEvent> {
+        self.items
+            .iter()
+            .filter_map(|item| match item.decode() {
+                Ok(e) => Some(e),
+                Err(err) => {
+                    tracing::warn!(revision = item.revision, error = %err, "skipping undecodable stored event");
+                    None
+                }
+            })
+            .collect()
+    }
+}
+
+/// The events a collection delete removed (or marked), in their last state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeletedEvents {
+    /// Every selected event: removed ones in their last state, marked ones as marked.
     pub items: Vec<CoreEvent>,
-    /// The snapshot revision the list was read at (the list's resourceVersion).
+    /// The revision the selection was read at.
     pub resource_version: String,
-    /// The token for the next page, when more may follow.
-    pub continue_: Option<String>,
 }
-
-/// One page of a list as stored key-values ([`EventRegistry::list_raw`]).
-#[derive(Debug, Clone, PartialEq)]
-pub struct RawEventList {
-    /// The matching events' key-values in key order; `mod_revision` is the resourceVersion.
-    pub items: Vec<crate::storage::KeyValue>,
-    /// The snapshot revision the list was read at (the list's resourceVersion).
-    pub resource_version: String,
-    /// The token for the next page, when more may follow.
-    pub continue_: Option<String>,
-}
-
-/// One event of a watch stream.
-#[derive(Debug, Clone, PartialEq)]
-pub enum WatchItem {
-    /// The event appeared (or started matching the selectors).
-    Added(CoreEvent),
-    /// The event changed.
-    Modified(CoreEvent),
-    /// The event was deleted (or expired, or stopped matching): its last state, with the
-    /// resourceVersion of the deletion.
-    Deleted(CoreEvent),
-    /// A bookmark at `resource_version`; `initial_events_end` marks the end of the initial
-    /// events of a `sendInitialEvents=true` watch.
-    Bookmark {
-        /// The revision the client may resume from.
-        resource_version: String,
-        /// Carries the `k8s.io/initial-events-end: "true"` annotation.
-        initial_events_end: bool,
-    },
-    /// A failure (410 Expired when the history is gone); the stream ends after it.
-    Error(ApiError),
-}
-
-/// A watch: items in revision order; ends at the timeout, after an `Error`, or when the
-/// backend shuts down.
-pub type EventWatch = BoxStream<'static, WatchItem>;
-
-/// One item of a [`RawEventWatch`]: what [`WatchItem`] says, before decoding.
-#[derive(Debug, Clone)]
-pub enum RawWatchItem {
-    /// A stored change as a watcher without selectors sees it (see
-    /// [`watch::change_parts`]): the same `Arc` goes to every such watcher, so an encoding of
-    /// it made once ([`CachedEvent::encoding`](crate::storage::CachedEvent::encoding)) serves
-    /// them all.
-    Change(Arc<crate::storage::CachedEvent>),
-    /// `ADDED` for the stored key-value (the initial events of a watch without selectors).
-    Initial(crate::storage::KeyValue),
-    /// Any other item, decoded (boxed: batches of the small variants stay small).
-    Item(Box<WatchItem>),
-}
-
-/// [`EventWatch`] in batches of undecoded items ([`EventRegistry::watch_raw`]): each item of
-/// the stream holds what was ready together, in order, never empty.
-pub type RawEventWatch = BoxStream<'static, Vec<RawWatchItem>>;
 
 /// The events registry (see the module docs). Cheap to clone.
 #[derive(Clone)]
@@ -344,19 +311,19 @@ impl EventRegistry {
     }
 
     /// GET one event. `resourceVersion` `""`/`"0"` read the latest state; `N` must not be
-    /// newer than the store (504 otherwise).
+    /// newer than the store (504 otherwise). The event as stored: [`Stored::decode`] types it.
     pub async fn get(
         &self,
         group: ApiGroup,
         namespace: &str,
         name: &str,
         resource_version: Option<&str>,
-    ) -> Result<CoreEvent, ApiError> {
+    ) -> Result<Stored, ApiError> {
         let r = group.resource();
         let min = parse_rv(resource_version)?;
         let kv = self
             .backend
-            .get(&codec::key(namespace, name))
+            .get(&keys::key(namespace, name))
             .await
             .map_err(|e| errors::storage_error(e, r, name))?;
         if let Some(min) = min.filter(|m| *m > 0) {
@@ -370,48 +337,26 @@ impl EventRegistry {
             }
         }
         match kv {
-            Some(kv) => decode(&kv),
+            Some(kv) => Ok(Stored {
+                bytes: kv.value,
+                revision: kv.mod_revision,
+            }),
             None => Err(ApiError::not_found(r, name)),
         }
     }
 
     /// LIST events of `namespace` (all namespaces when `None`), with selectors, paging and
-    /// resourceVersion semantics (see the module docs). `p.watch` must be false.
+    /// resourceVersion semantics (see the module docs), as stored: without selectors nothing
+    /// is decoded, which is what keeps large lists cheap. `p.watch` must be false.
     pub async fn list(
         &self,
         group: ApiGroup,
         namespace: Option<&str>,
         p: &ListParams,
     ) -> Result<EventList, ApiError> {
-        let raw = self.list_raw(group, namespace, p).await?;
-        let mut items = Vec::with_capacity(raw.items.len());
-        for kv in &raw.items {
-            match decode(kv) {
-                Ok(e) => items.push(e),
-                Err(e) => {
-                    tracing::warn!(key = %kv.key, error = %e, "skipping undecodable stored event")
-                }
-            }
-        }
-        Ok(EventList {
-            items,
-            resource_version: raw.resource_version,
-            continue_: raw.continue_,
-        })
-    }
-
-    /// [`EventRegistry::list`] returning the stored key-values (see [`codec::encode`] for
-    /// their bytes) instead of decoded events: without selectors nothing is decoded, which
-    /// is what keeps large lists cheap.
-    pub async fn list_raw(
-        &self,
-        group: ApiGroup,
-        namespace: Option<&str>,
-        p: &ListParams,
-    ) -> Result<RawEventList, ApiError> {
         p.validate()?;
         let filter = Filter::new(group, p, None)?;
-        let prefix = codec::prefix(namespace);
+        let prefix = keys::prefix(namespace);
         let limit = p
             .limit
             .filter(|l| *l > 0)
@@ -483,7 +428,7 @@ impl EventRegistry {
             } else {
                 for (i, kv) in page.items.into_iter().enumerate() {
                     if !everything {
-                        match decode(&kv) {
+                        match keys::decode(&kv) {
                             Ok(ev) if filter.matches(&ev) => {}
                             Ok(_) => continue,
                             Err(e) => {
@@ -508,16 +453,25 @@ impl EventRegistry {
             }
         }
         let revision = at.unwrap_or(0);
-        Ok(RawEventList {
-            items,
+        Ok(EventList {
+            items: items
+                .into_iter()
+                .map(|kv| Stored {
+                    bytes: kv.value,
+                    revision: kv.mod_revision,
+                })
+                .collect(),
             resource_version: revision.to_string(),
             continue_: next.map(|k| continue_token::encode(&prefix, &k, Some(revision))),
         })
     }
 
-    /// WATCH events of `namespace` (all when `None`), or of the single event `name`.
-    /// See the module docs for the semantics; a revision out of the history window yields a
-    /// stream with one `ERROR` 410 item.
+    /// WATCH events of `namespace` (all when `None`), or of the single event `name`, in
+    /// batches of the items that were ready together (never empty). See the module docs for
+    /// the semantics; a revision out of the history window yields a stream with one `ERROR`
+    /// 410 item. What a watcher without selectors receives is not decoded: a change comes as
+    /// the shared [`Change`], whose encodings the HTTP layer makes once for all watchers
+    /// ([`watch::decoded`] gives typed items instead).
     pub async fn watch(
         &self,
         group: ApiGroup,
@@ -525,42 +479,20 @@ impl EventRegistry {
         name: Option<&str>,
         p: &ListParams,
     ) -> Result<EventWatch, ApiError> {
-        watch::start_decoded(self, group, namespace, name, p).await
-    }
-
-    /// [`EventRegistry::watch`] in batches and without decoding what a watcher without
-    /// selectors receives: the form the HTTP layer encodes once for all watchers.
-    pub async fn watch_raw(
-        &self,
-        group: ApiGroup,
-        namespace: Option<&str>,
-        name: Option<&str>,
-        p: &ListParams,
-    ) -> Result<RawEventWatch, ApiError> {
         watch::start(self, group, namespace, name, p).await
     }
 
-    /// POST: creates `event` in `namespace` (see the module docs).
+    /// POST: creates `event` in `namespace` (see the module docs). The answer holds the
+    /// stored bytes, from which the HTTP layer renders the response without encoding the
+    /// event again.
     pub async fn create(
         &self,
         group: ApiGroup,
         namespace: &str,
         event: CoreEvent,
         opts: &WriteOptions,
-    ) -> Result<CoreEvent, ApiError> {
-        write::create(self, group, namespace, event, opts).await
-    }
-
-    /// [`EventRegistry::create`] that also returns the stored bytes, from which the HTTP layer
-    /// renders the response without encoding the event again.
-    pub async fn create_stored(
-        &self,
-        group: ApiGroup,
-        namespace: &str,
-        event: CoreEvent,
-        opts: &WriteOptions,
     ) -> Result<Committed, ApiError> {
-        write::create_stored(self, group, namespace, event, opts).await
+        write::create(self, group, namespace, event, opts).await
     }
 
     /// PUT: replaces (or creates) `name` with `event`; a resourceVersion in `event` is a
@@ -616,7 +548,7 @@ impl EventRegistry {
         namespace: Option<&str>,
         list: &ListParams,
         p: &DeleteParams,
-    ) -> Result<EventList, ApiError> {
+    ) -> Result<DeletedEvents, ApiError> {
         write::delete_collection(self, group, namespace, list, p).await
     }
 }

@@ -184,7 +184,7 @@ pub const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
 /// The most bytes (as compact JSON) the `copy` operations of one JSON patch may add in all,
 /// as kube-apiserver's `JSONPatchMaxCopyBytes` (the request body limit). A copy of the whole
 /// document into itself doubles it: without this, a few dozen operations exhaust memory.
-pub const MAX_JSON_PATCH_COPY_BYTES: usize = crate::api::events::MAX_BODY_BYTES;
+pub const MAX_JSON_PATCH_COPY_BYTES: usize = herald_wire::limits::MAX_BODY_BYTES;
 
 /// The deepest a value may nest after a JSON patch operation: what serde_json parses in a
 /// body. Copying a value into itself doubles its depth, and the code that clones, decodes
@@ -233,7 +233,7 @@ pub fn patched_invalid(
     };
     let detail = err
         .message
-        .strip_prefix(super::codec::CANNOT_HANDLE)
+        .strip_prefix(herald_wire::body::CANNOT_HANDLE)
         .unwrap_or(&err.message);
     let none = herald_core::status::Resource {
         group: "",

@@ -27,11 +27,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::codec::drop_empty_maps;
 use super::patch::PatchKind;
+use herald_wire::body::drop_empty_maps;
 
 /// `old` (a stored event) with `patch`, the object of a merge or strategic-merge patch in
-/// `group`'s shape, applied and normalized as [`decode_body`](super::codec::decode_body)
+/// `group`'s shape, applied and normalized as [`decode_body`](herald_wire::body::decode_body)
 /// leaves an event; `None` for any other patch (see the module docs).
 pub fn apply(
     group: ApiGroup,
@@ -195,15 +195,16 @@ fn merge_strings(map: &mut Option<BTreeMap<String, String>>, v: &Value) -> Optio
 
 #[cfg(test)]
 mod tests {
-    use herald_core::event::wire::event_json;
+    use herald_wire::json::event_json;
     use proptest::prelude::*;
     use serde_json::json;
 
     use super::*;
-    use crate::api::discovery::GroupVersion;
-    use crate::api::openapi::unknown_fields;
-    use crate::registry::codec::{decode_at, decode_body, encode};
     use crate::registry::patch::{self, PatchDoc};
+    use herald_wire::body::decode_body;
+    use herald_wire::schema::GroupVersion;
+    use herald_wire::schema::openapi::unknown_fields;
+    use herald_wire::stored::{decode_at, encode};
 
     /// The general path: the patch applied to the event's JSON, decoded again.
     fn general(
@@ -419,7 +420,7 @@ mod tests {
         /// patch, for both shapes and both patch kinds.
         #[test]
         fn a_typed_patch_is_the_general_one(
-            e in crate::registry::stored_json::tests::event(),
+            e in herald_wire::testing::event(),
             maps in proptest::array::uniform2(proptest::option::of(
                 proptest::collection::btree_map("[a-c]", "[x-y]", 0..3),
             )),

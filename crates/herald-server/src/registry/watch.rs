@@ -11,18 +11,22 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures::StreamExt;
+use futures::stream::BoxStream;
 use herald_core::event::{ApiGroup, CoreEvent};
 use herald_core::status::ApiError;
+use herald_wire::encoding::WatchEncoding;
 use rand::Rng;
 use tokio::time::{Instant, Sleep};
 
-use super::codec::{self, decode, decode_at, parse_rv};
 use super::errors::{storage_error, too_large_rv};
-use super::{EventRegistry, Filter, ListParams, RawEventWatch, RawWatchItem, WatchItem};
+use super::keys::{self, decode, parse_rv};
+use super::{EventRegistry, Filter, ListParams, Stored};
 use crate::storage::{
     CachedEvent, CachedWatchStream, ListOptions, Revision, StorageError, WatchEvent,
 };
+use herald_wire::stored::decode_at;
 
 /// The longest a watch may last (one year); longer timeouts are clamped (tokio timers and
 /// instants overflow far beyond it).
@@ -41,15 +45,111 @@ fn too_old(requested: Revision, oldest: Revision) -> ApiError {
     ApiError::expired(format!("too old resource version: {requested} ({oldest})"))
 }
 
-/// What a stored change is to a watcher that sees everything: `ADDED` for a create,
-/// `MODIFIED` for an update, `DELETED` with the last state at the deletion's revision.
-/// Returns the kind, the stored value and the resourceVersion to show.
-pub fn change_parts(ev: &WatchEvent) -> (ChangeKind, &[u8], Revision) {
-    match ev {
-        WatchEvent::Put { kv, prev: None } => (ChangeKind::Added, &kv.value, kv.mod_revision),
-        WatchEvent::Put { kv, prev: Some(_) } => (ChangeKind::Modified, &kv.value, kv.mod_revision),
-        WatchEvent::Delete { prev, revision } => (ChangeKind::Deleted, &prev.value, *revision),
+/// One item of a watch ([`EventRegistry::watch`](super::EventRegistry::watch)), as stored
+/// where nothing had to decode it.
+#[derive(Debug, Clone)]
+pub enum WatchItem {
+    /// A stored change as a watcher without selectors sees it: the same [`Change`] goes to
+    /// every such watcher, so an encoding of it made once ([`Change::encoding`]) serves them
+    /// all.
+    Change(Change),
+    /// `ADDED` for a stored event: the initial events of a watch without selectors.
+    Initial(Stored),
+    /// A change as the selectors judged it, with the event they decoded to judge it (boxed:
+    /// batches of the small variants stay small).
+    Judged(ChangeKind, Box<CoreEvent>),
+    /// A bookmark at `resource_version`; `initial_events_end` marks the end of the initial
+    /// events of a `sendInitialEvents=true` watch.
+    Bookmark {
+        /// The revision the client may resume from.
+        resource_version: String,
+        /// Carries the `k8s.io/initial-events-end: "true"` annotation.
+        initial_events_end: bool,
+    },
+    /// A failure (410 Expired when the history is gone); the stream ends after it.
+    Error(Box<ApiError>),
+}
+
+/// A watch: batches of the items that were ready together, in revision order, never empty;
+/// ends at the timeout, after an `Error`, or when the backend shuts down.
+pub type EventWatch = BoxStream<'static, Vec<WatchItem>>;
+
+/// A committed change, shared by every watcher without selectors (cheap to clone).
+#[derive(Debug, Clone)]
+pub struct Change(Arc<CachedEvent>);
+
+/// The slots of a cached change are numbered by [`WatchEncoding::slot`]: there must be room.
+const _: () = assert!(WatchEncoding::COUNT <= crate::storage::ENCODINGS);
+
+impl Change {
+    /// What the change is to a watcher that sees everything: `ADDED` for a create,
+    /// `MODIFIED` for an update, `DELETED` for a deletion or expiry.
+    pub fn kind(&self) -> ChangeKind {
+        match &**self.0.event() {
+            WatchEvent::Put { prev: None, .. } => ChangeKind::Added,
+            WatchEvent::Put { prev: Some(_), .. } => ChangeKind::Modified,
+            WatchEvent::Delete { .. } => ChangeKind::Deleted,
+        }
     }
+
+    /// The stored bytes to show and the resourceVersion to show them at: the new state of a
+    /// create or update, the last state of a deleted event at the deletion's revision.
+    pub fn stored(&self) -> (&[u8], Revision) {
+        match &**self.0.event() {
+            WatchEvent::Put { kv, .. } => (&kv.value, kv.mod_revision),
+            WatchEvent::Delete { prev, revision } => (&prev.value, *revision),
+        }
+    }
+
+    /// The event [`Change::stored`] holds, typed.
+    pub fn decode(&self) -> Result<CoreEvent, ApiError> {
+        let (bytes, revision) = self.stored();
+        decode_at(bytes, revision)
+    }
+
+    /// The change in `encoding`, made by `encode` the first time any watcher asks for it and
+    /// shared after that (an empty `Bytes` from `encode` is kept too: the change is then
+    /// skipped by every such watcher alike).
+    pub fn encoding(
+        &self,
+        encoding: WatchEncoding,
+        encode: impl FnOnce(&Change) -> Bytes,
+    ) -> Bytes {
+        self.0.encoding(encoding.slot(), |_| encode(self))
+    }
+
+    /// The decoded item; `None` (logged) when the stored bytes do not decode.
+    pub fn decoded(&self) -> Option<DecodedItem> {
+        match self.decode() {
+            Ok(e) => Some(self.kind().item(e)),
+            Err(err) => {
+                tracing::warn!(key = %self.0.event().key(), error = %err, "skipping undecodable event in watch");
+                None
+            }
+        }
+    }
+}
+
+/// A watch item decoded ([`WatchItem::decode`], [`decoded`]): the typed form, for clients
+/// of the registry that want events rather than bytes (tests, in-process consumers).
+#[derive(Debug, Clone, PartialEq)]
+pub enum DecodedItem {
+    /// The event appeared (or started matching the selectors).
+    Added(CoreEvent),
+    /// The event changed.
+    Modified(CoreEvent),
+    /// The event was deleted (or expired, or stopped matching): its last state, with the
+    /// resourceVersion of the deletion.
+    Deleted(CoreEvent),
+    /// A bookmark (see [`WatchItem::Bookmark`]).
+    Bookmark {
+        /// The revision the client may resume from.
+        resource_version: String,
+        /// Carries the `k8s.io/initial-events-end: "true"` annotation.
+        initial_events_end: bool,
+    },
+    /// A failure; the stream ends after it.
+    Error(ApiError),
 }
 
 /// The type of an object watch event.
@@ -73,53 +173,45 @@ impl ChangeKind {
         }
     }
 
-    /// The watch item of this kind for `e`.
-    pub fn item(self, e: CoreEvent) -> WatchItem {
+    /// The decoded item of this kind for `e`.
+    pub fn item(self, e: CoreEvent) -> DecodedItem {
         match self {
-            ChangeKind::Added => WatchItem::Added(e),
-            ChangeKind::Modified => WatchItem::Modified(e),
-            ChangeKind::Deleted => WatchItem::Deleted(e),
+            ChangeKind::Added => DecodedItem::Added(e),
+            ChangeKind::Modified => DecodedItem::Modified(e),
+            ChangeKind::Deleted => DecodedItem::Deleted(e),
         }
     }
 }
 
-impl RawWatchItem {
-    /// The decoded [`WatchItem`]; `None` (logged) when stored bytes do not decode.
-    pub fn into_item(self) -> Option<WatchItem> {
-        let decoded = |key: &str, value: &[u8], rev: Revision| match decode_at(value, rev) {
-            Ok(e) => Some(e),
-            Err(err) => {
-                tracing::warn!(key = %key, error = %err, "skipping undecodable event in watch");
-                None
-            }
-        };
+impl WatchItem {
+    /// The decoded item; `None` (logged) when stored bytes do not decode.
+    pub fn decode(self) -> Option<DecodedItem> {
         match self {
-            RawWatchItem::Change(ev) => {
-                let (kind, value, rev) = change_parts(ev.event());
-                decoded(ev.event().key(), value, rev).map(|e| kind.item(e))
-            }
-            RawWatchItem::Initial(kv) => {
-                decoded(&kv.key, &kv.value, kv.mod_revision).map(WatchItem::Added)
-            }
-            RawWatchItem::Item(item) => Some(*item),
+            WatchItem::Change(c) => c.decoded(),
+            WatchItem::Initial(stored) => match stored.decode() {
+                Ok(e) => Some(DecodedItem::Added(e)),
+                Err(err) => {
+                    tracing::warn!(revision = stored.revision, error = %err, "skipping undecodable event in watch");
+                    None
+                }
+            },
+            WatchItem::Judged(kind, e) => Some(kind.item(*e)),
+            WatchItem::Bookmark {
+                resource_version,
+                initial_events_end,
+            } => Some(DecodedItem::Bookmark {
+                resource_version,
+                initial_events_end,
+            }),
+            WatchItem::Error(e) => Some(DecodedItem::Error(*e)),
         }
     }
 }
 
-/// [`start`] as single decoded items.
-pub(super) async fn start_decoded(
-    reg: &EventRegistry,
-    group: ApiGroup,
-    namespace: Option<&str>,
-    name: Option<&str>,
-    p: &ListParams,
-) -> Result<super::EventWatch, ApiError> {
-    let raw = start(reg, group, namespace, name, p).await?;
-    Ok(raw
-        .flat_map(|batch| {
-            futures::stream::iter(batch.into_iter().filter_map(RawWatchItem::into_item))
-        })
-        .boxed())
+/// `w` as single decoded items (the decoding helper beside the stored form).
+pub fn decoded(w: EventWatch) -> BoxStream<'static, DecodedItem> {
+    w.flat_map(|batch| futures::stream::iter(batch.into_iter().filter_map(WatchItem::decode)))
+        .boxed()
 }
 
 pub(super) async fn start(
@@ -128,13 +220,13 @@ pub(super) async fn start(
     namespace: Option<&str>,
     name: Option<&str>,
     p: &ListParams,
-) -> Result<RawEventWatch, ApiError> {
+) -> Result<EventWatch, ApiError> {
     let mut p = p.clone();
     p.watch = true;
     p.validate()?;
     let filter = Filter::new(group, &p, name)?;
     let r = group.resource();
-    let prefix = codec::prefix(namespace);
+    let prefix = keys::prefix(namespace);
     let rv = parse_rv(p.rv())?;
     let legacy_initial = matches!(rv, None | Some(0));
     let send_initial = p.send_initial_events.unwrap_or(legacy_initial);
@@ -154,11 +246,14 @@ pub(super) async fn start(
         let everything = filter.is_everything();
         for kv in page.items {
             if everything {
-                initial.push_back(RawWatchItem::Initial(kv));
+                initial.push_back(WatchItem::Initial(Stored {
+                    bytes: kv.value,
+                    revision: kv.mod_revision,
+                }));
             } else if let Ok(ev) = decode(&kv)
                 && filter.matches(&ev)
             {
-                initial.push_back(RawWatchItem::Item(Box::new(WatchItem::Added(ev))));
+                initial.push_back(WatchItem::Judged(ChangeKind::Added, Box::new(ev)));
             }
         }
         // kube-apiserver (1.32, WatchList on) defaults a watch from "" or "0" that names
@@ -166,10 +261,10 @@ pub(super) async fn start(
         // it too ends its initial events with the bookmark when bookmarks are allowed.
         let defaulted = p.send_initial_events.is_none() && p.rv_match().is_none();
         if (p.send_initial_events == Some(true) || defaulted) && p.allow_watch_bookmarks {
-            initial.push_back(RawWatchItem::Item(Box::new(WatchItem::Bookmark {
+            initial.push_back(WatchItem::Bookmark {
                 resource_version: page.revision.to_string(),
                 initial_events_end: true,
-            })));
+            });
         }
         page.revision
     } else {
@@ -193,7 +288,7 @@ pub(super) async fn start(
         Ok(s) => s,
         Err(StorageError::Expired { requested, oldest }) => {
             return Ok(futures::stream::once(async move {
-                one(WatchItem::Error(too_old(requested, oldest)))
+                one(WatchItem::Error(Box::new(too_old(requested, oldest))))
             })
             .boxed());
         }
@@ -240,7 +335,7 @@ pub(super) async fn start(
 }
 
 struct State {
-    initial: VecDeque<RawWatchItem>,
+    initial: VecDeque<WatchItem>,
     inner: CachedWatchStream,
     filter: Filter,
     /// A requested start revision the store had not reached when the watch began.
@@ -314,16 +409,16 @@ async fn tick(b: &mut Option<Bookmarks>) {
     }
 }
 
-fn one(item: WatchItem) -> Vec<RawWatchItem> {
-    vec![RawWatchItem::Item(Box::new(item))]
+fn one(item: WatchItem) -> Vec<WatchItem> {
+    vec![item]
 }
 
 impl State {
-    async fn next(mut self) -> Option<(Vec<RawWatchItem>, Self)> {
+    async fn next(mut self) -> Option<(Vec<WatchItem>, Self)> {
         loop {
             if !self.initial.is_empty() {
                 let n = self.initial.len().min(INITIAL_BATCH);
-                let batch: Vec<RawWatchItem> = self.initial.drain(..n).collect();
+                let batch: Vec<WatchItem> = self.initial.drain(..n).collect();
                 return Some((batch, self));
             }
             if self.done {
@@ -336,11 +431,11 @@ impl State {
                     None => return None,
                     Some(Err(StorageError::Expired { requested, oldest })) => {
                         self.done = true;
-                        return Some((one(WatchItem::Error(too_old(requested, oldest))), self));
+                        return Some((one(WatchItem::Error(Box::new(too_old(requested, oldest)))), self));
                     }
                     Some(Err(e)) => {
                         self.done = true;
-                        return Some((one(WatchItem::Error(ApiError::internal(e.to_string()))), self));
+                        return Some((one(WatchItem::Error(Box::new(ApiError::internal(e.to_string())))), self));
                     }
                     Some(Ok(events)) => {
                         let mut out = Vec::with_capacity(events.len());
@@ -380,7 +475,7 @@ impl State {
                     }
                     self.done = true;
                     let current = current.max(reached);
-                    return Some((one(WatchItem::Error(too_large_rv(requested, current))), self));
+                    return Some((one(WatchItem::Error(Box::new(too_large_rv(requested, current)))), self));
                 }
                 _ = tick(&mut self.bookmarks), if self.ahead.is_none() => {
                     // The storage watch has read past changes outside the prefix too: a
@@ -398,9 +493,9 @@ impl State {
     }
 
     /// kube-apiserver's etcd watcher rules for one change under selectors.
-    fn transform(&self, cached: Arc<CachedEvent>) -> Option<RawWatchItem> {
+    fn transform(&self, cached: Arc<CachedEvent>) -> Option<WatchItem> {
         if self.filter.is_everything() {
-            return Some(RawWatchItem::Change(cached));
+            return Some(WatchItem::Change(Change(cached)));
         }
         let ev = cached.event();
         let decoded = |value: &[u8], rev: Revision| -> Option<CoreEvent> {
@@ -417,13 +512,13 @@ impl State {
                 let cur = decoded(&kv.value, kv.mod_revision)?;
                 let cur_ok = self.filter.matches(&cur);
                 let Some(prev) = prev else {
-                    return cur_ok.then(|| RawWatchItem::Item(Box::new(WatchItem::Added(cur))));
+                    return cur_ok.then(|| WatchItem::Judged(ChangeKind::Added, Box::new(cur)));
                 };
                 let old = decoded(&prev.value, kv.mod_revision)?;
                 match (cur_ok, self.filter.matches(&old)) {
-                    (true, true) => WatchItem::Modified(cur),
-                    (true, false) => WatchItem::Added(cur),
-                    (false, true) => WatchItem::Deleted(old),
+                    (true, true) => (ChangeKind::Modified, cur),
+                    (true, false) => (ChangeKind::Added, cur),
+                    (false, true) => (ChangeKind::Deleted, old),
                     (false, false) => return None,
                 }
             }
@@ -432,9 +527,9 @@ impl State {
                 if !self.filter.matches(&old) {
                     return None;
                 }
-                WatchItem::Deleted(old)
+                (ChangeKind::Deleted, old)
             }
         };
-        Some(RawWatchItem::Item(Box::new(item)))
+        Some(WatchItem::Judged(item.0, Box::new(item.1)))
     }
 }

@@ -8,21 +8,24 @@ use herald_core::event::names::{
     should_delete_during_update,
 };
 use herald_core::event::validate::{validate_create, validate_update};
-use herald_core::event::wire::event_json;
 use herald_core::event::{ApiGroup, CoreEvent};
 use herald_core::status::{ApiError, Reason, Resource};
+use herald_wire::json::event_json;
 use serde_json::Value;
 
-use super::codec::{self, decode, decode_body, parse_rv};
 use super::errors::{storage_error, store_full};
 use super::fieldmanager;
+use super::keys::{self, decode, parse_rv};
 use super::options::{
     DeleteParams, ListParams, dry_run_causes, field_validation_causes, options_invalid,
 };
 use super::patch::{self, PatchKind};
 use super::typed_patch;
-use super::{Committed, Deletion, EventList, EventRegistry, MAX_RETRIES, WriteOptions, Written};
+use super::{
+    Committed, DeletedEvents, Deletion, EventRegistry, MAX_RETRIES, Stored, WriteOptions, Written,
+};
 use crate::storage::{KeyValue, StorageError};
+use herald_wire::body::decode_body;
 
 fn rv_of(e: &CoreEvent) -> Option<&str> {
     e.metadata
@@ -56,20 +59,6 @@ pub fn check_segment(what: &str, s: &str) -> Result<(), ApiError> {
 }
 
 pub(super) async fn create(
-    reg: &EventRegistry,
-    group: ApiGroup,
-    namespace: &str,
-    event: CoreEvent,
-    opts: &WriteOptions,
-) -> Result<CoreEvent, ApiError> {
-    create_stored(reg, group, namespace, event, opts)
-        .await
-        .map(|c| c.event)
-}
-
-/// [`create`], also handing back the stored bytes and revision so the response can be
-/// written from them without encoding the event again.
-pub(super) async fn create_stored(
     reg: &EventRegistry,
     group: ApiGroup,
     namespace: &str,
@@ -188,7 +177,7 @@ async fn insert(
         validate_create(&e, group)?;
         let name = e.metadata.name.clone().unwrap_or_default();
         let ns = e.metadata.namespace.clone().unwrap_or_default();
-        let key = codec::key(&ns, &name);
+        let key = keys::key(&ns, &name);
         if opts.is_dry_run() {
             // As kube-apiserver's dry-run storage: a taken name is still a 409; nothing is
             // written, so the store's bound does not apply.
@@ -214,7 +203,7 @@ async fn insert(
             Err(err) if generated && err.reason == Reason::AlreadyExists => continue,
             Err(err) => return Err(err),
         }
-        let (bytes, mut e) = codec::encode_owned(e);
+        let (bytes, mut e) = herald_wire::stored::encode_owned(e);
         match reg
             .backend
             .create(&key, bytes.clone(), reg.opts.event_ttl)
@@ -224,7 +213,10 @@ async fn insert(
                 e.metadata.resource_version = Some(kv.mod_revision.to_string());
                 return Ok(Committed {
                     event: e,
-                    stored: Some((bytes, kv.mod_revision)),
+                    stored: Some(Stored {
+                        bytes,
+                        revision: kv.mod_revision,
+                    }),
                 });
             }
             Err(StorageError::AlreadyExists { .. }) if generated => continue,
@@ -301,7 +293,7 @@ pub(super) async fn update(
     check_url_name(&event.metadata, namespace, name)?;
     let client_rv = precondition_rv(rv_of(&event))?;
     let r = group.resource();
-    let key = codec::key(namespace, name);
+    let key = keys::key(namespace, name);
     for _ in 0..MAX_RETRIES {
         let cur = reg
             .backend
@@ -311,7 +303,7 @@ pub(super) async fn update(
         let Some(kv) = cur else {
             let mut e = event.clone();
             e.metadata.resource_version = None;
-            match create_stored(reg, group, namespace, e, opts).await {
+            match create(reg, group, namespace, e, opts).await {
                 Ok(c) => {
                     return Ok(Written {
                         event: c.event,
@@ -360,11 +352,14 @@ async fn store_update(
     kv: &KeyValue,
     dry_run: bool,
 ) -> Result<Option<Committed>, ApiError> {
-    let (bytes, mut new) = codec::encode_owned(new);
+    let (bytes, mut new) = herald_wire::stored::encode_owned(new);
     if bytes == kv.value {
         return Ok(Some(Committed {
             event: old.clone(),
-            stored: Some((kv.value.clone(), kv.mod_revision)),
+            stored: Some(Stored {
+                bytes: kv.value.clone(),
+                revision: kv.mod_revision,
+            }),
         }));
     }
     if dry_run {
@@ -378,7 +373,7 @@ async fn store_update(
     match reg
         .backend
         .update(
-            &codec::key(&ns, name),
+            &keys::key(&ns, name),
             bytes.clone(),
             Some(kv.mod_revision),
             reg.opts.event_ttl,
@@ -389,7 +384,10 @@ async fn store_update(
             new.metadata.resource_version = Some(stored.mod_revision.to_string());
             Ok(Some(Committed {
                 event: new,
-                stored: Some((bytes, stored.mod_revision)),
+                stored: Some(Stored {
+                    bytes,
+                    revision: stored.mod_revision,
+                }),
             }))
         }
         Err(StorageError::Conflict { .. } | StorageError::NotFound { .. }) => Ok(None),
@@ -448,7 +446,7 @@ pub(super) async fn patch(
         _ => ("", false),
     };
     let doc = patch::parse(kind, body)?;
-    let key = codec::key(namespace, name);
+    let key = keys::key(namespace, name);
     let check = |v: &Value| -> Result<Vec<String>, ApiError> {
         match &opts.field_check {
             Some(f) => f(v),
@@ -522,7 +520,7 @@ pub(super) async fn patch(
                 );
                 let e = match kind {
                     PatchKind::Apply { .. } => decode_body(group, patched, None)?,
-                    _ => codec::decode_patched(group, patched, |patched, err| {
+                    _ => herald_wire::body::decode_patched(group, patched, |patched, err| {
                         patch::patched_invalid(kind, &doc, patched, err)
                     })?,
                 };
@@ -586,7 +584,7 @@ pub(super) async fn delete(
     check_segment("name", name)?;
     p.validate()?;
     let r = group.resource();
-    let key = codec::key(namespace, name);
+    let key = keys::key(namespace, name);
     for _ in 0..MAX_RETRIES {
         let Some(kv) = reg
             .backend
@@ -657,7 +655,7 @@ pub(super) async fn delete_collection(
     namespace: Option<&str>,
     list: &ListParams,
     p: &DeleteParams,
-) -> Result<EventList, ApiError> {
+) -> Result<DeletedEvents, ApiError> {
     p.validate()?;
     let mut lp = list.clone();
     lp.watch = false;
@@ -665,7 +663,7 @@ pub(super) async fn delete_collection(
     lp.continue_ = None;
     let page = reg.list(group, namespace, &lp).await?;
     let mut out = Vec::with_capacity(page.items.len());
-    for ev in page.items {
+    for ev in page.decode() {
         let ns = ev.metadata.namespace.clone().unwrap_or_default();
         let name = ev.metadata.name.clone().unwrap_or_default();
         // Every item is deleted with the request's options, preconditions included, as
@@ -679,9 +677,8 @@ pub(super) async fn delete_collection(
             Err(e) => return Err(e),
         }
     }
-    Ok(EventList {
+    Ok(DeletedEvents {
         items: out,
         resource_version: page.resource_version,
-        continue_: None,
     })
 }

@@ -89,9 +89,11 @@ impl CachedEvent {
         self.event.revision()
     }
 
-    /// The encoding in `slot` (`0..ENCODINGS`; what each slot holds is the consumer's
-    /// convention), made by `encode` the first time it is asked for. A `slot` out of range is
-    /// encoded on every call and not kept.
+    /// The encoding in `slot` (`0..ENCODINGS`), made by `encode` the first time it is asked
+    /// for. Storage does not know encodings: slots are numbered by the one consumer, the
+    /// registry's `Change`, after `herald_wire::encoding::WatchEncoding` (a compile-time check
+    /// there keeps them within [`ENCODINGS`]). A `slot` out of range is encoded on every call
+    /// and not kept.
     pub fn encoding(&self, slot: usize, encode: impl FnOnce(&WatchEvent) -> Bytes) -> Bytes {
         match self.encodings.get(slot) {
             Some(cell) => cell.get_or_init(|| encode(&self.event)).clone(),

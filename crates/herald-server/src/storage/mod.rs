@@ -74,7 +74,7 @@ mod types;
 
 pub use backend::Backend;
 pub use error::{Result, StorageError};
-pub use hub::{CachedEvent, CachedWatchStream, WatchHub, WatchProgress};
+pub use hub::{CachedEvent, CachedWatchStream, ENCODINGS, WatchHub, WatchProgress};
 pub use memory::MemoryBackend;
 pub use options::{HistoryOptions, SqliteOptions};
 pub use sqlite::{CommitMetrics, DataDirLock, LOCK_FILE, RETRY_READY, SqliteBackend};

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use herald_core::clock::FakeClock;
-use herald_server::server::{Server, ServerConfig, StoreKind};
+use herald_server::server::{Server, ServerOptions, StoreKind};
 use herald_server::storage::HistoryOptions;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
@@ -34,14 +34,14 @@ pub async fn start_with(
     clock: Arc<FakeClock>,
     history: HistoryOptions,
 ) -> Server {
-    let cfg = ServerConfig {
+    let cfg = ServerOptions {
         store,
         listen: "127.0.0.1:0".parse().unwrap(),
         history,
         // Tests force sweeps with expire_due; the background one must not race them.
         sweep_interval: Duration::from_secs(3600),
         clock,
-        ..ServerConfig::default()
+        ..ServerOptions::default()
     };
     Server::start(cfg).await.expect("server starts")
 }

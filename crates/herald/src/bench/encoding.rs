@@ -13,7 +13,7 @@
 use std::ops::Range;
 
 use bytes::Bytes;
-use herald_server::api::protobuf as pb;
+use herald_wire::protobuf as pb;
 use k8s_pb::apimachinery::pkg::apis::meta::v1::WatchEvent;
 use prost::Message as _;
 use serde::Serialize;

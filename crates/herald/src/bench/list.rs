@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 
 use anyhow::Context as _;
 use bytes::Bytes;
-use herald_server::api::protobuf::MAGIC;
+use herald_wire::protobuf::MAGIC;
 use http_body_util::{BodyExt as _, Full};
 use k8s_pb::apimachinery::pkg::runtime::TypeMeta;
 use prost::Message as _;
@@ -410,7 +410,7 @@ mod tests {
                 "apiVersion": "v1", "kind": "EventList",
                 "metadata": {"resourceVersion": "9", "continue": "abc"}, "items": items,
             });
-            herald_server::api::protobuf::transcode_json(json.to_string().as_bytes()).unwrap()
+            herald_wire::protobuf::transcode_json(json.to_string().as_bytes()).unwrap()
         };
         let body = list(vec![event("a"), event("b"), event("c")]);
         for size in [1, 2, 3, 5, 7, 64, 333, body.len()] {
@@ -424,7 +424,7 @@ mod tests {
         for size in [1, 2, 9, 4096, body.len()] {
             assert_eq!(count_protobuf(&body, size).unwrap(), 3, "chunks of {size}");
         }
-        let empty_raw = herald_server::api::protobuf::wrap("v1", "EventList", Vec::new());
+        let empty_raw = herald_wire::protobuf::wrap("v1", "EventList", Vec::new());
         assert_eq!(count_protobuf(&empty_raw, 1).unwrap(), 0);
         // One event, or a Status, is not a list.
         for not_a_list in [
@@ -432,8 +432,7 @@ mod tests {
             json!({"apiVersion": "v1", "kind": "Status", "status": "Failure", "code": 500}),
         ] {
             let body =
-                herald_server::api::protobuf::transcode_json(not_a_list.to_string().as_bytes())
-                    .unwrap();
+                herald_wire::protobuf::transcode_json(not_a_list.to_string().as_bytes()).unwrap();
             assert!(count_protobuf(&body, 5).is_err(), "{not_a_list}");
         }
         // Cut short, or not protobuf at all.

@@ -125,8 +125,8 @@ pub fn run(args: TopArgs) -> anyhow::Result<()> {
         "herald top: {} occurrences in {} API writes over the last {}{busiest} (watched for {})\n",
         snap.total.occurrences,
         snap.total.writes,
-        herald_server::api::table::human_duration(snap.span),
-        herald_server::api::table::human_duration(started.elapsed()),
+        herald_wire::table::human_duration(snap.span),
+        herald_wire::table::human_duration(started.elapsed()),
     ))
 }
 

@@ -8,7 +8,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row as TableRow, Table};
 
 use super::window::{Row, Snapshot};
-use herald_server::api::table::human_duration as duration_text;
+use herald_wire::table::human_duration as duration_text;
 
 /// What the header says besides the numbers.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -33,7 +33,6 @@
 //! # }
 //! ```
 
-pub mod metrics;
 pub mod render;
 
 use std::convert::Infallible;
@@ -48,33 +47,31 @@ use futures::StreamExt;
 use herald_core::clock::Clock;
 use herald_core::event::{ApiGroup, CoreEvent};
 use herald_core::status::ApiError;
+use herald_wire::body::{
+    BodyFormat, EventSeed, decode_body_as, decode_json_body, parse_json_object, parse_object,
+};
+use herald_wire::protobuf;
+use herald_wire::schema::GroupVersion;
+use herald_wire::schema::known_fields::decode_if_known;
+use herald_wire::stored::Stored;
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use self::metrics::{Metrics, WatchGuard};
 use super::compression::Streaming;
-use super::discovery::GroupVersion;
 use super::error::StatusError;
 use super::field_validation::{FieldValidation, add_warnings, check_fields, duplicate_fields};
-use super::known_fields::decode_if_known;
-use super::negotiate::{IncludeObject, Output, Target, accept_header, negotiate_output};
+use super::metrics::{Metrics, WatchGuard};
+use super::negotiate::{Negotiated, Output, Target};
 use super::path::ApiPath;
-use super::protobuf::{self, WatchAsProtobuf};
-use crate::registry::codec::{
-    BodyFormat, EventSeed, decode_body_as, decode_json_body, parse_json_object, parse_object,
-};
 use crate::registry::options::parse_bool;
-use crate::registry::watch::{ChangeKind, change_parts};
 use crate::registry::write::{check_options, check_segment, check_update_options};
 use crate::registry::{
-    DeleteParams, Deletion, EventRegistry, ListParams, PatchKind, RawEventWatch, RawWatchItem,
-    WatchItem, WriteOptions,
+    DeleteParams, Deletion, EventRegistry, EventWatch, ListParams, PatchKind, WatchItem,
+    WriteOptions,
 };
-use crate::storage::Revision;
 
-/// The largest request body accepted (kube-apiserver's 3 MiB); larger bodies get 413.
-pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+pub use herald_wire::limits::MAX_BODY_BYTES;
 
 /// The events API: registry, clock (Table ages), shutdown signal for open watches, metrics.
 #[derive(Clone)]
@@ -203,60 +200,45 @@ fn dry_run_values(pairs: &[(String, String)]) -> Vec<String> {
         .collect()
 }
 
-/// The answer to a write: the event in `group`'s shape, encoded straight from it as
+/// The answer to a write or a GET: the event in `group`'s shape, encoded straight from it as
 /// protobuf when the client asked for protobuf (kubelet's recorder patches events this way),
-/// else as JSON (which the output layer turns into YAML where asked): events.k8s.io/v1
-/// written straight from the event (no `Value` tree: a fifth of such a create's CPU),
-/// core/v1 through its canonical JSON.
-fn event_response(code: StatusCode, group: ApiGroup, event: CoreEvent, as_protobuf: bool) -> Res {
-    committed_response(code, group, event, None, as_protobuf)
-}
-
-/// [`event_response`] for an event a write committed: a core/v1 JSON answer is the `stored`
-/// bytes ([`Committed::stored`](crate::registry::Committed::stored)) with `kind`,
-/// `apiVersion` and the resourceVersion put in, no second encoding.
-fn committed_response(
+/// else as JSON (which the output layer turns into YAML where asked). A core/v1 JSON answer
+/// is the `stored` bytes where given, with `kind`, `apiVersion` and the resourceVersion put
+/// in (no second encoding); events.k8s.io/v1 JSON is written straight from the event (no
+/// `Value` tree); core/v1 otherwise through its canonical JSON.
+fn event_response(
     code: StatusCode,
     group: ApiGroup,
     event: CoreEvent,
-    stored: Option<&(Bytes, Revision)>,
-    as_protobuf: bool,
+    stored: Option<&Stored>,
+    neg: &Negotiated,
 ) -> Res {
-    if !as_protobuf
-        && group == ApiGroup::Core
-        && let Some((stored, revision)) = stored
-    {
-        let mut body = Vec::with_capacity(stored.len() + 64);
-        if render::stored_object_into(&mut body, group, stored, *revision).is_ok() {
-            return Ok(json_bytes_response(code, body));
-        }
-    }
-    if as_protobuf {
+    if neg.protobuf() {
         return Ok(protobuf_response(
             code,
             Body::from(protobuf::event_object(group, &event)),
         ));
     }
+    if group == ApiGroup::Core
+        && let Some(stored) = stored
+    {
+        let mut body = Vec::with_capacity(stored.bytes.len() + 64);
+        if render::stored_object_into(&mut body, group, &stored.bytes, stored.revision).is_ok() {
+            return Ok(json_bytes_response(code, body));
+        }
+    }
     match group {
         ApiGroup::Core => Ok(json_response(
             code,
-            &herald_core::event::wire::event_json(group, &event),
+            &herald_wire::json::event_json(group, &event),
         )),
         ApiGroup::EventsV1 => {
             let mut body = Vec::with_capacity(1536);
-            herald_core::event::wire::write_events_v1_object(&mut body, event)
+            herald_wire::json::write_events_v1_object(&mut body, event)
                 .map_err(|e| ApiError::internal(format!("encoding the event: {e}")))?;
             Ok(json_bytes_response(code, body))
         }
     }
-}
-
-/// True when the output layer marked the request for a protobuf answer the handler may
-/// encode itself ([`protobuf::AnswerAsProtobuf`]).
-fn answers_protobuf(req: &Request) -> bool {
-    req.extensions()
-        .get::<protobuf::AnswerAsProtobuf>()
-        .is_some()
 }
 
 fn json_response(code: StatusCode, v: &Value) -> Response {
@@ -331,12 +313,17 @@ fn content_type(headers: &HeaderMap) -> String {
 
 // ---- reads -------------------------------------------------------------------------------
 
-async fn list_all(State(st): State<GroupState>, req: Request) -> Res {
-    read(st, None, None, false, req).await
+async fn list_all(State(st): State<GroupState>, neg: Negotiated, req: Request) -> Res {
+    read(st, None, None, false, neg, req).await
 }
 
-async fn list_ns(State(st): State<GroupState>, ApiPath(ns): ApiPath<String>, req: Request) -> Res {
-    read(st, Some(ns), None, false, req).await
+async fn list_ns(
+    State(st): State<GroupState>,
+    ApiPath(ns): ApiPath<String>,
+    neg: Negotiated,
+    req: Request,
+) -> Res {
+    read(st, Some(ns), None, false, neg, req).await
 }
 
 /// GET of one event. As in kube-apiserver, `?watch` does not apply here: a watch of one
@@ -345,17 +332,23 @@ async fn list_ns(State(st): State<GroupState>, ApiPath(ns): ApiPath<String>, req
 async fn get_one(
     State(st): State<GroupState>,
     ApiPath((ns, name)): ApiPath<(String, String)>,
+    neg: Negotiated,
     req: Request,
 ) -> Res {
-    read(st, Some(ns), Some(name), false, req).await
+    read(st, Some(ns), Some(name), false, neg, req).await
 }
 
-async fn watch_all(State(st): State<GroupState>, req: Request) -> Res {
-    read(st, None, None, true, req).await
+async fn watch_all(State(st): State<GroupState>, neg: Negotiated, req: Request) -> Res {
+    read(st, None, None, true, neg, req).await
 }
 
-async fn watch_ns(State(st): State<GroupState>, ApiPath(ns): ApiPath<String>, req: Request) -> Res {
-    read(st, Some(ns), None, true, req).await
+async fn watch_ns(
+    State(st): State<GroupState>,
+    ApiPath(ns): ApiPath<String>,
+    neg: Negotiated,
+    req: Request,
+) -> Res {
+    read(st, Some(ns), None, true, neg, req).await
 }
 
 /// The deprecated watch of one event: the watch of its namespace narrowed to its name (a
@@ -363,36 +356,10 @@ async fn watch_ns(State(st): State<GroupState>, ApiPath(ns): ApiPath<String>, re
 async fn watch_one(
     State(st): State<GroupState>,
     ApiPath((ns, name)): ApiPath<(String, String)>,
+    neg: Negotiated,
     req: Request,
 ) -> Res {
-    read(st, Some(ns), Some(name), true, req).await
-}
-
-/// The paths that stream a watch: a collection with `?watch`, or a deprecated `/watch/` path
-/// (with or without `?watch`). A GET of one event with `?watch` is a plain GET.
-pub fn is_watch(path: &str, query_watch: bool) -> bool {
-    group_relative(path).is_some_and(|rest| rest.starts_with("watch/"))
-        || (query_watch && is_collection(path))
-}
-
-/// The part of an events API path after `/api/v1/` or `/apis/events.k8s.io/v1/`.
-fn group_relative(path: &str) -> Option<&str> {
-    let path = path.trim_end_matches('/');
-    path.strip_prefix("/api/v1/")
-        .or_else(|| path.strip_prefix("/apis/events.k8s.io/v1/"))
-}
-
-/// True for the collection paths: `…/events` of all namespaces or of one (not an event
-/// named `events`).
-pub fn is_collection(path: &str) -> bool {
-    let Some(rest) = group_relative(path) else {
-        return false;
-    };
-    rest == "events"
-        || rest
-            .strip_prefix("namespaces/")
-            .and_then(|r| r.split_once('/'))
-            .is_some_and(|(_, tail)| tail == "events")
+    read(st, Some(ns), Some(name), true, neg, req).await
 }
 
 async fn read(
@@ -400,6 +367,7 @@ async fn read(
     ns: Option<String>,
     name: Option<String>,
     watch_path: bool,
+    neg: Negotiated,
     req: Request,
 ) -> Res {
     if let Some(ns) = &ns {
@@ -407,42 +375,67 @@ async fn read(
     }
     let pairs = query_pairs(req.uri())?;
     let p = list_params(&pairs)?;
-    let as_protobuf = answers_protobuf(&req);
     // Checked only for a Table, and as kube-apiserver does, once the read succeeded.
-    let include = |out| IncludeObject::for_output(out, q(&pairs, "includeObject"));
-    let accept = accept_header(req.headers());
+    let include = |out: Output| out.include_object(q(&pairs, "includeObject"));
     let group = st.group;
+    let registry = &st.api.registry;
     if watch_path || (p.watch && name.is_none()) {
-        let out = negotiate_output(accept.as_deref(), Target::Object)?;
-        let as_protobuf = req.extensions().get::<WatchAsProtobuf>().is_some();
-        let w = st
-            .api
-            .registry
-            .watch_raw(group, ns.as_deref(), name.as_deref(), &p)
+        let out = neg.output(Target::Object)?;
+        let w = registry
+            .watch(group, ns.as_deref(), name.as_deref(), &p)
             .await?;
-        if as_protobuf && out == Output::Object {
-            return Ok(protobuf_watch_response(&st.api, group, w));
+        if neg.protobuf() && out == Output::Object {
+            let frames = move |batch: Vec<WatchItem>| {
+                let mut chunk = Vec::new();
+                for frame in batch
+                    .into_iter()
+                    .filter_map(|item| render::protobuf_frame(group, item))
+                {
+                    chunk.extend_from_slice(&frame);
+                }
+                Bytes::from(chunk)
+            };
+            return Ok(stream_response(
+                &st.api,
+                w,
+                protobuf::WATCH_MEDIA_TYPE,
+                frames,
+            ));
         }
-        return Ok(watch_response(&st.api, group, w, out, include(out)?));
+        let mut lines = render::WatchLines::new(group, out, include(out)?, st.api.clock.clone());
+        let chunks = move |batch: Vec<WatchItem>| {
+            let lines: Vec<Bytes> = batch
+                .into_iter()
+                .filter_map(|item| lines.line(item))
+                .collect();
+            // One chunk (one write) per batch.
+            match <[Bytes; 1]>::try_from(lines) {
+                Ok([one]) => one,
+                Err(lines) => Bytes::from(lines.concat()),
+            }
+        };
+        return Ok(stream_response(&st.api, w, "application/json", chunks));
     }
     let now = st.api.clock.now();
     match name {
         Some(name) => {
-            let out = negotiate_output(accept.as_deref(), Target::Object)?;
+            let out = neg.output(Target::Object)?;
             let ns = ns.unwrap_or_default();
-            let e = st.api.registry.get(group, &ns, &name, p.rv()).await?;
+            let stored = registry.get(group, &ns, &name, p.rv()).await?;
+            let e = stored.decode()?;
+            if out == Output::Object {
+                return event_response(StatusCode::OK, group, e, Some(&stored), &neg);
+            }
             Ok(json_response(
                 StatusCode::OK,
                 &render::object(group, &e, out, include(out)?, now, false),
             ))
         }
         None => {
-            let out = negotiate_output(accept.as_deref(), Target::List)?;
-            if out == Output::Object && as_protobuf {
-                let l = st.api.registry.list_raw(group, ns.as_deref(), &p).await?;
-                let parts =
-                    protobuf::event_list_object(group, l.items, l.resource_version, l.continue_)
-                        .await?;
+            let out = neg.output(Target::List)?;
+            let l = registry.list(group, ns.as_deref(), &p).await?;
+            if out == Output::Object && neg.protobuf() {
+                let parts = render::protobuf_list(group, l).await?;
                 // The length is known: with it the compression layer leaves small lists
                 // alone, as it does JSON ones.
                 let len: usize = parts.iter().map(Vec::len).sum();
@@ -456,13 +449,12 @@ async fn read(
                     .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
                 return Ok(resp);
             }
-            let l = st.api.registry.list_raw(group, ns.as_deref(), &p).await?;
             let shape = render::ListShape::of(out, include(out)?, now);
             if shape.decodes(group) && l.items.len() > render::LIST_BLOCK {
                 let body = Body::from_stream(render::parallel_list(group, shape, l));
                 return Ok(typed_response(StatusCode::OK, body, "application/json"));
             }
-            let mut chunks = render::raw_list(group, shape, l);
+            let mut chunks = render::list(group, shape, l);
             let first = chunks.next().unwrap_or_default();
             let body = match chunks.next() {
                 // Small lists go out whole, with a Content-Length.
@@ -479,103 +471,14 @@ async fn read(
     }
 }
 
-fn watch_response(
-    api: &EventsApi,
-    group: ApiGroup,
-    w: RawEventWatch,
-    out: Output,
-    include: IncludeObject,
-) -> Response {
-    let clock = api.clock.clone();
-    let mut first = true;
-    stream_response(api, w, "application/json", move |batch| {
-        let mut lines: Vec<Bytes> = Vec::with_capacity(batch.len());
-        for item in batch {
-            match (out, item) {
-                // Plain JSON lines of a change are the same for every watcher: the first
-                // one to need a line encodes it into the event's shared slot.
-                (Output::Object, RawWatchItem::Change(ev)) => {
-                    let line = ev.encoding(render::line_slot(group), |e| {
-                        let (kind, value, rev) = change_parts(e);
-                        render::stored_watch_line(group, kind, value, rev)
-                            .map(Bytes::from)
-                            .unwrap_or_default()
-                    });
-                    if !line.is_empty() {
-                        lines.push(line);
-                    }
-                }
-                (Output::Object, RawWatchItem::Initial(kv)) => {
-                    if let Some(line) = render::stored_watch_line(
-                        group,
-                        ChangeKind::Added,
-                        &kv.value,
-                        kv.mod_revision,
-                    ) {
-                        lines.push(Bytes::from(line));
-                    }
-                }
-                (_, item) => {
-                    // A Table or metadata watcher's line, written from the stored bytes
-                    // where it can be; every such watcher writes its own (ages are its).
-                    let stored = match &item {
-                        RawWatchItem::Change(ev) => Some(change_parts(ev.event())),
-                        RawWatchItem::Initial(kv) => {
-                            Some((ChangeKind::Added, &kv.value[..], kv.mod_revision))
-                        }
-                        RawWatchItem::Item(_) => None,
-                    };
-                    if let Some(line) = stored.and_then(|(kind, value, rev)| {
-                        let shape = render::ListShape::of(out, include, clock.now());
-                        render::stored_shape_watch_line(group, kind, value, rev, shape, first)
-                    }) {
-                        lines.push(Bytes::from(line));
-                        first = false;
-                        continue;
-                    }
-                    let Some(item) = item.into_item() else {
-                        continue;
-                    };
-                    let is_obj = matches!(
-                        item,
-                        WatchItem::Added(_) | WatchItem::Modified(_) | WatchItem::Deleted(_)
-                    );
-                    lines.push(Bytes::from(render::watch_line(
-                        group,
-                        &item,
-                        out,
-                        include,
-                        clock.now(),
-                        first,
-                    )));
-                    if is_obj {
-                        first = false;
-                    }
-                }
-            }
-        }
-        // One chunk (one write) per batch.
-        match <[Bytes; 1]>::try_from(lines) {
-            Ok([one]) => one,
-            Err(lines) => {
-                let mut buf = Vec::with_capacity(lines.iter().map(Bytes::len).sum());
-                for line in &lines {
-                    buf.extend_from_slice(line);
-                }
-                Bytes::from(buf)
-            }
-        }
-    })
-}
-
 /// The response of a watch: each batch the registry has ready, encoded by `encode` into one
 /// chunk (one write), until the watch ends or the server shuts down; counted in the watch
 /// metrics while open, and marked [`Streaming`] so no layer holds it back.
 fn stream_response(
     api: &EventsApi,
-    w: RawEventWatch,
+    w: EventWatch,
     content_type: &'static str,
-    mut encode: impl FnMut(Vec<RawWatchItem>) -> Bytes + Send + 'static,
+    mut encode: impl FnMut(Vec<WatchItem>) -> Bytes + Send + 'static,
 ) -> Response {
     let guard = api.metrics.clone().map(WatchGuard::new);
     let stream = w
@@ -596,49 +499,6 @@ fn stream_response(
         HeaderValue::from_static("no-cache, private"),
     );
     resp
-}
-
-/// A watch as protobuf frames ([`protobuf::watch_frame`]): the frame of a change is made once
-/// and shared by every watcher without selectors, as the JSON line is.
-fn protobuf_watch_response(api: &EventsApi, group: ApiGroup, w: RawEventWatch) -> Response {
-    let frame_of = move |item: WatchItem| -> Vec<u8> {
-        let (ty, object) = match item {
-            WatchItem::Added(e) => ("ADDED", protobuf::event_object(group, &e)),
-            WatchItem::Modified(e) => ("MODIFIED", protobuf::event_object(group, &e)),
-            WatchItem::Deleted(e) => ("DELETED", protobuf::event_object(group, &e)),
-            WatchItem::Bookmark {
-                resource_version,
-                initial_events_end,
-            } => (
-                "BOOKMARK",
-                protobuf::bookmark_object(group, &resource_version, initial_events_end),
-            ),
-            WatchItem::Error(e) => ("ERROR", protobuf::status_object(&e)),
-        };
-        protobuf::watch_frame(ty, object)
-    };
-    stream_response(api, w, protobuf::WATCH_MEDIA_TYPE, move |batch| {
-        let mut out = Vec::new();
-        for item in batch {
-            match item {
-                RawWatchItem::Change(ev) => {
-                    let frame = ev.encoding(render::frame_slot(group), |_| {
-                        RawWatchItem::Change(ev.clone())
-                            .into_item()
-                            .map(|item| Bytes::from(frame_of(item)))
-                            .unwrap_or_default()
-                    });
-                    out.extend_from_slice(&frame);
-                }
-                item => {
-                    if let Some(item) = item.into_item() {
-                        out.extend_from_slice(&frame_of(item));
-                    }
-                }
-            }
-        }
-        Bytes::from(out)
-    })
 }
 
 // ---- writes ------------------------------------------------------------------------------
@@ -714,27 +574,26 @@ fn event_body(
     Ok((e, warnings))
 }
 
-async fn create(State(st): State<GroupState>, ApiPath(ns): ApiPath<String>, req: Request) -> Res {
+async fn create(
+    State(st): State<GroupState>,
+    ApiPath(ns): ApiPath<String>,
+    neg: Negotiated,
+    req: Request,
+) -> Res {
     segments(&ns, None)?;
     let ctx = write_ctx(req.uri(), req.headers())?;
-    let as_protobuf = answers_protobuf(&req);
     let (headers, body) = read_body(req, st.api.max_body).await?;
     check_options(&ctx.opts, None)?;
     let (event, warnings) = event_body(st.group, &headers, &body, ctx.validation)?;
     // Boxed, as in the other write handlers: the registry's future is kilobytes, and axum's
     // layers move the handler's future several times before it first runs.
-    let created = Box::pin(
-        st.api
-            .registry
-            .create_stored(st.group, &ns, event, &ctx.opts),
-    )
-    .await?;
-    let mut resp = committed_response(
+    let created = Box::pin(st.api.registry.create(st.group, &ns, event, &ctx.opts)).await?;
+    let mut resp = event_response(
         StatusCode::CREATED,
         st.group,
         created.event,
         created.stored.as_ref(),
-        as_protobuf,
+        &neg,
     )?;
     add_warnings(&mut resp, &warnings);
     Ok(resp)
@@ -743,11 +602,11 @@ async fn create(State(st): State<GroupState>, ApiPath(ns): ApiPath<String>, req:
 async fn update(
     State(st): State<GroupState>,
     ApiPath((ns, name)): ApiPath<(String, String)>,
+    neg: Negotiated,
     req: Request,
 ) -> Res {
     segments(&ns, Some(&name))?;
     let ctx = write_ctx(req.uri(), req.headers())?;
-    let as_protobuf = answers_protobuf(&req);
     let (headers, body) = read_body(req, st.api.max_body).await?;
     check_update_options(&ctx.opts)?;
     let (event, warnings) = event_body(st.group, &headers, &body, ctx.validation)?;
@@ -762,7 +621,7 @@ async fn update(
     } else {
         StatusCode::OK
     };
-    let mut resp = committed_response(code, st.group, w.event, w.stored.as_ref(), as_protobuf)?;
+    let mut resp = event_response(code, st.group, w.event, w.stored.as_ref(), &neg)?;
     add_warnings(&mut resp, &warnings);
     Ok(resp)
 }
@@ -770,11 +629,11 @@ async fn update(
 async fn patch(
     State(st): State<GroupState>,
     ApiPath((ns, name)): ApiPath<(String, String)>,
+    neg: Negotiated,
     req: Request,
 ) -> Res {
     segments(&ns, Some(&name))?;
     let mut ctx = write_ctx(req.uri(), req.headers())?;
-    let as_protobuf = answers_protobuf(&req);
     let (headers, body) = read_body(req, st.api.max_body).await?;
     let ct = content_type(&headers);
     let Some(mut kind) = PatchKind::from_content_type(&ct) else {
@@ -807,7 +666,7 @@ async fn patch(
     } else {
         StatusCode::OK
     };
-    let mut resp = committed_response(code, group, w.event, w.stored.as_ref(), as_protobuf)?;
+    let mut resp = event_response(code, group, w.event, w.stored.as_ref(), &neg)?;
     add_warnings(&mut resp, &w.warnings);
     Ok(resp)
 }
@@ -888,11 +747,11 @@ fn delete_params(
 async fn delete_one(
     State(st): State<GroupState>,
     ApiPath((ns, name)): ApiPath<(String, String)>,
+    neg: Negotiated,
     req: Request,
 ) -> Res {
     segments(&ns, Some(&name))?;
     let pairs = query_pairs(req.uri())?;
-    let as_protobuf = answers_protobuf(&req);
     let (headers, body) = read_body(req, st.api.max_body).await?;
     let p = delete_params(&pairs, &headers, &body)?;
     let gone = match st.api.registry.delete(st.group, &ns, &name, &p).await? {
@@ -905,7 +764,7 @@ async fn delete_one(
             } else {
                 StatusCode::OK
             };
-            return event_response(code, st.group, e, as_protobuf);
+            return event_response(code, st.group, e, None, &neg);
         }
     };
     let mut details = json!({"name": name, "kind": "events", "uid": gone.metadata.uid.clone().unwrap_or_default()});

@@ -1,22 +1,32 @@
-//! Rendering registry results in the negotiated representation.
+//! Rendering registry results in the negotiated representation: one event ([`object`],
+//! [`stored_object_into`]), a list ([`list`], [`parallel_list`], [`protobuf_list`]) and the
+//! lines or frames of a watch ([`WatchLines`], [`protobuf_frame`]).
+//!
+//! Each is written from the stored bytes by [`herald_wire`]'s transcoders where they can,
+//! and from the decoded event where they decline; property tests below hold the two equal.
 
-use herald_core::event::wire::{event_json, write_events_v1_item};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use herald_core::clock::Clock;
 use herald_core::event::{ApiGroup, CoreEvent};
+use herald_core::status::ApiError;
+use herald_wire::Revision;
+use herald_wire::encoding::WatchEncoding;
+use herald_wire::events_v1;
+use herald_wire::json::{INITIAL_EVENTS_END_ANNOTATION, event_json, write_events_v1_item};
+use herald_wire::protobuf;
+use herald_wire::stored::{Stored, decode_at, splice_resource_version_into};
+use herald_wire::table::transcode as stored_table;
+use herald_wire::table::{
+    self, TableMeta, TableOptions, event_cells, event_table, metadata_list_head,
+    partial_object_metadata, table_head, write_partial_object_metadata,
+};
 use jiff::Timestamp;
 use serde_json::{Value, json};
 
 use crate::api::negotiate::{IncludeObject, MetaVersion, Output};
-use crate::api::stored_table;
-use crate::api::table::{
-    self, TableMeta, TableOptions, event_cells, event_table, metadata_list_head,
-    partial_object_metadata, partial_object_metadata_list, table_head,
-    write_partial_object_metadata,
-};
-use crate::registry::codec::{decode, decode_at, splice_resource_version_into};
-use crate::registry::stored_events_v1;
-use crate::registry::watch::ChangeKind;
-use crate::registry::{EventList, INITIAL_EVENTS_END_ANNOTATION, RawEventList, WatchItem};
-use crate::storage::{KeyValue, Revision};
+use crate::registry::{ChangeKind, DecodedItem, EventList, WatchItem};
 
 /// One event in the requested representation.
 pub fn object(
@@ -46,43 +56,6 @@ pub fn object(
         Output::PartialObjectMetadata(v) | Output::PartialObjectMetadataList(v) => {
             partial_object_metadata(&e.metadata, v)
         }
-    }
-}
-
-/// A list of decoded events in the requested representation, as a `Value` tree. The server
-/// streams its lists with [`raw_list`] instead, which writes the same JSON value from the
-/// stored bytes without building the tree (a Table row in a twelfth of the time), and a long
-/// list on both cores.
-pub fn list(
-    group: ApiGroup,
-    l: &EventList,
-    out: Output,
-    include: IncludeObject,
-    now: Timestamp,
-) -> Value {
-    let meta = TableMeta {
-        resource_version: Some(l.resource_version.clone()),
-        continue_: l.continue_.clone(),
-        remaining_item_count: None,
-    };
-    match out {
-        Output::Table(version) => {
-            let opts = TableOptions {
-                version,
-                include_object: include,
-                no_headers: false,
-            };
-            event_table(&l.items, &meta, now, &opts, &|e| event_json(group, e))
-        }
-        Output::PartialObjectMetadataList(v) | Output::PartialObjectMetadata(v) => {
-            partial_object_metadata_list(&l.items, &meta, v)
-        }
-        Output::Object => event_list(
-            group,
-            &l.items,
-            Some(&l.resource_version),
-            l.continue_.as_deref(),
-        ),
     }
 }
 
@@ -155,27 +128,28 @@ fn bookmark_object(group: ApiGroup, rv: &str, end: bool, out: Output) -> Value {
 /// first object event of the stream (only it carries Table column definitions). An event's
 /// object is written without a `Value` tree for a Table (`kubectl get -w`) or a
 /// `PartialObjectMetadata` (metadata informers). A stored change takes
-/// [`stored_shape_watch_line`] first, and this only where that declines.
-pub fn watch_line(
+/// [`stored_shape_watch_line`] first, and this only where that declines. (Public for the
+/// render benchmark; the server writes lines through [`WatchLines`].)
+pub fn decoded_watch_line(
     group: ApiGroup,
-    item: &WatchItem,
+    item: &DecodedItem,
     out: Output,
     include: IncludeObject,
     now: Timestamp,
     first: bool,
 ) -> Vec<u8> {
     let (ty, e) = match item {
-        WatchItem::Added(e) => ("ADDED", e),
-        WatchItem::Modified(e) => ("MODIFIED", e),
-        WatchItem::Deleted(e) => ("DELETED", e),
-        WatchItem::Bookmark {
+        DecodedItem::Added(e) => ("ADDED", e),
+        DecodedItem::Modified(e) => ("MODIFIED", e),
+        DecodedItem::Deleted(e) => ("DELETED", e),
+        DecodedItem::Bookmark {
             resource_version,
             initial_events_end,
         } => {
             let obj = bookmark_object(group, resource_version, *initial_events_end, out);
             return value_line("BOOKMARK", obj);
         }
-        WatchItem::Error(e) => return value_line("ERROR", e.to_json()),
+        DecodedItem::Error(e) => return value_line("ERROR", e.to_json()),
     };
     let mut line = Vec::with_capacity(2048);
     line.extend_from_slice(b"{\"type\":\"");
@@ -199,7 +173,7 @@ fn write_watch_object(
     include: IncludeObject,
     now: Timestamp,
     first: bool,
-) -> Result<(), herald_core::status::ApiError> {
+) -> Result<(), ApiError> {
     let version = match output {
         Output::Object => {
             return serde_json::to_writer(&mut *out, &event_json(group, e)).map_err(encoding_error);
@@ -253,30 +227,131 @@ fn value_line(ty: &str, obj: Value) -> Vec<u8> {
     line
 }
 
-/// The [`CachedEvent`](crate::storage::CachedEvent) encoding slot that holds the JSON watch
-/// line of a change in `group`'s shape ([`stored_watch_line`]).
-pub fn line_slot(group: ApiGroup) -> usize {
-    match group {
-        ApiGroup::Core => 0,
-        ApiGroup::EventsV1 => 1,
+/// The lines of one JSON watch stream, in the representation its request negotiated:
+/// what [`WatchLines::line`] writes for each item the registry hands out.
+///
+/// - An event (`Output::Object`): a change's line is written from its stored bytes once and
+///   shared by every watcher without selectors ([`WatchEncoding::json_line`]); an initial
+///   event's line is written from its stored bytes for this watcher.
+/// - A Table (`kubectl get -w`) or `PartialObjectMetadata` line (metadata informers) is
+///   written from the stored bytes by each watcher (a Table's ages are its own), decoded
+///   where that declines; only the first object line of a Table carries column definitions.
+/// - Items the registry decoded (selectors), bookmarks and errors are written from their
+///   decoded form.
+pub struct WatchLines {
+    group: ApiGroup,
+    out: Output,
+    include: IncludeObject,
+    clock: Arc<dyn Clock>,
+    first: bool,
+}
+
+impl WatchLines {
+    /// The lines of a watch of `group` answered as `out` (`include` for a Table), Table ages
+    /// at `clock`'s now when each line is written.
+    pub fn new(
+        group: ApiGroup,
+        out: Output,
+        include: IncludeObject,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        WatchLines {
+            group,
+            out,
+            include,
+            clock,
+            first: true,
+        }
+    }
+
+    /// The line of `item`; `None` when there is none to send (an event whose stored bytes
+    /// do not decode: logged, and skipped as a list skips it).
+    pub fn line(&mut self, item: WatchItem) -> Option<Bytes> {
+        let group = self.group;
+        let stored = match (&item, self.out) {
+            (WatchItem::Change(c), Output::Object) => {
+                let line = c.encoding(WatchEncoding::json_line(group), |c| {
+                    let (bytes, revision) = c.stored();
+                    stored_watch_line(group, c.kind(), bytes, revision)
+                        .map(Bytes::from)
+                        .unwrap_or_default()
+                });
+                return (!line.is_empty()).then_some(line);
+            }
+            (WatchItem::Initial(s), Output::Object) => {
+                return stored_watch_line(group, ChangeKind::Added, &s.bytes, s.revision)
+                    .map(Bytes::from);
+            }
+            (WatchItem::Change(c), _) => Some((c.kind(), c.stored())),
+            (WatchItem::Initial(s), _) => Some((ChangeKind::Added, (&s.bytes[..], s.revision))),
+            _ => None,
+        };
+        if let Some((kind, (bytes, revision))) = stored {
+            let shape = ListShape::of(self.out, self.include, self.clock.now());
+            if let Some(line) =
+                stored_shape_watch_line(group, kind, bytes, revision, shape, self.first)
+            {
+                self.first = false;
+                return Some(Bytes::from(line));
+            }
+        }
+        let item = item.decode()?;
+        let is_object = matches!(
+            item,
+            DecodedItem::Added(_) | DecodedItem::Modified(_) | DecodedItem::Deleted(_)
+        );
+        let line = decoded_watch_line(
+            group,
+            &item,
+            self.out,
+            self.include,
+            self.clock.now(),
+            self.first,
+        );
+        if is_object {
+            self.first = false;
+        }
+        Some(Bytes::from(line))
     }
 }
 
-/// The [`CachedEvent`](crate::storage::CachedEvent) encoding slot that holds the protobuf
-/// watch frame of a change in `group`'s shape
-/// ([`watch_frame`](crate::api::protobuf::watch_frame)).
-pub fn frame_slot(group: ApiGroup) -> usize {
-    match group {
-        ApiGroup::Core => 2,
-        ApiGroup::EventsV1 => 3,
+/// The protobuf watch frame ([`protobuf::watch_frame`]) of `item` in `group`'s shape; a
+/// change's frame is made once and shared by every watcher without selectors
+/// ([`WatchEncoding::protobuf_frame`]), as the JSON line is. `None` for an event whose
+/// stored bytes do not decode (logged).
+pub fn protobuf_frame(group: ApiGroup, item: WatchItem) -> Option<Bytes> {
+    let frame_of = move |item: DecodedItem| -> Bytes {
+        let (ty, object) = match item {
+            DecodedItem::Added(e) => ("ADDED", protobuf::event_object(group, &e)),
+            DecodedItem::Modified(e) => ("MODIFIED", protobuf::event_object(group, &e)),
+            DecodedItem::Deleted(e) => ("DELETED", protobuf::event_object(group, &e)),
+            DecodedItem::Bookmark {
+                resource_version,
+                initial_events_end,
+            } => (
+                "BOOKMARK",
+                protobuf::bookmark_object(group, &resource_version, initial_events_end),
+            ),
+            DecodedItem::Error(e) => ("ERROR", protobuf::status_object(&e)),
+        };
+        Bytes::from(protobuf::watch_frame(ty, object))
+    };
+    match item {
+        WatchItem::Change(c) => {
+            let frame = c.encoding(WatchEncoding::protobuf_frame(group), |c| {
+                c.decoded().map(frame_of).unwrap_or_default()
+            });
+            (!frame.is_empty()).then_some(frame)
+        }
+        item => item.decode().map(frame_of),
     }
 }
 
 /// The JSON watch line (`{"type":…,"object":…}\n`) of the event stored as `stored`, shown at
-/// `revision`: the line [`watch_line`] makes for the decoded event, as a JSON value (keys
-/// in another order), its object made as [`stored_object_into`] makes it. `None` (logged)
-/// when the bytes do not decode.
-pub fn stored_watch_line(
+/// `revision`: the line [`decoded_watch_line`] makes for the decoded event, as a JSON value
+/// (keys in another order), its object made as [`stored_object_into`] makes it. `None`
+/// (logged) when the bytes do not decode.
+fn stored_watch_line(
     group: ApiGroup,
     kind: ChangeKind,
     stored: &[u8],
@@ -295,11 +370,11 @@ pub fn stored_watch_line(
 }
 
 /// Appends the JSON of the event stored as `stored` (see
-/// [`encode`](crate::registry::codec::encode)) in `group`'s shape, with `resourceVersion` =
+/// [`encode`](herald_wire::stored::encode)) in `group`'s shape, with `resourceVersion` =
 /// `revision`: the object [`event_json`] renders for the decoded event. On core/v1 it is the
 /// stored bytes with `kind`, `apiVersion` and the resourceVersion spliced in (decoded when
 /// the bytes have no `metadata` object to splice into); on
-/// `events.k8s.io/v1` it is transcoded from them ([`stored_events_v1`]: equal as a JSON
+/// `events.k8s.io/v1` it is transcoded from them ([`events_v1`]: equal as a JSON
 /// value, keys in another order), or decoded when the transcoder declines. An error (and
 /// `out` untouched) when the bytes do not decode, except where the stored bytes are copied
 /// unchecked: all of them on core/v1, the `metadata` on `events.k8s.io/v1`.
@@ -308,7 +383,7 @@ pub fn stored_object_into(
     group: ApiGroup,
     stored: &[u8],
     revision: Revision,
-) -> Result<(), herald_core::status::ApiError> {
+) -> Result<(), ApiError> {
     const CORE_HEAD: &[u8] = br#"{"kind":"Event","apiVersion":"v1","#;
     let len = out.len();
     if group == ApiGroup::Core && stored.first() == Some(&b'{') && stored.get(1) != Some(&b'}') {
@@ -318,7 +393,7 @@ pub fn stored_object_into(
         }
         out.truncate(len);
     }
-    if group == ApiGroup::EventsV1 && stored_events_v1::write_item(out, stored, revision, true) {
+    if group == ApiGroup::EventsV1 && events_v1::write_item(out, stored, revision, true) {
         return Ok(());
     }
     let e = decode_at(stored, revision)?;
@@ -329,7 +404,7 @@ pub fn stored_object_into(
     Ok(())
 }
 
-/// What a streamed list ([`raw_list`], [`parallel_list`]) holds.
+/// What a streamed list ([`list`], [`parallel_list`]) holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ListShape {
     /// An `EventList` in the group's shape.
@@ -373,33 +448,29 @@ impl ListShape {
     }
 }
 
-/// About how many bytes [`raw_list`] renders per chunk.
+/// About how many bytes [`list`] renders per chunk.
 pub const LIST_CHUNK: usize = 64 * 1024;
 
-/// The JSON bytes of a list of stored key-values in `shape`, as chunks of about
+/// The JSON bytes of a list of stored events in `shape`, as chunks of about
 /// [`LIST_CHUNK`] bytes rendered one at a time as they are taken (so a large list is sent
 /// while it is rendered, through a buffer of one chunk). The bytes are the JSON value
-/// [`list`] makes for the events that decode, keys in another order; no `Value` tree is
-/// built.
+/// the decoded path makes for the events that decode (a `Value` tree, in the tests), keys
+/// in another order; no `Value` tree is built.
 ///
 /// - An `EventList` on core/v1 is the stored bytes of each item with the resourceVersion
 ///   spliced in (no decode); on `events.k8s.io/v1` items are transcoded from the stored
-///   bytes ([`stored_events_v1`]), or, where it declines, decoded, converted and written
+///   bytes ([`events_v1`]), or, where it declines, decoded, converted and written
 ///   ([`write_events_v1_item`]).
 /// - A Table row or a `PartialObjectMetadata` is written from the stored bytes
 ///   ([`stored_table`]), or, where that declines, from the decoded event; a row's full
 ///   object (`includeObject=Object`) as [`stored_object_into`] writes it.
 ///
-/// A stored event that does not decode is left out and logged, as the registry's decoded
-/// [`list`](crate::registry::EventRegistry::list) leaves it out, except where stored bytes
+/// A stored event that does not decode is left out and logged, as
+/// [`EventList::decode`] leaves it out, except where stored bytes
 /// are copied unchecked: a core/v1 `EventList` item is sent as stored whenever it holds a
 /// `metadata` object to splice into, and elsewhere the stored `metadata` is copied (the
 /// rest is read and checked).
-pub fn raw_list(
-    group: ApiGroup,
-    shape: ListShape,
-    l: RawEventList,
-) -> impl Iterator<Item = Vec<u8>> {
+pub fn list(group: ApiGroup, shape: ListShape, l: EventList) -> impl Iterator<Item = Vec<u8>> {
     let mut pending = Some(list_head(group, shape, &l));
     let mut items = l.items.into_iter();
     let mut first = true;
@@ -411,12 +482,12 @@ pub fn raw_list(
         let mut out = pending.take().unwrap_or_default();
         out.reserve(LIST_CHUNK + 4096);
         while out.len() < LIST_CHUNK {
-            let Some(kv) = items.next() else {
+            let Some(item) = items.next() else {
                 out.extend_from_slice(b"]}");
                 done = true;
                 break;
             };
-            if push_item(&mut out, group, shape, &kv, !first) {
+            if push_item(&mut out, group, shape, &item, !first) {
                 first = false;
             }
         }
@@ -427,7 +498,7 @@ pub fn raw_list(
 /// Items per block of [`parallel_list`].
 pub const LIST_BLOCK: usize = 2048;
 
-/// The bytes of [`raw_list`], for a long list whose items must each be decoded
+/// The bytes of [`list`], for a long list whose items must each be decoded
 /// ([`ListShape::decodes`]): blocks of [`LIST_BLOCK`] items are rendered on the blocking
 /// pool, two at once and sent in order, so the list takes both cores of a small machine
 /// while at most two blocks wait in memory. A block whose rendering fails (a bug) ends the
@@ -435,7 +506,7 @@ pub const LIST_BLOCK: usize = 2048;
 pub fn parallel_list(
     group: ApiGroup,
     shape: ListShape,
-    l: RawEventList,
+    l: EventList,
 ) -> impl futures::Stream<Item = Result<bytes::Bytes, tokio::task::JoinError>> + Send {
     use futures::StreamExt as _;
     let head = list_head(group, shape, &l);
@@ -452,8 +523,8 @@ pub fn parallel_list(
         .map(move |block| {
             tokio::task::spawn_blocking(move || {
                 let mut out = Vec::with_capacity(block.len() * 1100);
-                for kv in &block {
-                    push_item(&mut out, group, shape, kv, true);
+                for item in &block {
+                    push_item(&mut out, group, shape, item, true);
                 }
                 out
             })
@@ -477,9 +548,58 @@ pub fn parallel_list(
         }))
 }
 
+/// Lists longer than this many items are encoded as protobuf in two halves at once, on a
+/// machine's cores; shorter ones are not worth the hand-off.
+const PROTOBUF_PARALLEL_ITEMS: usize = 4096;
+
+/// The protobuf `EventList` of `l` in `group`'s shape, as parts to send in order: byte for
+/// byte what [`protobuf::transcode_json`] makes of the JSON list, encoded from the stored
+/// bytes ([`protobuf::write_list_items`]) without the JSON list, its parse or a copy of the
+/// whole body. The first part holds the envelope, whose length prefix needs every item
+/// encoded first.
+///
+/// Item encoding is CPU work proportional to the list: it runs on the blocking pool, in two
+/// halves at once for lists of more than 4,096 items, so the async workers keep serving.
+///
+/// Bound: the whole encoded list (about 600 bytes an event) is held in memory before its
+/// first byte is sent, as kube-apiserver holds its lists; clients that page (client-go's
+/// reflectors ask for 500 at a time) hold one page.
+pub async fn protobuf_list(group: ApiGroup, l: EventList) -> Result<Vec<Vec<u8>>, ApiError> {
+    let encode = move |items: Vec<Stored>| {
+        let mut out = Vec::with_capacity(items.len() * 640);
+        protobuf::write_list_items(&mut out, group, &items);
+        out
+    };
+    let join = |r: Result<Vec<u8>, tokio::task::JoinError>| {
+        r.map_err(|e| ApiError::internal(format!("encoding the list: {e}")))
+    };
+    let mut parts = Vec::with_capacity(4);
+    let mut items = l.items;
+    let mut encoded = Vec::with_capacity(2);
+    if items.len() > PROTOBUF_PARALLEL_ITEMS {
+        let second = items.split_off(items.len() / 2);
+        let (a, b) = tokio::join!(
+            tokio::task::spawn_blocking(move || encode(items)),
+            tokio::task::spawn_blocking(move || encode(second)),
+        );
+        encoded.push(join(a)?);
+        encoded.push(join(b)?);
+    } else {
+        encoded.push(join(
+            tokio::task::spawn_blocking(move || encode(items)).await,
+        )?);
+    }
+    let len = encoded.iter().map(Vec::len).sum();
+    let (head, tail) = protobuf::event_list_envelope(group, l.resource_version, l.continue_, len);
+    parts.push(head);
+    parts.extend(encoded);
+    parts.push(tail);
+    Ok(parts)
+}
+
 /// The list's start, up to its first item: `{"kind":"EventList",…,"items":[`, or a Table's
 /// `{…,"rows":[`.
-fn list_head(group: ApiGroup, shape: ListShape, l: &RawEventList) -> Vec<u8> {
+fn list_head(group: ApiGroup, shape: ListShape, l: &EventList) -> Vec<u8> {
     let meta = || TableMeta {
         resource_version: Some(l.resource_version.clone()),
         continue_: l.continue_.clone(),
@@ -516,39 +636,39 @@ fn open_array(out: &mut Vec<u8>, head: serde_json::Map<String, Value>, array: &s
 
 /// Appends one list item (after a comma when `comma`); false, with `out` unchanged and a
 /// warning logged, for a stored event that does not decode (where it is decoded: see
-/// [`raw_list`]).
+/// [`list`]).
 fn push_item(
     out: &mut Vec<u8>,
     group: ApiGroup,
     shape: ListShape,
-    kv: &KeyValue,
+    item: &Stored,
     comma: bool,
 ) -> bool {
     let start = out.len();
     if comma {
         out.push(b',');
     }
-    let item = match shape {
-        ListShape::Events => push_event(out, group, kv),
+    let written = match shape {
+        ListShape::Events => push_event(out, group, item),
         ListShape::Table { .. } | ListShape::Metadata(_)
-            if write_stored_object(out, group, shape, &kv.value, kv.mod_revision) =>
+            if write_stored_object(out, group, shape, &item.bytes, item.revision) =>
         {
             Ok(())
         }
-        ListShape::Table { opts, now } => decode(kv).and_then(|e| {
+        ListShape::Table { opts, now } => item.decode().and_then(|e| {
             write_row(out, &e, &opts, now, |out| {
-                stored_object_into(out, group, &kv.value, kv.mod_revision)
+                stored_object_into(out, group, &item.bytes, item.revision)
             })
         }),
-        ListShape::Metadata(v) => decode(kv).and_then(|e| {
+        ListShape::Metadata(v) => item.decode().and_then(|e| {
             write_partial_object_metadata(out, &e.metadata, v).map_err(encoding_error)
         }),
     };
-    match item {
+    match written {
         Ok(()) => true,
         Err(err) => {
             out.truncate(start);
-            tracing::warn!(key = %kv.key, error = %err, "skipping undecodable stored event");
+            tracing::warn!(revision = item.revision, error = %err, "skipping undecodable stored event");
             false
         }
     }
@@ -581,7 +701,8 @@ fn write_stored_object(
 /// Table, column definitions only when `first`) or a metadata watcher (a
 /// `PartialObjectMetadata`), written from the stored bytes ([`write_stored_object`]).
 /// `None` for any other output, or where that declines: the caller decodes the change and
-/// takes [`watch_line`].
+/// takes [`decoded_watch_line`]. (Public for the render benchmark; the server writes lines
+/// through [`WatchLines`].)
 pub fn stored_shape_watch_line(
     group: ApiGroup,
     kind: ChangeKind,
@@ -617,19 +738,15 @@ pub fn stored_shape_watch_line(
 }
 
 /// An `EventList` item: `kind` and `apiVersion` left out.
-fn push_event(
-    out: &mut Vec<u8>,
-    group: ApiGroup,
-    kv: &KeyValue,
-) -> Result<(), herald_core::status::ApiError> {
+fn push_event(out: &mut Vec<u8>, group: ApiGroup, item: &Stored) -> Result<(), ApiError> {
     let transcoded = match group {
-        ApiGroup::Core => splice_resource_version_into(out, &kv.value, kv.mod_revision),
-        ApiGroup::EventsV1 => stored_events_v1::write_item(out, &kv.value, kv.mod_revision, false),
+        ApiGroup::Core => splice_resource_version_into(out, &item.bytes, item.revision),
+        ApiGroup::EventsV1 => events_v1::write_item(out, &item.bytes, item.revision, false),
     };
     if transcoded {
         return Ok(());
     }
-    let e = decode(kv)?;
+    let e = item.decode()?;
     let written = match group {
         ApiGroup::EventsV1 => write_events_v1_item(out, e),
         ApiGroup::Core => {
@@ -651,8 +768,8 @@ fn write_row(
     e: &CoreEvent,
     opts: &TableOptions,
     now: Timestamp,
-    full_object: impl FnOnce(&mut Vec<u8>) -> Result<(), herald_core::status::ApiError>,
-) -> Result<(), herald_core::status::ApiError> {
+    full_object: impl FnOnce(&mut Vec<u8>) -> Result<(), ApiError>,
+) -> Result<(), ApiError> {
     table::write_row(
         out,
         &event_cells(e, now),
@@ -662,8 +779,8 @@ fn write_row(
     )
 }
 
-fn encoding_error(err: serde_json::Error) -> herald_core::status::ApiError {
-    herald_core::status::ApiError::internal(format!("encoding event: {err}"))
+fn encoding_error(err: serde_json::Error) -> ApiError {
+    ApiError::internal(format!("encoding event: {err}"))
 }
 
 #[cfg(test)]
@@ -671,18 +788,48 @@ mod tests {
     use super::*;
     use futures::StreamExt as _;
 
-    fn kv(i: usize) -> KeyValue {
+    fn kv(i: usize) -> Stored {
         let e: CoreEvent = serde_json::from_value(json!({
             "metadata": {"name": format!("e.{i}"), "namespace": "ns", "uid": format!("u-{i}")},
             "involvedObject": {"kind": "Pod", "name": format!("p-{i}")},
             "reason": "R", "message": format!("m {i}"), "count": i,
         }))
         .unwrap();
-        KeyValue {
-            key: format!("/events/ns/e.{i}"),
-            value: crate::registry::codec::encode(&e),
-            create_revision: 5,
-            mod_revision: 5 + i as u64,
+        Stored {
+            bytes: herald_wire::stored::encode(&e),
+            revision: 5 + i as u64,
+        }
+    }
+
+    /// A list of decoded events in the requested representation, as a `Value` tree: the
+    /// plain path the streamed lists are held equal to.
+    fn value_list(
+        group: ApiGroup,
+        items: &[CoreEvent],
+        resource_version: &str,
+        continue_: Option<&str>,
+        out: Output,
+        include: IncludeObject,
+        now: Timestamp,
+    ) -> Value {
+        let meta = TableMeta {
+            resource_version: Some(resource_version.to_string()),
+            continue_: continue_.map(str::to_string),
+            remaining_item_count: None,
+        };
+        match out {
+            Output::Table(version) => {
+                let opts = TableOptions {
+                    version,
+                    include_object: include,
+                    no_headers: false,
+                };
+                table::event_table(items, &meta, now, &opts, &|e| event_json(group, e))
+            }
+            Output::PartialObjectMetadataList(v) | Output::PartialObjectMetadata(v) => {
+                table::partial_object_metadata_list(items, &meta, v)
+            }
+            Output::Object => event_list(group, items, Some(resource_version), continue_),
         }
     }
 
@@ -731,57 +878,52 @@ mod tests {
         /// any stored events and one that does not decode (left out by both).
         #[test]
         fn streamed_lists_are_the_value_lists(
-            events in proptest::collection::vec(crate::registry::any_event(), 0..4),
+            events in proptest::collection::vec(herald_wire::testing::event(), 0..4),
             cont: bool,
         ) {
-            let mut items: Vec<KeyValue> = events
+            let mut items: Vec<Stored> = events
                 .iter()
                 .enumerate()
-                .map(|(i, e)| KeyValue {
-                    key: format!("/events/ns/e.{i}"),
-                    value: crate::registry::codec::encode(e),
-                    create_revision: 3,
-                    mod_revision: 7 + i as u64,
+                .map(|(i, e)| Stored {
+                    bytes: herald_wire::stored::encode(e),
+                    revision: 7 + i as u64,
                 })
                 .collect();
-            let bad = KeyValue {
-                value: bytes::Bytes::from_static(b"{not json"),
+            let bad = Stored {
+                bytes: bytes::Bytes::from_static(b"{not json"),
                 ..kv(9)
             };
             items.insert(items.len() / 2, bad);
-            let l = RawEventList {
+            let mut l = EventList {
                 items,
                 resource_version: "42".into(),
                 continue_: cont.then(|| "token".to_string()),
             };
-            let decoded = EventList {
-                items: l.items.iter().filter_map(|kv| decode(kv).ok()).collect(),
-                resource_version: l.resource_version.clone(),
-                continue_: l.continue_.clone(),
-            };
-            let mut l = l;
-            let mut decoded = decoded;
+            let mut decoded = l.decode();
             // Rows and metadata are written from the stored bytes; this event is declined
             // there (its message has an escaped surrogate pair, which the scanner leaves to
             // serde) and decoded instead.
             let declined = kv(10);
-            let text = String::from_utf8(declined.value.to_vec()).unwrap();
+            let text = String::from_utf8(declined.bytes.to_vec()).unwrap();
             let escaped = text.replace("\"m 10\"", "\"m \\ud83d\\ude00\"");
             assert_ne!(text, escaped);
-            let declined = KeyValue { value: escaped.into_bytes().into(), ..declined };
+            let declined = Stored { bytes: escaped.into_bytes().into(), ..declined };
             let mut scratch = Vec::new();
             assert!(!stored_table::write_partial_object_metadata(
-                &mut scratch, &declined.value, 1, MetaVersion::V1
+                &mut scratch, &declined.bytes, 1, MetaVersion::V1
             ));
-            decoded.items.push(decode(&declined).unwrap());
-            assert_eq!(decoded.items.last().unwrap().message.as_deref(), Some("m \u{1f600}"));
+            decoded.push(declined.decode().unwrap());
+            assert_eq!(decoded.last().unwrap().message.as_deref(), Some("m \u{1f600}"));
             l.items.push(declined);
             for group in [ApiGroup::Core, ApiGroup::EventsV1] {
                 for shape in shapes() {
                     let (out, include) = output(shape);
-                    let bytes: Vec<u8> = raw_list(group, shape, l.clone()).flatten().collect();
+                    let bytes: Vec<u8> = list(group, shape, l.clone()).flatten().collect();
                     let got: Value = serde_json::from_slice(&bytes).unwrap();
-                    let want = list(group, &decoded, out, include, NOW.parse().unwrap());
+                    let want = value_list(
+                        group, &decoded, &l.resource_version, l.continue_.as_deref(),
+                        out, include, NOW.parse().unwrap(),
+                    );
                     proptest::prop_assert_eq!(got, want, "{:?} {:?}", group, shape);
                 }
             }
@@ -795,7 +937,7 @@ mod tests {
         /// `meta.k8s.io` versions and both groups.
         #[test]
         fn watch_lines_are_the_value_lines(
-            e in crate::registry::any_event(),
+            e in herald_wire::testing::event(),
             rv in proptest::option::of(1u64..u64::MAX),
             first: bool,
         ) {
@@ -803,9 +945,9 @@ mod tests {
             e.metadata.resource_version = rv.map(|rv| rv.to_string());
             let now: Timestamp = NOW.parse().unwrap();
             let items = [
-                ("ADDED", WatchItem::Added(e.clone())),
-                ("MODIFIED", WatchItem::Modified(e.clone())),
-                ("DELETED", WatchItem::Deleted(e.clone())),
+                ("ADDED", DecodedItem::Added(e.clone())),
+                ("MODIFIED", DecodedItem::Modified(e.clone())),
+                ("DELETED", DecodedItem::Deleted(e.clone())),
             ];
             let mut outputs = vec![(Output::Object, IncludeObject::Metadata)];
             for v in [MetaVersion::V1, MetaVersion::V1Beta1] {
@@ -823,7 +965,7 @@ mod tests {
                     let written = write_watch_object(&mut obj, group, &e, out, include, now, first);
                     proptest::prop_assert!(written.is_ok(), "{:?} {:?}", out, written);
                     for (ty, item) in &items {
-                        let line = watch_line(group, item, out, include, now, first);
+                        let line = decoded_watch_line(group, item, out, include, now, first);
                         proptest::prop_assert_eq!(line.last(), Some(&b'\n'));
                         let got: Value = serde_json::from_slice(&line).unwrap();
                         let want = json!({
@@ -841,11 +983,11 @@ mod tests {
         /// first or not, every `includeObject`, both `meta.k8s.io` versions and both groups.
         #[test]
         fn stored_shape_watch_lines_are_the_decoded_lines(
-            e in crate::registry::any_event(),
+            e in herald_wire::testing::event(),
             revision in 1u64..u64::MAX,
             first: bool,
         ) {
-            let stored = crate::registry::codec::encode(&e);
+            let stored = herald_wire::stored::encode(&e);
             let decoded = decode_at(&stored, revision).unwrap();
             let now: Timestamp = NOW.parse().unwrap();
             let declinable = serde_json::from_slice::<Value>(&stored).unwrap()["metadata"]
@@ -863,8 +1005,8 @@ mod tests {
                     for (out, include) in outputs {
                         let shape = ListShape::of(out, include, now);
                         for (kind, item) in [
-                            (ChangeKind::Added, WatchItem::Added(decoded.clone())),
-                            (ChangeKind::Deleted, WatchItem::Deleted(decoded.clone())),
+                            (ChangeKind::Added, DecodedItem::Added(decoded.clone())),
+                            (ChangeKind::Deleted, DecodedItem::Deleted(decoded.clone())),
                         ] {
                             let line = stored_shape_watch_line(
                                 group, kind, &stored, revision, shape, first,
@@ -879,7 +1021,7 @@ mod tests {
                             proptest::prop_assert_eq!(line.last(), Some(&b'\n'));
                             let got: Value = serde_json::from_slice(&line).unwrap();
                             let want: Value = serde_json::from_slice(
-                                &watch_line(group, &item, out, include, now, first),
+                                &decoded_watch_line(group, &item, out, include, now, first),
                             ).unwrap();
                             proptest::prop_assert_eq!(
                                 got, want, "{:?} {:?} {:?}", group, out, include
@@ -900,11 +1042,11 @@ mod tests {
     /// do not decode, and for an empty list.
     #[tokio::test]
     async fn parallel_lists_are_the_sequential_bytes() {
-        let bad = |i: usize| KeyValue {
-            value: bytes::Bytes::from_static(b"{not json"),
+        let bad = |i: usize| Stored {
+            bytes: bytes::Bytes::from_static(b"{not json"),
             ..kv(i)
         };
-        let cases: Vec<Vec<KeyValue>> = vec![
+        let cases: Vec<Vec<Stored>> = vec![
             (0..2 * LIST_BLOCK + 7).map(kv).collect(),
             (0..LIST_BLOCK + 1)
                 .map(bad)
@@ -915,12 +1057,12 @@ mod tests {
         for group in [ApiGroup::Core, ApiGroup::EventsV1] {
             for shape in shapes() {
                 for items in &cases {
-                    let l = RawEventList {
+                    let l = EventList {
                         items: items.clone(),
                         resource_version: "9".into(),
                         continue_: None,
                     };
-                    let want: Vec<u8> = raw_list(group, shape, l.clone()).flatten().collect();
+                    let want: Vec<u8> = list(group, shape, l.clone()).flatten().collect();
                     let got: Vec<u8> = parallel_list(group, shape, l)
                         .map(|r| r.unwrap().to_vec())
                         .concat()
@@ -935,11 +1077,84 @@ mod tests {
                         v[array].as_array().unwrap().len(),
                         items
                             .iter()
-                            .filter(|kv| kv.value[0] == b'{' && kv.value[1] != b'n')
+                            .filter(|s| s.bytes[0] == b'{' && s.bytes[1] != b'n')
                             .count()
                     );
                 }
             }
+        }
+    }
+
+    /// The protobuf list made from the store is byte for byte what the JSON list transcodes to,
+    /// in both groups, with a continue token, with an undecodable item skipped, and long enough
+    /// to be encoded in two halves.
+    #[tokio::test]
+    async fn lists_encode_from_the_store_as_the_json_list_transcodes() {
+        use herald_wire::protobuf::{transcode_json, unwrap};
+        use herald_wire::stored::encode;
+        use k8s_pb::api::core::v1::EventList as CoreList;
+        use k8s_pb::api::events::v1::EventList as EventsList;
+        use prost::Message as _;
+
+        let kv = |i: usize| {
+            let e: CoreEvent = serde_json::from_value(json!({
+                "metadata": {
+                    "name": format!("e.{i}"), "namespace": "ns", "uid": format!("u-{i}"),
+                    "creationTimestamp": "2026-11-21T23:59:00Z",
+                    "labels": {"app": "web"},
+                    "managedFields": [{"manager": "m", "operation": "Update", "apiVersion": "v1",
+                        "time": "2026-11-21T23:59:00Z", "fieldsType": "FieldsV1",
+                        "fieldsV1": {"f:message": {}, "f:count": {}}}],
+                },
+                "involvedObject": {"kind": "Pod", "name": format!("p-{i}"), "namespace": "ns"},
+                "reason": "BackOff", "message": format!("message {i}"), "count": i,
+                "firstTimestamp": "2026-11-21T23:59:00Z", "lastTimestamp": "2026-11-21T23:59:30Z",
+                "eventTime": if i.is_multiple_of(2) { json!("2026-11-21T23:59:00.123456Z") } else { json!(null) },
+                "source": {"component": "kubelet"}, "type": "Warning",
+                "reportingComponent": "kubelet", "reportingInstance": "node-1",
+                "action": "Pulling",
+                "related": if i.is_multiple_of(3) { json!({"kind": "Node", "name": "n"}) } else { json!(null) },
+                "series": match i % 3 {
+                    0 => json!({"count": 2, "lastObservedTime": "2026-11-21T23:59:30.500000Z"}),
+                    1 => json!({"count": 1, "lastObservedTime": herald_wire::json::ZERO_MICRO}),
+                    _ => json!(null),
+                },
+            }))
+            .unwrap();
+            Stored {
+                bytes: encode(&e),
+                revision: 10 + i as u64,
+            }
+        };
+        for (n, group) in [
+            (3, ApiGroup::Core),
+            (3, ApiGroup::EventsV1),
+            (PROTOBUF_PARALLEL_ITEMS + 3, ApiGroup::Core),
+            (PROTOBUF_PARALLEL_ITEMS + 3, ApiGroup::EventsV1),
+        ] {
+            let mut items: Vec<Stored> = (0..n).map(kv).collect();
+            items.insert(1, {
+                let mut bad = kv(n);
+                bad.bytes = bytes::Bytes::from_static(b"{not json");
+                bad
+            });
+            let l = EventList {
+                items,
+                resource_version: "99".into(),
+                continue_: Some("token".into()),
+            };
+            let json: Vec<u8> = list(group, ListShape::Events, l.clone())
+                .flatten()
+                .collect();
+            let want = transcode_json(&json).expect("the JSON list transcodes");
+            let got = protobuf_list(group, l).await.unwrap().concat();
+            assert!(got == want, "{group:?} list of {n} differs");
+            let raw = unwrap(&got, "EventList").unwrap().raw;
+            let items = match group {
+                ApiGroup::Core => CoreList::decode(&raw[..]).unwrap().items.len(),
+                ApiGroup::EventsV1 => EventsList::decode(&raw[..]).unwrap().items.len(),
+            };
+            assert_eq!(items, n, "{group:?}");
         }
     }
 }

@@ -35,10 +35,10 @@ mod updated;
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
-use herald_core::event::wire::event_json;
 use herald_core::event::{ApiGroup, CoreEvent};
 use herald_core::labels::go_quote;
 use herald_core::status::{ApiError, FieldCause, Reason};
+use herald_wire::json::event_json;
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry, Time};
 use serde_json::Value;
@@ -590,8 +590,8 @@ fn conflict_error(conflicts: &Conflicts) -> ApiError {
 /// reason (kubernetes/kubernetes#122480, with a fix proposed to make it a 400 BadRequest);
 /// Herald answers the 400: the request is at fault.
 fn check_typed(group: ApiGroup, config: &Value) -> Result<(), ApiError> {
-    let gv = crate::api::discovery::GroupVersion::of(group);
-    let errors = crate::api::openapi::typed_conversion_errors(gv, config);
+    let gv = herald_wire::schema::GroupVersion::of(group);
+    let errors = herald_wire::schema::openapi::typed_conversion_errors(gv, config);
     if errors.is_empty() {
         return Ok(());
     }

@@ -12,7 +12,7 @@ fn core(v: Value) -> CoreEvent {
 }
 
 fn from_json(group: ApiGroup, v: Value) -> CoreEvent {
-    crate::registry::codec::decode_body(group, v, None).unwrap()
+    herald_wire::body::decode_body(group, v, None).unwrap()
 }
 
 fn entries(e: &CoreEvent) -> Value {
@@ -439,7 +439,7 @@ mod fast_paths_equal_the_generic_comparison {
     }
 
     fn reference() -> impl Strategy<Value = ObjectReference> {
-        crate::registry::stored_json::tests::reference_from(opt_str())
+        herald_wire::testing::reference_from(opt_str())
     }
 
     fn map() -> impl Strategy<Value = Option<std::collections::BTreeMap<String, String>>> {

@@ -154,6 +154,8 @@ impl Drop for DataDirLock {
 
 /// `Ok(false)` when another process holds the lock.
 #[cfg(unix)]
+// `fcntl` is a C call: `unsafe`, with each site's reason beside it.
+#[allow(unsafe_code)]
 fn try_lock(file: &File) -> std::io::Result<bool> {
     use std::os::fd::AsRawFd as _;
     // SAFETY: `flock` is a plain C struct for which all-zero bytes are a valid value.
@@ -271,6 +273,8 @@ mod tests {
     /// the child's copy kept the lock and the second acquire failed as `Locked`.
     #[cfg(unix)]
     #[test]
+    // `pre_exec` is `unsafe`; the call site says why it is sound.
+    #[allow(unsafe_code)]
     fn a_child_between_fork_and_exec_does_not_hold_the_lock() {
         use std::io::{Read as _, Write as _};
         use std::os::fd::AsRawFd as _;

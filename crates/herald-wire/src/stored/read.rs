@@ -1,8 +1,8 @@
 //! A stored event's members, read in place for the transcoders.
 //!
-//! The protobuf list's transcoder ([`crate::api::protobuf::stored`]), the
-//! `events.k8s.io/v1` JSON transcoder ([`super::stored_events_v1`]) and the Table and
-//! `PartialObjectMetadata` writer ([`crate::api::stored_table`]) read the same members of
+//! The protobuf list's transcoder ([`crate::protobuf::transcode`]), the
+//! `events.k8s.io/v1` JSON transcoder ([`crate::events_v1`]) and the Table and
+//! `PartialObjectMetadata` writer ([`crate::table::transcode`]) read the same members of
 //! the stored core/v1 JSON with a [`Scanner`]. They differ in how they keep a string
 //! (decoded text, or the quoted JSON) and `metadata` (read member by member for protobuf,
 //! copied whole for JSON): [`StoredEvent::read`] takes a reader for each.
@@ -13,8 +13,8 @@
 //! as k8s-openapi rejects them; unknown members are skipped; a member named twice counts
 //! once, the last time, as k8s-openapi reads it.
 
-use super::stored_scan::{Decline, Scanned, Scanner};
-use crate::storage::Revision;
+use crate::Revision;
+use crate::scan::{Decline, Scanned, Scanner};
 
 /// How a transcoder reads a string member: `None` for `null`, a decline for another type.
 /// A type parameter rather than a `fn` pointer, so that each transcoder's reader is inlined
@@ -27,20 +27,35 @@ impl<'a, S, F: Fn(&mut Scanner<'a>) -> Scanned<Option<S>> + Copy> StringReader<'
 /// of that name: `metadata` as `M`, strings as `S`, timestamps as their stored text (`null`
 /// included), `None` where a member is absent or `null`.
 pub struct StoredEvent<'a, M, S> {
+    /// `metadata`.
     pub metadata: M,
+    /// `involvedObject`.
     pub involved_object: Reference<S>,
+    /// `reason`.
     pub reason: Option<S>,
+    /// `message`.
     pub message: Option<S>,
+    /// `source`.
     pub source: Option<Source<S>>,
+    /// `firstTimestamp`.
     pub first_timestamp: Option<&'a str>,
+    /// `lastTimestamp`.
     pub last_timestamp: Option<&'a str>,
+    /// `count`.
     pub count: Option<i32>,
+    /// `type`.
     pub type_: Option<S>,
+    /// `eventTime`.
     pub event_time: Option<&'a str>,
+    /// `series`.
     pub series: Option<Series<'a>>,
+    /// `action`.
     pub action: Option<S>,
+    /// `related`.
     pub related: Option<Reference<S>>,
+    /// `reportingComponent`.
     pub reporting_component: Option<S>,
+    /// `reportingInstance`.
     pub reporting_instance: Option<S>,
 }
 
@@ -115,12 +130,19 @@ impl<'a, M: Default, S> StoredEvent<'a, M, S> {
 
 /// An `ObjectReference`'s string members.
 pub struct Reference<S> {
+    /// `kind`.
     pub kind: Option<S>,
+    /// `namespace`.
     pub namespace: Option<S>,
+    /// `name`.
     pub name: Option<S>,
+    /// `uid`.
     pub uid: Option<S>,
+    /// `apiVersion`.
     pub api_version: Option<S>,
+    /// `resourceVersion`.
     pub resource_version: Option<S>,
+    /// `fieldPath`.
     pub field_path: Option<S>,
 }
 
@@ -160,7 +182,9 @@ impl<S> Reference<S> {
 
 /// An `EventSource`.
 pub struct Source<S> {
+    /// `component`.
     pub component: Option<S>,
+    /// `host`.
     pub host: Option<S>,
 }
 
@@ -185,7 +209,9 @@ impl<S> Source<S> {
 /// An `EventSeries`, its time as stored.
 #[derive(Default)]
 pub struct Series<'a> {
+    /// `count`.
     pub count: Option<i32>,
+    /// `lastObservedTime`.
     pub last_observed_time: Option<&'a str>,
 }
 

@@ -1,10 +1,9 @@
 //! The `events.k8s.io/v1` JSON of a stored event, transcoded from its stored bytes.
 //!
-//! Events are stored once, as core/v1 JSON ([`super::codec::encode`]). A core/v1 list item
-//! is those bytes with the resourceVersion spliced in; an `events.k8s.io/v1` item used to
-//! take a full decode into `k8s-openapi` types (every string copied, every timestamp
-//! parsed, `fieldsV1` built as a `Value` tree), a conversion and an encode: about 4 µs an
-//! event, most of a 100,000-event list's half second.
+//! Events are stored once, as core/v1 JSON ([`crate::stored::encode`]). A core/v1 list
+//! item is those bytes with the resourceVersion spliced in; an `events.k8s.io/v1` item could
+//! be made by a full decode into `k8s-openapi` types (every string copied, every timestamp
+//! parsed, `fieldsV1` built as a `Value` tree), a conversion and an encode.
 //!
 //! [`write_item`] reads the stored object's members in place instead ([`StoredEvent`], as
 //! the protobuf transcoder does) and writes the converted object from them: `metadata` is
@@ -18,22 +17,21 @@
 //! ([`Scanner::raw_unchecked`]), without parsing it, and it is not checked to be JSON.
 //! That is the trust the core/v1 list already places in the stored bytes, which it sends
 //! as they are; the store writes them with `serde_json`. Everything else is read and
-//! checked. `cargo bench -p herald-server --bench render -- events_v1_json_transcoded`:
-//! 1.6 µs an item when `serde_json` read the members (and parsed `metadata` to find its
-//! end), 0.8 µs with this; a 100,000-event list went from 177 to 126 ms end to end.
+//! checked. Its cost is measured by `cargo bench -p herald-server --bench render --
+//! events_v1_json_transcoded` (figures in `crates/herald-wire/benches/README.md`).
 //!
 //! The result equals, as a JSON value, what the decoding path renders
-//! ([`herald_core::event::wire::write_events_v1_item`]) for every object the store writes.
+//! ([`crate::json::write_events_v1_item`]) for every object the store writes.
 //! Anything the transcoder is not sure it renders identically (a member of an unexpected
 //! type, a timestamp in another layout, a `resourceVersion` already in `metadata`) makes
 //! it decline, leaving `out` untouched, and the caller takes the decoding path: the fast
 //! path never guesses.
 
-use super::stored_event::{Reference, StoredEvent, write_metadata};
-use super::stored_json::Object;
-use super::stored_scan::{Decline, Scanned, Scanner, write_whole};
-use super::stored_time::{self, Layout, StoredTime};
-use crate::storage::Revision;
+use crate::Revision;
+use crate::json::write::Object;
+use crate::scan::{Decline, Scanned, Scanner, write_whole};
+use crate::stored::read::{Reference, StoredEvent, write_metadata};
+use crate::stored::time::{self as stored_time, Layout, StoredTime};
 
 /// A JSON string member as stored (quoted, escapes kept), `None` for `null`.
 type Quoted<'a> = Option<&'a str>;
@@ -171,13 +169,13 @@ fn opt_str(o: &mut Object<'_>, name: &'static str, v: Quoted<'_>) -> Result<(), 
 
 #[cfg(test)]
 mod tests {
-    use herald_core::event::wire::{event_json, write_events_v1_item};
+    use crate::json::{event_json, write_events_v1_item};
     use herald_core::event::{ApiGroup, CoreEvent};
     use proptest::prelude::*;
     use serde_json::{Value, json};
 
     use super::write_item;
-    use crate::registry::codec::{decode_at, encode};
+    use crate::stored::{decode_at, encode};
 
     /// The decoding path's list item and object for `stored`.
     fn decoded(stored: &[u8], revision: u64) -> (Value, Value) {
@@ -303,7 +301,7 @@ mod tests {
         }
         // Metadata nested deeper than the scanner's bound: found unchecked, so the bound is
         // what keeps text the decoding path would reject (past serde_json's 128) out.
-        let depth = crate::registry::stored_scan::MAX_DEPTH;
+        let depth = crate::scan::MAX_DEPTH;
         let deep = format!(
             r#"{{"metadata":{{"x":{}{}}},"involvedObject":{{}}}}"#,
             "[".repeat(depth),
@@ -356,7 +354,7 @@ mod tests {
     proptest! {
         #[test]
         fn any_stored_event_transcodes_to_the_decoded_json(
-            e in crate::registry::any_event(),
+            e in crate::any_event(),
             revision in 1u64..u64::MAX,
         ) {
             let stored = encode(&e);

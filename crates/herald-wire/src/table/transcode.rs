@@ -1,10 +1,10 @@
 //! A `Table` row and a `PartialObjectMetadata` written from a stored event's bytes.
 //!
 //! `kubectl get events` reads a `Table`, and metadata informers read
-//! `PartialObjectMetadata`. Both used to take a full decode of each stored event into
-//! `k8s-openapi` types (every string copied, every timestamp parsed by a general parser,
-//! `managedFields` built whole) for a row that needs ten short cells and the metadata as
-//! it is stored.
+//! `PartialObjectMetadata`. The decoding path takes a full decode of each stored event
+//! into `k8s-openapi` types (every string copied, every timestamp parsed by a general
+//! parser, `managedFields` built whole) for a row that needs ten short cells and the
+//! metadata as it is stored.
 //!
 //! Here the stored event is read in place ([`StoredEvent`], as the transcoders read it):
 //! strings are borrowed unless they have escapes, timestamps are read in the layout the
@@ -23,12 +23,12 @@ use std::borrow::Cow;
 use herald_core::event::convert::GO_ZERO_TIME;
 use jiff::Timestamp;
 
-use super::negotiate::MetaVersion;
-use super::table::{self, RowFields, TableOptions, row_cells};
-use crate::registry::stored_event::{StoredEvent, write_metadata};
-use crate::registry::stored_scan::{Decline, Scanned, Scanner, write_whole};
-use crate::registry::stored_time::{self, Layout, StoredTime};
-use crate::storage::Revision;
+use super::MetaVersion;
+use super::{self as table, RowFields, TableOptions, row_cells};
+use crate::Revision;
+use crate::scan::{Decline, Scanned, Scanner, write_whole};
+use crate::stored::read::{StoredEvent, write_metadata};
+use crate::stored::time::{self as stored_time, Layout, StoredTime};
 
 /// The stored event: `metadata` as its stored text, strings decoded.
 type Stored<'a> = StoredEvent<'a, &'a str, Cow<'a, str>>;
@@ -161,8 +161,8 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::api::negotiate::IncludeObject;
-    use crate::registry::codec::{decode_at, encode};
+    use crate::stored::{decode_at, encode};
+    use crate::table::IncludeObject;
 
     const NOW: &str = "2026-11-25T10:00:00Z";
 
@@ -186,8 +186,8 @@ mod tests {
         now: Timestamp,
     ) -> (Value, Value) {
         let e = decode_at(stored, revision).unwrap();
-        let row = crate::api::table::event_row(&e, now, opts, &|_| json!({"full": true}));
-        let partial = crate::api::table::partial_object_metadata(&e.metadata, opts.version);
+        let row = crate::table::event_row(&e, now, opts, &|_| json!({"full": true}));
+        let partial = crate::table::partial_object_metadata(&e.metadata, opts.version);
         (row, partial)
     }
 
@@ -318,7 +318,7 @@ mod tests {
     proptest! {
         #[test]
         fn any_stored_event_is_the_decoded_row(
-            e in crate::registry::any_event(),
+            e in crate::any_event(),
             revision in 1u64..u64::MAX,
             now_secs in 0i64..4_000_000_000,
             include in prop_oneof![

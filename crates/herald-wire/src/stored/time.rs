@@ -1,8 +1,8 @@
 //! Timestamps as the store writes them, read without a general parser.
 //!
-//! [`super::codec::encode`] writes a `Time` as `"YYYY-MM-DDTHH:MM:SSZ"` and a `MicroTime` as
+//! [`super::encode`] writes a `Time` as `"YYYY-MM-DDTHH:MM:SSZ"` and a `MicroTime` as
 //! `"YYYY-MM-DDTHH:MM:SS.ffffffZ"`, in UTC. The transcoders that render stored bytes
-//! directly ([`super::stored_events_v1`], the protobuf list) read them here: a fixed layout
+//! directly ([`crate::events_v1`], the protobuf list) read them here: a fixed layout
 //! of digits, checked to be a real date and time, and nothing else. Text in any other
 //! layout is `None`, and the caller leaves the object to the decoding path, which parses
 //! (and re-formats) whatever RFC 3339 text it finds.
@@ -22,7 +22,12 @@ pub enum StoredTime {
     /// Go's zero time (`0001-01-01T00:00:00Z`): unset.
     Zero,
     /// A time: seconds since the Unix epoch and the microseconds past them.
-    At { seconds: i64, micros: u32 },
+    At {
+        /// Seconds since the Unix epoch.
+        seconds: i64,
+        /// Microseconds past `seconds`.
+        micros: u32,
+    },
 }
 
 /// Reads `quoted` (the JSON text, quotes included) in `layout`; `None` for any other text,

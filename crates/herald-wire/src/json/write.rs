@@ -25,7 +25,7 @@ use serde_json::Value;
 /// optional fields are left out, except the times core/v1 always carries
 /// (`firstTimestamp`, `lastTimestamp`, `eventTime`, a series' `lastObservedTime`), which
 /// are written as `null`.
-pub(super) fn write_event(out: &mut Vec<u8>, e: &CoreEvent) {
+pub(crate) fn write_event(out: &mut Vec<u8>, e: &CoreEvent) {
     let CoreEvent {
         action,
         count,
@@ -222,20 +222,20 @@ fn write_series(out: &mut Vec<u8>, s: &EventSeries) {
 }
 
 /// An object being written: tracks whether a member needs a comma before it.
-pub(super) struct Object<'a> {
-    pub(super) out: &'a mut Vec<u8>,
+pub(crate) struct Object<'a> {
+    pub(crate) out: &'a mut Vec<u8>,
     first: bool,
 }
 
 impl<'a> Object<'a> {
-    pub(super) fn open(out: &'a mut Vec<u8>) -> Self {
+    pub(crate) fn open(out: &'a mut Vec<u8>) -> Self {
         out.push(b'{');
         Object { out, first: true }
     }
 
     /// Writes `"name":` for a field name of the schema (plain ASCII, nothing to escape);
     /// the caller writes the value.
-    pub(super) fn key(&mut self, name: &'static str) {
+    pub(crate) fn key(&mut self, name: &'static str) {
         self.comma();
         self.out.push(b'"');
         self.out.extend_from_slice(name.as_bytes());
@@ -282,7 +282,7 @@ impl<'a> Object<'a> {
         }
     }
 
-    pub(super) fn close(self) {
+    pub(crate) fn close(self) {
         self.out.push(b'}');
     }
 }
@@ -310,7 +310,7 @@ fn string_map(out: &mut Vec<u8>, m: &BTreeMap<String, String>) {
 /// A free-form JSON value (`fieldsV1`), in its map order. Recurses once per level, as
 /// serde_json's own serializer does. The depth is bounded by what a write can store:
 /// serde_json parses at most 128 levels of a body, and a JSON patch that would nest the
-/// object deeper than [`MAX_PATCHED_DEPTH`](super::patch::MAX_PATCHED_DEPTH) is refused.
+/// object deeper than the registry's patched-object depth bound is refused.
 fn value(out: &mut Vec<u8>, v: &Value) {
     match v {
         Value::Null => out.extend_from_slice(b"null"),
@@ -461,8 +461,9 @@ fn word_needs_escape(w: u64) -> bool {
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+mod tests {
     use super::*;
+    use crate::testing::event;
     use proptest::prelude::*;
 
     fn written(e: &CoreEvent) -> Vec<u8> {
@@ -611,192 +612,8 @@ pub(super) mod tests {
             r#""reportingComponent":"","reportingInstance":""}"#
         );
         // Through `encode`, which normalizes first, as every write does.
-        let stored = crate::registry::codec::encode(&e);
+        let stored = crate::stored::encode(&e);
         assert_eq!(std::str::from_utf8(&stored).unwrap(), want);
-    }
-
-    fn text() -> impl Strategy<Value = String> {
-        prop_oneof![
-            Just(String::new()),
-            "[a-z0-9./-]{1,20}",
-            any::<String>(),
-            "[\\x00-\\x7f]{0,40}",
-        ]
-    }
-
-    fn opt_text() -> impl Strategy<Value = Option<String>> {
-        proptest::option::of(text())
-    }
-
-    fn instant() -> impl Strategy<Value = Timestamp> {
-        (-62_135_596_800i64..253_402_207_199, 0i32..1_000_000_000)
-            .prop_map(|(s, n)| Timestamp::new(s, n).unwrap())
-    }
-
-    fn reference() -> impl Strategy<Value = ObjectReference> {
-        reference_from(opt_text())
-    }
-
-    /// An object reference, each of its fields drawn from `field`.
-    pub(crate) fn reference_from(
-        field: impl Strategy<Value = Option<String>>,
-    ) -> impl Strategy<Value = ObjectReference> {
-        proptest::array::uniform7(field).prop_map(
-            |[
-                api_version,
-                field_path,
-                kind,
-                name,
-                namespace,
-                resource_version,
-                uid,
-            ]| {
-                ObjectReference {
-                    api_version,
-                    field_path,
-                    kind,
-                    name,
-                    namespace,
-                    resource_version,
-                    uid,
-                }
-            },
-        )
-    }
-
-    fn meta() -> impl Strategy<Value = ObjectMeta> {
-        let maps = (
-            proptest::option::of(proptest::collection::btree_map(text(), text(), 0..4)),
-            proptest::option::of(proptest::collection::btree_map(text(), text(), 0..4)),
-            proptest::option::of(proptest::collection::vec(text(), 0..3)),
-        );
-        let scalars = (
-            opt_text(),
-            opt_text(),
-            opt_text(),
-            proptest::option::of(instant()),
-            proptest::option::of(any::<i64>()),
-        );
-        let deletion = (
-            opt_text(),
-            opt_text(),
-            proptest::option::of(instant()),
-            proptest::option::of(any::<i64>()),
-        );
-        let entries = proptest::option::of(proptest::collection::vec(
-            (
-                opt_text(),
-                proptest::option::of(instant()),
-                text(),
-                opt_text(),
-            )
-                .prop_map(|(manager, at, field, subresource)| ManagedFieldsEntry {
-                    api_version: Some("v1".into()),
-                    fields_type: Some("FieldsV1".into()),
-                    fields_v1: Some(FieldsV1(serde_json::json!({ field: {}, "f:x": {"k": {}} }))),
-                    manager,
-                    operation: Some("Update".into()),
-                    subresource,
-                    time: at.map(Time),
-                }),
-            0..3,
-        ));
-        let owners = proptest::option::of(proptest::collection::vec(
-            (text(), text(), proptest::option::of(any::<bool>())).prop_map(|(kind, name, c)| {
-                OwnerReference {
-                    api_version: "v1".into(),
-                    block_owner_deletion: c.map(|c| !c),
-                    controller: c,
-                    kind,
-                    name,
-                    uid: "u".into(),
-                }
-            }),
-            0..2,
-        ));
-        (maps, scalars, deletion, entries, owners).prop_map(
-            |(
-                (labels, annotations, finalizers),
-                (name, namespace, uid, created, generation),
-                (generate_name, self_link, deleted, grace),
-                managed_fields,
-                owner_references,
-            )| {
-                ObjectMeta {
-                    annotations,
-                    creation_timestamp: created.map(Time),
-                    deletion_grace_period_seconds: grace,
-                    deletion_timestamp: deleted.map(Time),
-                    finalizers,
-                    generate_name,
-                    generation,
-                    labels,
-                    managed_fields,
-                    name,
-                    namespace,
-                    owner_references,
-                    resource_version: None,
-                    self_link,
-                    uid,
-                }
-            },
-        )
-    }
-
-    /// Any event, with the strings, times and nesting stored events can have.
-    pub(crate) fn event() -> impl Strategy<Value = CoreEvent> {
-        let strings = (
-            opt_text(),
-            opt_text(),
-            opt_text(),
-            opt_text(),
-            opt_text(),
-            opt_text(),
-        );
-        let times = (
-            proptest::option::of(instant()),
-            proptest::option::of(instant()),
-            proptest::option::of(instant()),
-            proptest::option::of(any::<i32>()),
-        );
-        let nested = (
-            meta(),
-            reference(),
-            proptest::option::of(reference()),
-            proptest::option::of((opt_text(), opt_text())),
-            proptest::option::of((
-                proptest::option::of(any::<i32>()),
-                proptest::option::of(instant()),
-            )),
-        );
-        (strings, times, nested).prop_map(
-            |(
-                (action, message, reason, rc, ri, type_),
-                (first, last, et, count),
-                (metadata, io, related, src, series),
-            )| {
-                CoreEvent {
-                    action,
-                    count,
-                    event_time: et.map(MicroTime),
-                    first_timestamp: first.map(Time),
-                    involved_object: io,
-                    last_timestamp: last.map(Time),
-                    message,
-                    metadata,
-                    reason,
-                    related,
-                    reporting_component: rc,
-                    reporting_instance: ri,
-                    series: series.map(|(count, t)| EventSeries {
-                        count,
-                        last_observed_time: t.map(MicroTime),
-                    }),
-                    source: src.map(|(component, host)| EventSource { component, host }),
-                    type_,
-                }
-            },
-        )
     }
 
     proptest! {

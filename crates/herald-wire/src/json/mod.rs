@@ -6,15 +6,20 @@
 //! difference, so the server renders through these functions: canonical shape
 //! ([`super::convert`]), `apiVersion`/`kind` set, zero times as `null`.
 
+pub mod write;
+
 use serde_json::{Map, Value};
 
-use super::convert::{core_to_events_v1, normalize_core, normalize_events_v1};
-use super::{ApiGroup, CoreEvent, EventsV1Event};
+use herald_core::event::convert::{core_to_events_v1, normalize_core, normalize_events_v1};
+use herald_core::event::{ApiGroup, CoreEvent, EventsV1Event};
 
 /// How Go's zero `MicroTime` would be serialized by `k8s-openapi`; rendered as `null`, and
 /// what a missing or `null` required `MicroTime` decodes to (Go's decoder leaves the zero
 /// value, which validation then reports as `Required`).
 pub const ZERO_MICRO: &str = "0001-01-01T00:00:00.000000Z";
+
+/// The annotation of the bookmark that ends the initial events of a watch-list.
+pub const INITIAL_EVENTS_END_ANNOTATION: &str = "k8s.io/initial-events-end";
 
 fn object(v: Value) -> Map<String, Value> {
     match v {

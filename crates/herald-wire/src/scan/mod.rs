@@ -1,13 +1,8 @@
 //! Reading stored JSON in place, for the transcoders (protobuf, `events.k8s.io/v1` JSON).
 //!
-//! A protobuf list item is written from the stored event's members, most of them strings
-//! copied out unchanged. Through `serde_json`'s derived `Deserialize` (borrowed strings,
-//! `RawValue` for times and `fieldsV1`) that reading was most of an item's cost, and an
-//! item was most of a protobuf list's: `cargo bench -p herald-server --bench render --
-//! core_protobuf_transcoded` went from 2.7 µs to 1.9 µs an item with this module (2.1 µs
-//! already with `serde_json` reading the text as a `&str` checked once, rather than
-//! checking each string's UTF-8), and to 1.45 µs with the searches of
-//! [`super::stored_extent`].
+//! A protobuf list item, an `events.k8s.io/v1` item and a Table row are written from the
+//! stored event's members, most of them strings copied out unchanged; reading them is most
+//! of an item's cost. This module reads them in place, with the searches of [`extent`].
 //!
 //! A [`Scanner`] is a cursor over the text. The caller walks the object as its schema says:
 //! [`Scanner::object`] hands over each member's name, and the caller reads the value with
@@ -23,14 +18,16 @@
 //! is read as k8s-openapi reads it: the last one counts.
 //!
 //! [`Scanner::raw_unchecked`] is the one exception to that check: it finds where an object
-//! ends from its structure alone ([`super::stored_extent`]), for members a transcoder copies
+//! ends from its structure alone ([`extent`]), for members a transcoder copies
 //! whole (the `metadata` of an `events.k8s.io/v1` item, a Table row or a
 //! `PartialObjectMetadata`) or checks itself (a protobuf item's `fieldsV1`). String runs are
 //! found 16 bytes at a time the same way.
 
+pub mod extent;
+
 use std::borrow::Cow;
 
-use super::stored_extent::{container_end, plain_run_end};
+use self::extent::{container_end, plain_run_end};
 
 /// A transcoder cannot vouch for this object; the caller decodes it instead.
 #[derive(Debug, PartialEq, Eq)]

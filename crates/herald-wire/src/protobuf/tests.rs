@@ -419,89 +419,6 @@ fn an_empty_body_or_the_magic_alone_is_kubes_empty_data_or_empty_body() {
     );
 }
 
-/// The protobuf list made from the store is byte for byte what the JSON list transcodes to,
-/// in both groups, with a continue token, with an undecodable item skipped, and long enough
-/// to be encoded in two halves.
-#[tokio::test]
-async fn lists_encode_from_the_store_as_the_json_list_transcodes() {
-    use crate::api::events::render::{ListShape, raw_list};
-    use crate::registry::RawEventList;
-    use crate::registry::codec::encode;
-    use crate::storage::KeyValue;
-
-    let kv = |i: usize| {
-        let e: CoreEvent = serde_json::from_value(json!({
-            "metadata": {
-                "name": format!("e.{i}"), "namespace": "ns", "uid": format!("u-{i}"),
-                "creationTimestamp": "2026-11-21T23:59:00Z",
-                "labels": {"app": "web"},
-                "managedFields": [{"manager": "m", "operation": "Update", "apiVersion": "v1",
-                    "time": "2026-11-21T23:59:00Z", "fieldsType": "FieldsV1",
-                    "fieldsV1": {"f:message": {}, "f:count": {}}}],
-            },
-            "involvedObject": {"kind": "Pod", "name": format!("p-{i}"), "namespace": "ns"},
-            "reason": "BackOff", "message": format!("message {i}"), "count": i,
-            "firstTimestamp": "2026-11-21T23:59:00Z", "lastTimestamp": "2026-11-21T23:59:30Z",
-            "eventTime": if i.is_multiple_of(2) { json!("2026-11-21T23:59:00.123456Z") } else { json!(null) },
-            "source": {"component": "kubelet"}, "type": "Warning",
-            "reportingComponent": "kubelet", "reportingInstance": "node-1",
-            "action": "Pulling",
-            "related": if i.is_multiple_of(3) { json!({"kind": "Node", "name": "n"}) } else { json!(null) },
-            "series": match i % 3 {
-                0 => json!({"count": 2, "lastObservedTime": "2026-11-21T23:59:30.500000Z"}),
-                1 => json!({"count": 1, "lastObservedTime": herald_core::event::wire::ZERO_MICRO}),
-                _ => json!(null),
-            },
-        }))
-        .unwrap();
-        KeyValue {
-            key: format!("/events/ns/e.{i}"),
-            value: encode(&e),
-            create_revision: 10 + i as u64,
-            mod_revision: 10 + i as u64,
-        }
-    };
-    for (n, group) in [
-        (3, ApiGroup::Core),
-        (3, ApiGroup::EventsV1),
-        (PARALLEL_ITEMS + 3, ApiGroup::Core),
-        (PARALLEL_ITEMS + 3, ApiGroup::EventsV1),
-    ] {
-        let mut items: Vec<KeyValue> = (0..n).map(kv).collect();
-        items.insert(1, {
-            let mut bad = kv(n);
-            bad.value = bytes::Bytes::from_static(b"{not json");
-            bad
-        });
-        let list = RawEventList {
-            items,
-            resource_version: "99".into(),
-            continue_: Some("token".into()),
-        };
-        let json: Vec<u8> = raw_list(group, ListShape::Events, list.clone())
-            .flatten()
-            .collect();
-        let want = transcode_json(&json).expect("the JSON list transcodes");
-        let got = event_list_object(group, list.items, list.resource_version, list.continue_)
-            .await
-            .unwrap()
-            .concat();
-        assert!(got == want, "{group:?} list of {n} differs");
-        let raw = unwrap(&got, "EventList").unwrap().raw;
-        let items = match group {
-            ApiGroup::Core => k8s_pb::api::core::v1::EventList::decode(&raw[..])
-                .unwrap()
-                .items
-                .len(),
-            ApiGroup::EventsV1 => k8s_pb::api::events::v1::EventList::decode(&raw[..])
-                .unwrap()
-                .items
-                .len(),
-        };
-        assert_eq!(items, n, "{group:?}");
-    }
-}
-
 /// A protobuf body decoded straight to the event equals what the JSON path makes of it.
 fn direct_and_through_json(group: ApiGroup, body: &[u8]) -> (CoreEvent, CoreEvent) {
     let direct = match event_body(group, body).unwrap() {
@@ -509,9 +426,8 @@ fn direct_and_through_json(group: ApiGroup, body: &[u8]) -> (CoreEvent, CoreEven
         EventBody::Json(_) => panic!("{group:?}: a body in range went to JSON"),
     };
     let json = event_body_json(group, body).unwrap();
-    let through_json =
-        crate::registry::codec::decode_json_body(group, std::str::from_utf8(&json).unwrap())
-            .expect("the JSON path decodes it");
+    let through_json = crate::body::decode_json_body(group, std::str::from_utf8(&json).unwrap())
+        .expect("the JSON path decodes it");
     (direct, through_json)
 }
 
@@ -574,7 +490,7 @@ fn answers_near_go_zero_time_are_the_transcoded_json_answers() {
     e.first_timestamp = Some(om::Time(after(500_000_000)));
     e.metadata.creation_timestamp = Some(om::Time(after(1)));
     for group in [ApiGroup::Core, ApiGroup::EventsV1] {
-        let json = serde_json::to_vec(&herald_core::event::wire::event_json(group, &e)).unwrap();
+        let json = serde_json::to_vec(&crate::json::event_json(group, &e)).unwrap();
         let want = transcode_json(&json).expect("transcodes");
         assert!(event_object(group, &e) == want, "{group:?}");
     }
@@ -634,7 +550,7 @@ fn a_time_outside_years_0_to_9999_goes_through_json() {
 
 proptest::proptest! {
     #[test]
-    fn any_protobuf_body_decodes_as_through_json(e in crate::registry::any_event()) {
+    fn any_protobuf_body_decodes_as_through_json(e in crate::any_event()) {
         // With managedFields a body goes through JSON (tested above).
         let mut e = e;
         e.metadata.managed_fields = None;
@@ -650,7 +566,7 @@ proptest::proptest! {
     /// held delete) sends what the output layer would make of its JSON answer.
     #[test]
     fn an_answer_from_the_event_is_the_transcoded_json_answer(
-        e in crate::registry::any_event(),
+        e in crate::any_event(),
         revision in 1u64..u64::MAX,
     ) {
         // As a write handler has it: the written event in memory, its times as the client
@@ -658,7 +574,7 @@ proptest::proptest! {
         let mut e = e;
         e.metadata.resource_version = Some(revision.to_string());
         for group in [ApiGroup::Core, ApiGroup::EventsV1] {
-            let json = serde_json::to_vec(&herald_core::event::wire::event_json(group, &e)).unwrap();
+            let json = serde_json::to_vec(&crate::json::event_json(group, &e)).unwrap();
             let want = transcode_json(&json).expect("an event's JSON transcodes");
             proptest::prop_assert!(event_object(group, &e) == want, "{:?}", group);
         }

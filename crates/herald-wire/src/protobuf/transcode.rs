@@ -1,10 +1,8 @@
 //! The protobuf message of a stored event, transcoded from its stored JSON.
 //!
-//! A protobuf list used to decode each stored event into `k8s-openapi` types (every string
+//! The decoding path decodes each stored event into `k8s-openapi` types (every string
 //! copied, every timestamp parsed by a general parser, `fieldsV1` built as a `Value` tree
-//! and serialized again), convert it to `k8s-pb` messages and encode those: about 5 µs an
-//! event, a 100,000-event list's 0.3 s.
-//!
+//! and serialized again), converts it to `k8s-pb` messages and encodes those.
 //! [`write_list_item`] reads the stored JSON with a [`Scanner`] into borrowed views
 //! (strings without escapes are slices of the stored bytes, `fieldsV1` stays raw text,
 //! timestamps are read in the one layout the store writes) and writes the protobuf fields
@@ -19,11 +17,11 @@ use std::collections::BTreeMap;
 use herald_core::event::ApiGroup;
 use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint};
 
-use crate::registry::stored_event::{Reference, Source, StoredEvent};
-use crate::registry::stored_extent::plain_run_end;
-use crate::registry::stored_scan::{Decline, Scanned, Scanner, write_whole};
-use crate::registry::stored_time::{self, Layout, StoredTime};
-use crate::storage::Revision;
+use crate::Revision;
+use crate::scan::extent::plain_run_end;
+use crate::scan::{Decline, Scanned, Scanner, write_whole};
+use crate::stored::read::{Reference, Source, StoredEvent};
+use crate::stored::time::{self as stored_time, Layout, StoredTime};
 
 /// A JSON string, borrowed from the stored bytes when it has no escapes.
 #[derive(Default, PartialEq, Eq, PartialOrd, Ord)]
@@ -564,7 +562,7 @@ mod tests {
     use serde_json::json;
 
     use super::write_list_item;
-    use crate::registry::codec::{decode_at, encode};
+    use crate::stored::{decode_at, encode};
 
     /// The decoding path's list item for `stored`.
     fn decoded(group: ApiGroup, stored: &[u8], revision: u64) -> Vec<u8> {
@@ -846,7 +844,7 @@ mod tests {
     proptest! {
         #[test]
         fn any_stored_event_is_the_decoded_message(
-            e in crate::registry::any_event(),
+            e in crate::any_event(),
             revision in 1u64..u64::MAX,
         ) {
             let stored = encode(&e);

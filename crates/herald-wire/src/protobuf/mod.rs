@@ -26,7 +26,7 @@
 //!
 //! ```
 //! use herald_core::event::ApiGroup;
-//! use herald_server::api::protobuf::{event_body_json, wrap};
+//! use herald_wire::protobuf::{event_body_json, wrap};
 //! // An empty core/v1 Event, as client-go sends it.
 //! let body = wrap("v1", "Event", Vec::new());
 //! assert!(body.starts_with(b"k8s\0"));
@@ -36,12 +36,12 @@
 //! ```
 
 mod convert;
-pub mod stored;
+pub mod transcode;
 
+use crate::json::ZERO_MICRO;
 use herald_core::event::convert::{
     core_to_events_v1, events_v1_to_core, normalize_core, normalize_events_v1,
 };
-use herald_core::event::wire::ZERO_MICRO;
 use herald_core::event::{ApiGroup, CoreEvent};
 use herald_core::status::ApiError;
 use k8s_openapi::api::core::v1 as oc;
@@ -57,8 +57,9 @@ use self::convert::{
     core_event_from_pb, core_event_to_pb, delete_options_from_pb, events_event_from_pb,
     events_event_to_pb, list_meta_to_pb, object_meta_to_pb, status_to_pb,
 };
-use crate::registry::INITIAL_EVENTS_END_ANNOTATION;
-use crate::registry::codec::{cannot_handle, check_type};
+use crate::body::{cannot_handle, check_type};
+use crate::json::INITIAL_EVENTS_END_ANNOTATION;
+use crate::stored::Stored;
 
 /// The protobuf media type.
 pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
@@ -68,18 +69,6 @@ pub const WATCH_MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf;stream=w
 
 /// The bytes every wrapped object starts with.
 pub const MAGIC: [u8; 4] = *b"k8s\0";
-
-/// A request extension the output layer sets on a watch whose client prefers protobuf: the
-/// handler then streams [`watch_frame`]s instead of JSON lines.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WatchAsProtobuf;
-
-/// A request extension the output layer sets on any other request whose client prefers
-/// protobuf: a handler that has the object at hand may answer with [`event_object`] itself
-/// (Content-Type [`MEDIA_TYPE`]), which saves the layer parsing the JSON answer back; a JSON
-/// answer is still transcoded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AnswerAsProtobuf;
 
 /// True for a Content-Type (parameters ignored) that is the protobuf media type.
 pub fn is_protobuf(content_type: &str) -> bool {
@@ -237,9 +226,7 @@ pub fn event_body(group: ApiGroup, body: &[u8]) -> Result<EventBody, ApiError> {
             events_v1_to_core(e)
         }
     };
-    Ok(EventBody::Event(crate::registry::codec::drop_empty_maps(
-        event,
-    )))
+    Ok(EventBody::Event(crate::body::drop_empty_maps(event)))
 }
 
 /// A core/v1 event's `MicroTime`s (`eventTime`, `series.lastObservedTime`) cut to whole
@@ -376,63 +363,38 @@ fn encode_event(group: ApiGroup, e: CoreEvent, tag: Option<u32>, out: &mut Vec<u
     }
 }
 
-/// Lists longer than this encode their items in two halves at once, on both of a small
-/// machine's cores; shorter ones are not worth the hand-off.
-const PARALLEL_ITEMS: usize = 4096;
-
-/// The protobuf `EventList` of stored key-values in `group`'s shape: what a protobuf LIST
-/// returns, byte for byte what [`transcode_json`] makes of the JSON list, encoded from the
-/// store without the JSON list, its parse or a copy of the whole body. The parts are sent in
-/// order; the first holds the envelope, whose length prefix needs every item encoded first.
-///
-/// Item encoding is CPU work proportional to the list (about 1.5 µs an event transcoded, 5 µs
-/// decoded): it runs on the blocking pool, in two halves at once for long lists, so the async
-/// workers keep serving. An item that does not decode is skipped with a warning, as in the
-/// JSON list.
-///
-/// Bound: the whole encoded list (about 600 bytes an event) is held in memory before its
-/// first byte is sent, as kube-apiserver holds its lists; clients that page (client-go's
-/// reflectors ask for 500 at a time) hold one page.
-pub async fn event_list_object(
-    group: ApiGroup,
-    items: Vec<crate::storage::KeyValue>,
-    resource_version: String,
-    continue_: Option<String>,
-) -> Result<Vec<Vec<u8>>, ApiError> {
-    let encode = move |kvs: Vec<crate::storage::KeyValue>| {
-        let mut out = Vec::with_capacity(kvs.len() * 640);
-        for kv in kvs {
-            if stored::write_list_item(&mut out, group, &kv.value, kv.mod_revision) {
-                continue;
-            }
-            match crate::registry::codec::decode(&kv) {
-                // Field 2 of the list, encoded in place.
-                Ok(e) => encode_event(group, e, Some(2), &mut out),
-                Err(err) => {
-                    tracing::warn!(key = %kv.key, error = %err, "skipping undecodable stored event")
-                }
+/// Appends the items of a protobuf `EventList` in `group`'s shape (field 2 of the list,
+/// one per event) made from `items`' stored bytes: transcoded in place
+/// ([`transcode::write_list_item`]) where that succeeds, else decoded and encoded. An item
+/// that does not decode is skipped with a warning, as in the JSON list. The HTTP layer puts
+/// the items of a long list together from several calls, one per core, between
+/// [`event_list_envelope`]'s head and tail.
+pub fn write_list_items(out: &mut Vec<u8>, group: ApiGroup, items: &[Stored]) {
+    for item in items {
+        if transcode::write_list_item(out, group, &item.bytes, item.revision) {
+            continue;
+        }
+        match item.decode() {
+            // Field 2 of the list, encoded in place.
+            Ok(e) => encode_event(group, e, Some(2), out),
+            Err(err) => {
+                tracing::warn!(revision = item.revision, error = %err, "skipping undecodable stored event")
             }
         }
-        out
-    };
-    let join = |r: Result<Vec<u8>, tokio::task::JoinError>| {
-        r.map_err(|e| ApiError::internal(format!("encoding the list: {e}")))
-    };
-    let mut parts = Vec::with_capacity(3);
-    let mut items = items;
-    if items.len() > PARALLEL_ITEMS {
-        let second = items.split_off(items.len() / 2);
-        let (a, b) = tokio::join!(
-            tokio::task::spawn_blocking(move || encode(items)),
-            tokio::task::spawn_blocking(move || encode(second)),
-        );
-        parts.push(join(a)?);
-        parts.push(join(b)?);
-    } else {
-        parts.push(join(
-            tokio::task::spawn_blocking(move || encode(items)).await,
-        )?);
     }
+}
+
+/// The head and tail of a protobuf `EventList` whose items ([`write_list_items`]) take
+/// `items_len` bytes: what a protobuf LIST returns is head, items, tail, byte for byte what
+/// [`transcode_json`] makes of the JSON list. The head holds the envelope (as [`wrap`]
+/// writes it: magic, typeMeta, then `raw`'s tag and length, which needs the items' length)
+/// and the list metadata; the tail the empty contentEncoding and contentType.
+pub fn event_list_envelope(
+    group: ApiGroup,
+    resource_version: String,
+    continue_: Option<String>,
+    items_len: usize,
+) -> (Vec<u8>, Vec<u8>) {
     let meta = pm::ListMeta {
         resource_version: Some(resource_version),
         r#continue: continue_,
@@ -440,9 +402,7 @@ pub async fn event_list_object(
     };
     let mut meta_field = Vec::new();
     prost::encoding::message::encode(1, &meta, &mut meta_field);
-    let raw_len = meta_field.len() + parts.iter().map(Vec::len).sum::<usize>();
-    // The envelope as `wrap` writes it: magic, typeMeta, then `raw`'s tag and length; the
-    // empty contentEncoding and contentType follow the items.
+    let raw_len = meta_field.len() + items_len;
     let type_meta = TypeMeta {
         api_version: Some(group.api_version().to_string()),
         kind: Some("EventList".to_string()),
@@ -456,11 +416,7 @@ pub async fn event_list_object(
     let mut tail = Vec::with_capacity(4);
     prost::encoding::string::encode(3, &String::new(), &mut tail);
     prost::encoding::string::encode(4, &String::new(), &mut tail);
-    let mut out = Vec::with_capacity(parts.len() + 2);
-    out.push(head);
-    out.extend(parts);
-    out.push(tail);
-    Ok(out)
+    (head, tail)
 }
 
 /// The wrapped `Status` of an error.

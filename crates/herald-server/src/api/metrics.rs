@@ -81,19 +81,15 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// Adds the SQLite writer's group-commit metrics (`herald_storage_commit_batch_size`,
-    /// `herald_storage_commit_duration_seconds`).
-    pub fn with_commit_metrics(mut self, m: &crate::storage::CommitMetrics) -> Self {
-        self.registry.register(
-            "storage_commit_batch_size",
-            "Writes per SQLite transaction (each one fsync)",
-            m.batch_size.clone(),
-        );
-        self.registry.register(
-            "storage_commit_duration_seconds",
-            "Seconds per SQLite group commit, fsync included",
-            m.duration_seconds.clone(),
-        );
+    /// Adds `metric` as `herald_<name>` (the server adds the storage backend's own metrics
+    /// this way: the HTTP layer does not know the storage layer).
+    pub fn with_metric(
+        mut self,
+        name: &str,
+        help: &str,
+        metric: impl prometheus_client::registry::Metric,
+    ) -> Self {
+        self.registry.register(name, help, metric);
         self
     }
 
@@ -138,10 +134,10 @@ pub fn verb_of(method: &http::Method, path: &str, query: Option<&str>) -> &'stat
             _ => "other",
         };
     }
-    let collection = super::is_collection(path);
-    let watch = super::is_watch(
+    let collection = super::path::is_collection(path);
+    let watch = super::path::is_watch(
         path,
-        crate::api::output::query_value(query, "watch")
+        super::negotiate::query_value(query, "watch")
             .is_some_and(|v| crate::registry::options::parse_bool(&v)),
     );
     match (method.as_str(), collection) {

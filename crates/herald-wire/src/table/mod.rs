@@ -6,11 +6,13 @@
 //! human-duration format (`45s`, `5m2s`, `2d3h`, `<unknown>` for a missing time).
 //!
 //! ```
-//! use herald_server::api::table::human_duration;
+//! use herald_wire::table::human_duration;
 //! use std::time::Duration;
 //! assert_eq!(human_duration(Duration::from_secs(302)), "5m2s");
 //! assert_eq!(human_duration(Duration::from_secs(2 * 86400 + 3 * 3600)), "2d3h");
 //! ```
+
+pub mod transcode;
 
 use std::time::Duration;
 
@@ -19,7 +21,7 @@ use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Value, json};
 
-use super::negotiate::{IncludeObject, MetaVersion};
+use herald_core::status::ApiError;
 
 /// The ten event columns: (name, priority, format, description). Descriptions are the API
 /// field documentation, as the real server sends them.
@@ -171,26 +173,41 @@ pub fn event_cells(event: &Event, now: Timestamp) -> Vec<Value> {
 
 /// The members of an event a row's cells are made from, borrowed: from a decoded event
 /// ([`RowFields::of`]) or read from the stored bytes
-/// ([`stored_table`](super::stored_table)). Each field is the event's member of that name;
+/// ([`transcode`]). Each field is the event's member of that name;
 /// `name` is `metadata.name`, the reference's members are `involvedObject`'s.
 #[derive(Debug, Default)]
 pub struct RowFields<'e> {
+    /// `firstTimestamp`.
     pub first_timestamp: Option<Timestamp>,
+    /// `lastTimestamp`.
     pub last_timestamp: Option<Timestamp>,
+    /// `eventTime`.
     pub event_time: Option<Timestamp>,
     /// `series`, when set: its `count` and `lastObservedTime`.
     pub series: Option<(Option<i32>, Option<Timestamp>)>,
+    /// `count`.
     pub count: Option<i32>,
+    /// `involvedObject.kind`.
     pub kind: Option<&'e str>,
+    /// `involvedObject.name`.
     pub object_name: Option<&'e str>,
+    /// `involvedObject.fieldPath`.
     pub field_path: Option<&'e str>,
+    /// `source.component`.
     pub component: Option<&'e str>,
+    /// `source.host`.
     pub host: Option<&'e str>,
+    /// `reportingComponent`.
     pub reporting_component: Option<&'e str>,
+    /// `reportingInstance`.
     pub reporting_instance: Option<&'e str>,
+    /// `type`.
     pub type_: Option<&'e str>,
+    /// `reason`.
     pub reason: Option<&'e str>,
+    /// `message`.
     pub message: Option<&'e str>,
+    /// `metadata.name`.
     pub name: Option<&'e str>,
 }
 
@@ -472,6 +489,71 @@ pub fn core_v1_object(event: &Event) -> Value {
         m.insert("apiVersion".into(), "v1".into());
     }
     v
+}
+
+/// The `meta.k8s.io` version a transform was requested in; the response uses the same one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetaVersion {
+    /// `meta.k8s.io/v1`.
+    V1,
+    /// `meta.k8s.io/v1beta1` (older clients).
+    V1Beta1,
+}
+
+impl MetaVersion {
+    /// `meta.k8s.io/v1` or `meta.k8s.io/v1beta1`.
+    pub fn api_version(self) -> &'static str {
+        match self {
+            MetaVersion::V1 => "meta.k8s.io/v1",
+            MetaVersion::V1Beta1 => "meta.k8s.io/v1beta1",
+        }
+    }
+
+    /// The version named by a media type's `v` parameter (`v1`, `v1beta1`).
+    pub fn parse(v: &str) -> Option<Self> {
+        match v {
+            "v1" => Some(MetaVersion::V1),
+            "v1beta1" => Some(MetaVersion::V1Beta1),
+            _ => None,
+        }
+    }
+}
+
+/// `includeObject` of a Table request: what each row's `object` holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IncludeObject {
+    /// `null`.
+    None,
+    /// A `PartialObjectMetadata` (the default; kubectl needs it for NAMESPACE and labels).
+    #[default]
+    Metadata,
+    /// The full object in the requested version (`kubectl get --sort-by` asks for it).
+    Object,
+}
+
+impl IncludeObject {
+    /// Parses the query value of a Table request (kube's `ValidateTableOptions`): absent or
+    /// empty means [`IncludeObject::Metadata`]; an unknown value is kube-apiserver's 400
+    /// `Unable to convert to Table as requested: includeObject: Invalid value: "x": must be
+    /// 'Metadata', 'Object', 'None', or empty`.
+    pub fn from_query(v: Option<&str>) -> Result<Self, ApiError> {
+        match v.unwrap_or("") {
+            "" | "Metadata" => Ok(IncludeObject::Metadata),
+            "None" => Ok(IncludeObject::None),
+            "Object" => Ok(IncludeObject::Object),
+            other => {
+                let cause = herald_core::event::causes::invalid(
+                    "includeObject",
+                    other,
+                    "must be 'Metadata', 'Object', 'None', or empty",
+                );
+                Err(ApiError::bad_request(format!(
+                    "Unable to convert to Table as requested: {}: {}",
+                    cause.field, cause.message
+                )))
+            }
+        }
+    }
 }
 
 #[cfg(test)]
