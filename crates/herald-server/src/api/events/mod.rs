@@ -1,17 +1,19 @@
 //! The events endpoints: `/api/v1[/namespaces/{ns}]/events[/{name}]` and the same under
 //! `/apis/events.k8s.io/v1`, over one [`EventRegistry`].
 //!
-//! - GET/LIST/WATCH negotiate JSON, `Table` (with `includeObject`) or
-//!   `PartialObjectMetadata[List]`; watches stream one `{"type":…,"object":…}` JSON line per
+//! - Every handler takes the request's [`Negotiated`] answer (decided once, by the output
+//!   layer) and passes it down: GET/LIST/WATCH answer JSON, `Table` (with `includeObject`)
+//!   or `PartialObjectMetadata[List]`, and protobuf where negotiated; watches stream one `{"type":…,"object":…}` JSON line per
 //!   event over chunked transfer encoding, Table-transformed when asked. The lines of the
 //!   events that are ready together go out as one chunk; a plain JSON line of a change is
 //!   encoded once and the bytes shared by every watcher without selectors.
-//! - Writes take JSON, YAML or protobuf bodies of at most [`MAX_BODY_BYTES`] (413 beyond),
-//!   415 for other content types, `fieldValidation` (Strict/Warn/Ignore), `dryRun=All` and
-//!   `fieldManager` (recorded in `managedFields`; required for server-side apply). A protobuf
-//!   body is decoded to the event the JSON path would make of it ([`protobuf::event_body`]).
-//! - A protobuf watch (the output layer marks it) streams length-framed `WatchEvent`s; the
-//!   frame of a change is made once and shared, as the JSON line is.
+//! - Writes take JSON, YAML or protobuf bodies of at most [`MAX_BODY_BYTES`] (413 beyond;
+//!   [`EventsApi::with_max_body`] changes it), 415 for other content types,
+//!   `fieldValidation` (Strict/Warn/Ignore), `dryRun=All` and `fieldManager` (recorded in
+//!   `managedFields`; required for server-side apply). A protobuf body is decoded to the
+//!   event the JSON path would make of it ([`protobuf::event_body`]).
+//! - A protobuf watch streams length-framed `WatchEvent`s; the frame of a change is made
+//!   once and shared, as the JSON line is ([`render`]).
 //! - DELETE answers a `Status` Success, or, for an event its finalizers keep (marked as being
 //!   deleted), the event itself: 200, or 202 when the request set `orphanDependents: false`.
 //! - Every failure is a `Status`; no input makes a handler panic.
@@ -71,7 +73,7 @@ use crate::registry::{
     WriteOptions,
 };
 
-pub use herald_wire::limits::MAX_BODY_BYTES;
+use herald_wire::limits::MAX_BODY_BYTES;
 
 /// The events API: registry, clock (Table ages), shutdown signal for open watches, metrics.
 #[derive(Clone)]

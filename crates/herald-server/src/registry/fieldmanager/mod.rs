@@ -582,7 +582,7 @@ fn conflict_error(conflicts: &Conflicts) -> ApiError {
 /// (structured-merge-diff's `ObjectToTyped`), before anything is merged or stored and
 /// whatever `fieldValidation` says: a field the Event schema does not declare, or a keyed
 /// list item without its key or with a duplicate one, refuses the apply
-/// ([`typed_conversion_errors`](crate::api::openapi::typed_conversion_errors)).
+/// ([`typed_conversion_errors`](herald_wire::schema::openapi::typed_conversion_errors)).
 ///
 /// The message is upstream's word for word, e.g. `failed to create typed patch object
 /// (default/a.1; /v1, Kind=Event): .foo: field not declared in schema`, naming the namespace,
