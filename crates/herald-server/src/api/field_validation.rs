@@ -14,7 +14,7 @@
 //! Server-side apply is stricter whatever the parameter says: the applied configuration is
 //! converted to the Event's typed schema first, and a field the schema does not declare is a
 //! 400 (`failed to create typed patch object (…): .foo: field not declared in schema`; see
-//! [`typed_conversion_errors`](super::openapi::typed_conversion_errors)).
+//! [`typed_conversion_errors`](herald_wire::schema::openapi::typed_conversion_errors)).
 //!
 //! ```
 //! use herald_server::api::discovery::GroupVersion;

@@ -4,7 +4,7 @@
 //! even under `omitempty` (and writes empty structs as `{}`). Clients accept either, but
 //! byte-level comparisons with a real cluster (and people reading `-o json`) see the
 //! difference, so the server renders through these functions: canonical shape
-//! ([`super::convert`]), `apiVersion`/`kind` set, zero times as `null`.
+//! ([`herald_core::event::convert`]), `apiVersion`/`kind` set, zero times as `null`.
 
 pub mod write;
 

@@ -1,9 +1,8 @@
 //! The stored JSON of an event, written without serde: the encoding half of every write.
 //!
-//! Through `serde_json` and k8s-openapi's `Serialize` impls this was a sixth of the CPU of a
-//! create: every string is escaped a byte at a time, and every timestamp is formatted by
-//! jiff's general `strftime` into a new `String`. [`write_event`] writes the same JSON
-//! value directly: strings are scanned eight bytes at a time, timestamps are written from
+//! `serde_json` and k8s-openapi's `Serialize` impls escape every string a byte at a time
+//! and format every timestamp by jiff's general `strftime` into a new `String`.
+//! `write_event` (called by [`crate::stored::encode`]) writes the same JSON value directly: strings are scanned eight bytes at a time, timestamps are written from
 //! their civil fields.
 //!
 //! Every k8s-openapi struct is destructured without `..`: a field added by an upgrade stops

@@ -18,9 +18,10 @@
 //! kube-apiserver. Patch bodies are JSON or YAML by their content types.
 //!
 //! Responses: the answer to a write is encoded from the written event ([`event_object`]), a
-//! list from the stored bytes ([`event_list_object`]); other objects and `Status`es are
-//! re-encoded from the handlers' JSON ([`transcode_json`], by the output layer). Watch
-//! frames are made from the stored event once per change and shared between watchers. `Table` and
+//! list from the stored bytes ([`write_list_items`] between [`event_list_envelope`]'s head
+//! and tail); other objects and `Status`es are re-encoded from the handlers' JSON
+//! ([`transcode_json`], by the server's output layer). Watch frames ([`watch_frame`]) are
+//! made once per change and shared between watchers. `Table` and
 //! `PartialObjectMetadata` are offered as JSON only; a client that lists them with protobuf
 //! (client-go's metadata client) names JSON as well.
 //!
@@ -320,7 +321,7 @@ pub fn delete_options_json(body: &[u8]) -> Result<Vec<u8>, ApiError> {
 }
 
 /// The wrapped message of an event in `group`'s shape: what a protobuf GET returns, and
-/// what the output layer makes of the event's JSON (see [`encode_event`] for times).
+/// what the output layer makes of the event's JSON (times as its JSON has them).
 pub fn event_object(group: ApiGroup, e: &CoreEvent) -> Vec<u8> {
     wrap(
         group.api_version(),

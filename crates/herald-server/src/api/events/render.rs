@@ -699,7 +699,7 @@ fn write_stored_object(
 
 /// The JSON watch line of a stored change for a Table watcher (`kubectl get -w`: a one-row
 /// Table, column definitions only when `first`) or a metadata watcher (a
-/// `PartialObjectMetadata`), written from the stored bytes ([`write_stored_object`]).
+/// `PartialObjectMetadata`), written from the stored bytes (as [`list`] writes them).
 /// `None` for any other output, or where that declines: the caller decodes the change and
 /// takes [`decoded_watch_line`]. (Public for the render benchmark; the server writes lines
 /// through [`WatchLines`].)
