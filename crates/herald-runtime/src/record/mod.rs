@@ -9,8 +9,9 @@
 //! concurrency.
 //!
 //! Beyond client-go, on by default:
-//! - **Storm-proof queue**: when the queue is full, an event identical to a queued one is
-//!   merged into it (its count grows) instead of being dropped.
+//! - **Storm-proof queue**: an event identical to one still queued is merged into it (its
+//!   count grows), so a storm of one event takes one queue slot; only a distinct event that
+//!   finds the queue full is dropped (and counted).
 //! - **Exact counts**: occurrences the spam filter holds back are carried into the next write,
 //!   and once a storm stops a trailing write flushes the final count as soon as the rate
 //!   budget allows ([`CorrelatorOptions::trailing_flush`]).

@@ -2,7 +2,7 @@
 //!
 //! Outcomes are counted in two places. The recorder counts what never reaches a sink
 //! (`dropped_invalid`, `dropped_queue_full`, `dropped_shutdown`) and occurrences `merged`
-//! into an identical queued event while the queue was full. Every event that does reach a
+//! into an identical event still queued. Every event that does reach a
 //! sink gets exactly one outcome *per sink*: `created`, `patched`, `aggregated` (folded into
 //! a "combined from similar events" event that was written), `skipped` (held back by the spam
 //! filter, its count then carried by a later write that succeeded), `failed` (gave up after
@@ -243,6 +243,19 @@ impl Metrics {
     }
 }
 
+/// One API call a sink made, by how it ended (`herald_record_writes{op, result}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ApiCall {
+    /// A create the server stored.
+    Created,
+    /// A create that failed.
+    CreateFailed,
+    /// A patch the server applied.
+    Patched,
+    /// A patch that failed (a 404 included: the writer then creates).
+    PatchFailed,
+}
+
 /// One sink's counters.
 #[derive(Clone, Debug)]
 pub(crate) struct SinkCounters {
@@ -271,12 +284,12 @@ impl SinkCounters {
             self.inner.outcomes[o.index()].inc_by(n);
         }
     }
-    pub(crate) fn write(&self, create: bool, ok: bool) {
-        let c = match (create, ok) {
-            (true, true) => &self.inner.creates_ok,
-            (true, false) => &self.inner.creates_err,
-            (false, true) => &self.inner.patches_ok,
-            (false, false) => &self.inner.patches_err,
+    pub(crate) fn call(&self, call: ApiCall) {
+        let c = match call {
+            ApiCall::Created => &self.inner.creates_ok,
+            ApiCall::CreateFailed => &self.inner.creates_err,
+            ApiCall::Patched => &self.inner.patches_ok,
+            ApiCall::PatchFailed => &self.inner.patches_err,
         };
         c.inc();
     }
@@ -313,7 +326,8 @@ impl SinkCounters {
 pub struct RecordStats {
     /// Events handed to a recorder.
     pub emitted: u64,
-    /// Occurrences merged into an identical event already queued (queue was full).
+    /// Occurrences merged into an identical event still queued (whether or not the queue was
+    /// full); their count rides in that event's.
     pub merged: u64,
     /// Events refused before queueing (type not Normal/Warning).
     pub dropped_invalid: u64,
@@ -409,7 +423,7 @@ mod tests {
         s.outcome(SinkOutcome::Created, 1);
         s.outcome(SinkOutcome::Patched, 1);
         s.outcome(SinkOutcome::Skipped, 1);
-        s.write(true, true);
+        s.call(ApiCall::Created);
         let snap = m.snapshot();
         assert_eq!(snap.emitted, 5);
         assert_eq!(snap.unaccounted(0), 0);

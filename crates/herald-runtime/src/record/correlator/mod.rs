@@ -357,11 +357,16 @@ impl EventCorrelator {
         // most of the work.
         // A failing path has taken nothing held back (it fails before the write is certain):
         // the held counts stay remembered for the key's trailing flush.
-        let (patch, skip) = if aggregated {
+        let outcome = if aggregated {
             self.stats.aggregated += 1;
             self.aggregator_path(&mut event, now)?
         } else {
             self.plain_path(&mut event)?
+        };
+        let (patch, skip) = match outcome {
+            Outcome::Create => (None, false),
+            Outcome::Patch(patch) => (Some(patch), false),
+            Outcome::Skip => (None, true),
         };
         let carried = mem::take(&mut self.carried);
         let mut settled_skips = mem::take(&mut self.forgotten);
@@ -400,7 +405,7 @@ impl EventCorrelator {
         decision.accepted
     }
 
-    /// Counts a not aggregated event; returns its patch and whether it is skipped.
+    /// Counts a not aggregated event; returns what becomes of it.
     #[inline]
     fn plain_path(&mut self, event: &mut Event) -> Result<Outcome, CorrelateError> {
         let aggregator = &self.aggregator;
@@ -448,20 +453,20 @@ impl EventCorrelator {
                     .resource_version
                     .clone_from(&event.metadata.resource_version);
             }
-            let patch = if seen.repeat {
-                Some(self.patches.patch(
+            let outcome = if seen.repeat {
+                Outcome::Patch(self.patches.patch(
                     event.count.unwrap_or(0),
                     event.last_timestamp.as_ref(),
                     event.message.as_deref().unwrap_or(""),
                 )?)
             } else {
-                None
+                Outcome::Create
             };
             // Only once the write is certain: it carries the key's held-back count.
             if self.trailing_flush {
                 self.carried = self.flushes.clear_key(&mut self.dedup.key, &self.hasher);
             }
-            return Ok((patch, false));
+            return Ok(outcome);
         }
         self.stats.skipped += 1;
         if self.trailing_flush && !self.remember_update(seen.repeat, false, event) {
@@ -477,11 +482,11 @@ impl EventCorrelator {
             event.first_timestamp = first;
             event.count = count;
         }
-        Ok((None, true))
+        Ok(Outcome::Skip)
     }
 
-    /// Turns the event into the combined one and counts that; returns its patch and whether
-    /// it is skipped (then the event is given back as it came).
+    /// Turns the event into the combined one and counts that; returns what becomes of it
+    /// (when skipped, the event is given back as it came).
     #[inline]
     fn aggregator_path(
         &mut self,
@@ -538,19 +543,19 @@ impl EventCorrelator {
             entry
                 .resource_version
                 .clone_from(&event.metadata.resource_version);
-            let patch = if seen.repeat {
-                Some(self.patches.patch(
+            let outcome = if seen.repeat {
+                Outcome::Patch(self.patches.patch(
                     entry_count(event),
                     event.last_timestamp.as_ref(),
                     event.message.as_deref().unwrap_or(""),
                 )?)
             } else {
-                None
+                Outcome::Create
             };
             if self.trailing_flush {
                 self.carried = self.flushes.clear_key(&mut self.dedup.key, &self.hasher);
             }
-            return Ok((patch, false));
+            return Ok(outcome);
         }
         self.stats.skipped += 1;
         if self.trailing_flush && !self.remember_update(seen.repeat, true, event) {
@@ -563,7 +568,7 @@ impl EventCorrelator {
             &mut entry.resource_version,
         );
         replaced.restore(event);
-        Ok((None, true))
+        Ok(Outcome::Skip)
     }
 
     /// Updates the remembered trailing flush of the current dedup key with a skipped
@@ -751,8 +756,17 @@ impl EventCorrelator {
     }
 }
 
-/// The patch of a correlated event and whether it is skipped.
-type Outcome = (Option<Vec<u8>>, bool);
+/// What becomes of a correlated event; [`EventCorrelator::correlate`] turns it into the
+/// client-go shaped `patch` and `skip` of a [`CorrelateResult`].
+#[derive(Debug)]
+enum Outcome {
+    /// The spam filter let it through and it is new to the dedup cache: create it.
+    Create,
+    /// The spam filter let it through and it repeats a cached key: send this dedup patch.
+    Patch(Vec<u8>),
+    /// The spam filter held it back: write nothing.
+    Skip,
+}
 
 fn entry_count(e: &Event) -> i32 {
     e.count.unwrap_or(0)
