@@ -325,9 +325,9 @@ struct SinkTask {
     watcher: Watcher<Arc<Event>>,
     stop: CancellationToken,
     deadline: CancellationToken,
-    /// When the next trailing flush may be due (tokio time). Recomputed only when it can have
-    /// moved earlier (a skip) or after flushes were taken: `next_flush_at` may rescan every
-    /// remembered key, which must not happen per event.
+    /// When the next trailing flush may be due (tokio time). Recomputed when it can have moved
+    /// earlier (a skip can remember the first key) and after flushes were taken; a deadline
+    /// that proves early (the storm went on) just takes nothing and is recomputed.
     flush_at: Option<tokio::time::Instant>,
     flush_stale: bool,
 }

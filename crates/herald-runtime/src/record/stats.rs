@@ -9,8 +9,9 @@
 //! retries), or `dropped_shutdown` (still unwritten at the shutdown deadline). With trailing
 //! flushes (the default) a held-back occurrence is settled with the write that carries its
 //! count, so it is `failed` or `dropped_shutdown` when that write is; until then it is not
-//! yet counted. At the trailing-flush bound (`lru_cache_size` keys) the least recently
-//! skipped key is forgotten and its held occurrences are settled as `skipped` at once: their
+//! yet counted. At the trailing-flush bound
+//! ([`TrailingFlushOptions::max_keys`](super::TrailingFlushOptions::max_keys)) the least
+//! recently skipped key is forgotten and its held occurrences are settled as `skipped` at once: their
 //! count rides the key's next write, if one comes (client-go's behaviour for every skip).
 //!
 //! So, for a sink that was recording from the start:
@@ -154,7 +155,7 @@ impl Metrics {
         );
         registry.register(
             "herald_record_writes",
-            "API calls made by sinks, by operation and result",
+            "API calls made by sinks, by operation and result (ok, error, not_found)",
             self.writes.clone(),
         );
         registry.register(
@@ -213,6 +214,7 @@ impl Metrics {
                 creates_err: write("create", "error"),
                 patches_ok: write("patch", "ok"),
                 patches_err: write("patch", "error"),
+                patches_not_found: write("patch", "not_found"),
                 retries: self
                     .retries
                     .get_or_create(&SinkLabels { sink: name.clone() })
@@ -252,8 +254,11 @@ pub(crate) enum ApiCall {
     CreateFailed,
     /// A patch the server applied.
     Patched,
-    /// A patch that failed (a 404 included: the writer then creates).
+    /// A patch that failed, but for a 404.
     PatchFailed,
+    /// A patch answered 404: the event is gone from the server (expired), and the writer
+    /// creates it.
+    PatchNotFound,
 }
 
 /// One sink's counters.
@@ -271,6 +276,7 @@ struct SinkCountersInner {
     creates_err: Counter,
     patches_ok: Counter,
     patches_err: Counter,
+    patches_not_found: Counter,
     retries: Counter,
     trailing_flushes: AtomicU64,
 }
@@ -290,6 +296,7 @@ impl SinkCounters {
             ApiCall::CreateFailed => &self.inner.creates_err,
             ApiCall::Patched => &self.inner.patches_ok,
             ApiCall::PatchFailed => &self.inner.patches_err,
+            ApiCall::PatchNotFound => &self.inner.patches_not_found,
         };
         c.inc();
     }
@@ -313,8 +320,9 @@ impl SinkCounters {
             failed: o(SinkOutcome::Failed),
             dropped_shutdown: o(SinkOutcome::DroppedShutdown),
             create_calls: i.creates_ok.get() + i.creates_err.get(),
-            patch_calls: i.patches_ok.get() + i.patches_err.get(),
-            failed_calls: i.creates_err.get() + i.patches_err.get(),
+            patch_calls: i.patches_ok.get() + i.patches_err.get() + i.patches_not_found.get(),
+            failed_calls: i.creates_err.get() + i.patches_err.get() + i.patches_not_found.get(),
+            patch_not_found_calls: i.patches_not_found.get(),
             retries: i.retries.get(),
             trailing_flushes: i.trailing_flushes.load(Ordering::Relaxed),
         }
@@ -379,8 +387,12 @@ pub struct SinkStats {
     pub create_calls: u64,
     /// API patch calls made (each attempt counts).
     pub patch_calls: u64,
-    /// API calls that failed.
+    /// API calls that failed (those in `patch_not_found_calls` included).
     pub failed_calls: u64,
+    /// Patches answered 404 (each followed by a create). The recorder never patches an event
+    /// it has not handed a write for, so these are events that expired on the server (or
+    /// whose create failed).
+    pub patch_not_found_calls: u64,
     /// Attempts that were retried.
     pub retries: u64,
     /// Writes made only to flush counts held back by the spam filter.

@@ -207,11 +207,10 @@ async fn attempt(
                 counters.call(ApiCall::Patched);
                 return Ok(WriteResult::Patched(Box::new(e)));
             }
+            Err(e) if e.is_not_found() => counters.call(ApiCall::PatchNotFound),
             Err(e) => {
                 counters.call(ApiCall::PatchFailed);
-                if !e.is_not_found() {
-                    return Err(e);
-                }
+                return Err(e);
             }
         }
     }
