@@ -11,25 +11,13 @@ use std::time::Duration;
 
 use herald_core::flow::ExponentialBackoff;
 use herald_runtime::record::*;
-use herald_runtime::time::TokioClock;
 use k8s_openapi::api::core::v1::{Event, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-fn t0() -> jiff::Timestamp {
-    "2024-01-01T00:00:00Z".parse().unwrap()
-}
+mod storm_support;
 
-fn options() -> BroadcasterOptions {
-    let clock: Arc<dyn herald_core::clock::Clock> = Arc::new(TokioClock::new(t0()));
-    BroadcasterOptions {
-        clock: clock.clone(),
-        correlator: CorrelatorOptions {
-            clock,
-            ..CorrelatorOptions::default()
-        },
-        ..BroadcasterOptions::default()
-    }
-}
+/// Default options on a clock that follows paused tokio time.
+use storm_support::options;
 
 fn test_pod(uid: &str) -> Pod {
     Pod {

@@ -13,7 +13,7 @@ use hashbrown::DefaultHashBuilder;
 
 use super::keys::KeyBuf;
 use super::lru::Lru;
-use super::similar::SimilarMessages;
+use super::similar::{SIMILAR_MESSAGES_ANNOTATION, SimilarMessages};
 
 /// Tag of a dedup key built from the full event identity.
 pub(crate) const TAG_EVENT: u8 = 0;
@@ -161,23 +161,27 @@ pub(crate) struct PatchWriter {
 }
 
 impl PatchWriter {
-    /// [`PatchWriter::patch`] that also sets the annotation `name` to `value` (in
-    /// `metadata.annotations`, after the other keys: still sorted).
-    pub(crate) fn patch_with_annotation(
+    /// The patch of `event`'s count, lastTimestamp and message; with `similar`, it also sets
+    /// the [`SIMILAR_MESSAGES_ANNOTATION`] to it (in `metadata.annotations`, after the other
+    /// keys: still sorted).
+    pub(crate) fn patch_event(
         &mut self,
-        count: i32,
-        last_timestamp: Option<&Time>,
-        message: &str,
-        name: &str,
-        value: &str,
+        event: &Event,
+        similar: Option<&str>,
     ) -> Result<Vec<u8>, serde_json::Error> {
-        let mut out = self.patch(count, last_timestamp, message)?;
-        out.pop();
-        out.extend_from_slice(b",\"metadata\":{\"annotations\":{");
-        serde_json::to_writer(&mut out, name)?;
-        out.push(b':');
-        serde_json::to_writer(&mut out, value)?;
-        out.extend_from_slice(b"}}}");
+        let mut out = self.patch(
+            event.count.unwrap_or(0),
+            event.last_timestamp.as_ref(),
+            event.message.as_deref().unwrap_or(""),
+        )?;
+        if let Some(value) = similar {
+            out.pop();
+            out.extend_from_slice(b",\"metadata\":{\"annotations\":{");
+            serde_json::to_writer(&mut out, SIMILAR_MESSAGES_ANNOTATION)?;
+            out.push(b':');
+            serde_json::to_writer(&mut out, value)?;
+            out.extend_from_slice(b"}}}");
+        }
         Ok(out)
     }
 

@@ -58,7 +58,8 @@ pub struct TrailingFlushOptions {
     /// How long a spam key (source + object + type) must see no event before its storm counts
     /// as over and its held-back events are due. A storm whose events come closer together
     /// than this gets no trailing write until it ends, so its writes stay within the spam
-    /// budget. Default 60 s.
+    /// budget; one that pauses for longer gets its trailing writes in the pause (they take no
+    /// spam token). Default 60 s.
     pub quiet: Duration,
     /// Stored counts are exact within this time after their spam key's last occurrence (plus
     /// the write's own time). Sets the trailing rate together with `quiet` and `max_keys`;
@@ -273,7 +274,7 @@ impl Flushes {
         pending: Pending,
         now: Timestamp,
     ) -> u64 {
-        self.join(pending.spam_hash, &pending.spam_key.clone(), now);
+        self.join(pending.spam_hash, &pending.spam_key, now);
         let (_, evicted) = self.pending.insert(hash, key, pending);
         match evicted {
             Some(evicted) => {

@@ -502,11 +502,7 @@ impl EventCorrelator {
             // is created, with the count and first timestamp of them all.
             let state = mem::replace(&mut entry.state, WriteState::Written);
             let outcome = if seen.repeat && state == WriteState::Written {
-                Outcome::Patch(self.patches.patch(
-                    event.count.unwrap_or(0),
-                    event.last_timestamp.as_ref(),
-                    event.message.as_deref().unwrap_or(""),
-                )?)
+                Outcome::Patch(self.patches.patch_event(event, None)?)
             } else {
                 Outcome::Create
             };
@@ -621,21 +617,7 @@ impl EventCorrelator {
                 .clone_from(&event.metadata.resource_version);
             let state = mem::replace(&mut entry.state, WriteState::Written);
             let outcome = if seen.repeat && state == WriteState::Written {
-                let (count, last, message) = (
-                    entry_count(event),
-                    event.last_timestamp.as_ref(),
-                    event.message.as_deref().unwrap_or(""),
-                );
-                Outcome::Patch(match &similar {
-                    None => self.patches.patch(count, last, message)?,
-                    Some(json) => self.patches.patch_with_annotation(
-                        count,
-                        last,
-                        message,
-                        SIMILAR_MESSAGES_ANNOTATION,
-                        json,
-                    )?,
-                })
+                Outcome::Patch(self.patches.patch_event(event, similar.as_deref())?)
             } else {
                 Outcome::Create
             };
@@ -797,22 +779,8 @@ impl EventCorrelator {
                 )]));
             }
             let patch = if written {
-                let (count, last, message) = (
-                    event.count.unwrap_or(0),
-                    event.last_timestamp.as_ref(),
-                    event.message.as_deref().unwrap_or(""),
-                );
-                let patch = match &similar {
-                    None => self.patches.patch(count, last, message),
-                    Some(json) => self.patches.patch_with_annotation(
-                        count,
-                        last,
-                        message,
-                        SIMILAR_MESSAGES_ANNOTATION,
-                        json,
-                    ),
-                };
-                patch
+                self.patches
+                    .patch_event(&event, similar.as_deref())
                     .map_err(
                         |e| tracing::warn!(error = %e, "dropping the patch of a trailing flush"),
                     )
@@ -872,10 +840,6 @@ enum Outcome {
     Patch(Vec<u8>),
     /// The spam filter held it back: write nothing.
     Skip,
-}
-
-fn entry_count(e: &Event) -> i32 {
-    e.count.unwrap_or(0)
 }
 
 /// What a combined event replaced or dropped of the input it was made from (all but the name
