@@ -149,8 +149,10 @@ struct Fixture {
 
 fn fixture(server: &Server) -> Fixture {
     let client = kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
-    let informer =
-        SharedInformer::for_api(Api::<Event>::all(client.clone()), InformerOptions::default());
+    let informer = SharedInformer::for_api(
+        Api::<Event>::all(client.clone()),
+        InformerOptions::default(),
+    );
     let changed = Arc::new(Notify::new());
     let (c1, c2, c3) = (changed.clone(), changed.clone(), changed.clone());
     informer
