@@ -14,24 +14,32 @@ use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use herald_runtime::cache::{
-    HandlerFns, InformerConfig, ListPage, ListRequest, ListWatchError, ListerWatcher,
-    ReflectorConfig, SharedInformer, WatchRequest, WatchStream,
+    HandlerFns, InformerOptions, ListPage, ListRequest, ListWatchError, ListerWatcher,
+    ReflectorOptions, SharedInformer, WatchRequest, WatchStream,
 };
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use tokio_util::sync::CancellationToken;
 
+/// The system allocator, counting live heap bytes in [`LIVE`].
 struct Counting;
 
 static LIVE: AtomicIsize = AtomicIsize::new(0);
 
+// The one unsafe site of the crate: a `GlobalAlloc` must be an `unsafe impl`, and its methods
+// call the system allocator's unsafe methods.
+// SAFETY: every method forwards its arguments unchanged to `System`, which upholds
+// `GlobalAlloc`'s contract; the counting touches only an atomic and never allocates.
+#[allow(unsafe_code)]
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: the caller's guarantees for `layout` are `System.alloc`'s.
         unsafe { System.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: `ptr` was allocated by this allocator, i.e. by `System`, with `layout`.
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
@@ -39,6 +47,8 @@ unsafe impl GlobalAlloc for Counting {
             new_size as isize - layout.size() as isize,
             Ordering::Relaxed,
         );
+        // SAFETY: `ptr` was allocated by `System` with `layout`; the caller guarantees
+        // `new_size` is valid for `layout`'s alignment.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
 }
@@ -125,13 +135,13 @@ impl ListerWatcher<Event> for PagedLw {
     }
 }
 
-fn config() -> InformerConfig {
-    InformerConfig {
-        reflector: ReflectorConfig {
+fn config() -> InformerOptions {
+    InformerOptions {
+        reflector: ReflectorOptions {
             watch_list: false,
-            ..ReflectorConfig::default()
+            ..ReflectorOptions::default()
         },
-        ..InformerConfig::default()
+        ..InformerOptions::default()
     }
 }
 

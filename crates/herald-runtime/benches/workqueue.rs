@@ -3,7 +3,7 @@
 //! `cargo bench -p herald-runtime --bench workqueue -- --warm-up-time 1 --measurement-time 3`
 //!
 //! - `add_get_done/1_worker`: one task adds a batch of distinct keys, then takes and
-//!   finishes each (client-go's single-worker figure: 1.28 M items/s).
+//!   finishes each.
 //! - `add_get_done/1_worker_metered`: the same with Prometheus metrics on.
 //! - `add_get_done/1_worker_string_keys`: the same with `String` keys like
 //!   `default/pod-123` (includes the caller's clone of each key).
@@ -11,8 +11,9 @@
 //!   two-thread runtime, handing items over through the queue.
 //! - `rate_limited/exponential`: each item is added with `add_rate_limited` under the
 //!   default exponential limiter (5 ms first delay, through the delayed-item heap and the
-//!   background task, on paused tokio time), then taken, forgotten and finished
-//!   (client-go: 0.58 M items/s).
+//!   background task, on paused tokio time), then taken, forgotten and finished.
+//!
+//! Figures, and client-go's for comparison, are in `benches/README.md`.
 
 use std::hint::black_box;
 use std::time::Duration;

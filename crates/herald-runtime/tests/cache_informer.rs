@@ -9,21 +9,21 @@ use std::time::Duration;
 use cache_support::*;
 use futures::StreamExt;
 use herald_runtime::cache::{
-    DeletedObject, EventHandler, InformerConfig, InformerError, ListWatchError, ReflectorConfig,
+    DeletedObject, EventHandler, InformerError, InformerOptions, ListWatchError, ReflectorOptions,
     SharedInformer, WatchEvent, object_key,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-fn config() -> InformerConfig {
-    InformerConfig {
-        reflector: ReflectorConfig {
+fn config() -> InformerOptions {
+    InformerOptions {
+        reflector: ReflectorOptions {
             watch_list: false,
             seed: Some(7),
-            ..ReflectorConfig::default()
+            ..ReflectorOptions::default()
         },
-        ..InformerConfig::default()
+        ..InformerOptions::default()
     }
 }
 
@@ -219,7 +219,7 @@ async fn removed_handler_gets_nothing_more_and_removal_is_idempotent() {
 async fn each_handler_resyncs_on_its_own_period() {
     let lw = FakeLw::new();
     lw.push_page(vec![cm("ns", "a", "1")], "10", None);
-    let cfg = InformerConfig {
+    let cfg = InformerOptions {
         resync_period: Duration::from_secs(1),
         ..config()
     };
@@ -248,7 +248,7 @@ async fn each_handler_resyncs_on_its_own_period() {
 async fn resync_periods_lower_the_check_period_before_start_and_are_raised_after() {
     let lw = FakeLw::new();
     lw.push_page(vec![], "10", None);
-    let cfg = InformerConfig {
+    let cfg = InformerOptions {
         resync_period: Duration::from_secs(12 * 3600),
         ..config()
     };
@@ -303,7 +303,7 @@ async fn relist_after_watch_disruption_updates_and_tombstones() {
         "20",
         None,
     );
-    let cfg = InformerConfig {
+    let cfg = InformerOptions {
         resync_period: Duration::from_secs(3600),
         ..config()
     };

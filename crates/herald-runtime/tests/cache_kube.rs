@@ -12,8 +12,8 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use futures::StreamExt;
 use herald_runtime::cache::{
-    InformerConfig, KubeListerWatcher, ListRequest, ListWatchError, ListerWatcher, ReflectorConfig,
-    SharedInformer, WatchEvent, WatchRequest,
+    InformerOptions, KubeListerWatcher, ListRequest, ListWatchError, ListerWatcher,
+    ReflectorOptions, SharedInformer, WatchEvent, WatchRequest,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 use serde_json::json;
@@ -253,12 +253,12 @@ async fn informer_syncs_through_kube_against_a_plain_list_watch_server() {
     push(&s, 200, list.to_string());
     let inf = SharedInformer::for_api(
         api,
-        InformerConfig {
-            reflector: ReflectorConfig {
+        InformerOptions {
+            reflector: ReflectorOptions {
                 seed: Some(1),
-                ..ReflectorConfig::default()
+                ..ReflectorOptions::default()
             },
-            ..InformerConfig::default()
+            ..InformerOptions::default()
         },
     );
     let token = tokio_util::sync::CancellationToken::new();

@@ -7,22 +7,22 @@ use std::time::Duration;
 
 use cache_support::*;
 use herald_runtime::cache::{
-    BackoffConfig, Indexer, ListWatchError, Reflector, ReflectorConfig, ResourceVersionMatch,
+    BackoffOptions, Indexer, ListWatchError, Reflector, ReflectorOptions, ResourceVersionMatch,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-fn config() -> ReflectorConfig {
-    ReflectorConfig {
+fn config() -> ReflectorOptions {
+    ReflectorOptions {
         watch_list: false,
         seed: Some(42),
-        ..ReflectorConfig::default()
+        ..ReflectorOptions::default()
     }
 }
 
-fn no_jitter(initial_ms: u64, max_ms: u64) -> BackoffConfig {
-    BackoffConfig {
+fn no_jitter(initial_ms: u64, max_ms: u64) -> BackoffOptions {
+    BackoffOptions {
         initial: Duration::from_millis(initial_ms),
         max: Duration::from_millis(max_ms),
         factor: 2.0,
@@ -35,7 +35,7 @@ type Errors = Arc<Mutex<Vec<ListWatchError>>>;
 
 fn start(
     lw: &FakeLw,
-    cfg: ReflectorConfig,
+    cfg: ReflectorOptions,
 ) -> (
     Indexer<ConfigMap>,
     CancellationToken,
@@ -99,7 +99,7 @@ async fn pagination_follows_continue_tokens_and_clears_rv() {
     lw.push_page(items[0..4].to_vec(), "10", Some("c1"));
     lw.push_page(items[4..8].to_vec(), "10", Some("c2"));
     lw.push_page(items[8..10].to_vec(), "10", None);
-    let cfg = ReflectorConfig {
+    let cfg = ReflectorOptions {
         page_size: Some(4),
         ..config()
     };
@@ -202,7 +202,7 @@ async fn expired_continue_token_falls_back_to_full_list_at_original_rv() {
     lw.push_page(vec![cm("ns", "a", "1")], "10", Some("c1"));
     lw.push_list_err(expired());
     lw.push_page(vec![cm("ns", "a", "1"), cm("ns", "z", "9")], "10", None);
-    let cfg = ReflectorConfig {
+    let cfg = ReflectorOptions {
         page_size: Some(1),
         ..config()
     };
@@ -303,7 +303,7 @@ async fn too_many_requests_and_refused_retry_the_watch_without_relist() {
     lw.push_watch_err(ListWatchError::ConnectionRefused("refused".into()));
     lw.push_watch(vec![Step::Err(tmr())]);
     lw.push_watch_err(tmr());
-    let cfg = ReflectorConfig {
+    let cfg = ReflectorOptions {
         backoff: no_jitter(10, 100),
         ..config()
     };
@@ -321,7 +321,7 @@ async fn too_many_requests_and_refused_retry_the_watch_without_relist() {
 #[tokio::test(start_paused = true)]
 async fn list_failures_back_off_exponentially_to_the_cap() {
     let lw = FakeLw::new(); // every list fails: script exhausted
-    let cfg = ReflectorConfig {
+    let cfg = ReflectorOptions {
         backoff: no_jitter(10, 100),
         ..config()
     };
@@ -380,7 +380,7 @@ async fn streaming_list_then_same_stream_carries_on() {
         modified(cm("ns", "c", "7")),
         Step::Hang,
     ]);
-    let cfg = ReflectorConfig {
+    let cfg = ReflectorOptions {
         watch_list: true,
         ..config()
     };
@@ -409,7 +409,7 @@ async fn streaming_list_rejected_falls_back_to_list_and_is_not_retried() {
         Step::Err(expired()),
     ]);
     lw.push_page(vec![cm("ns", "a", "1")], "10", None);
-    let cfg = ReflectorConfig {
+    let cfg = ReflectorOptions {
         watch_list: true,
         ..config()
     };
@@ -429,7 +429,7 @@ async fn streaming_list_ignored_by_server_falls_back_after_idle_timeout() {
     // An old server: sends the current objects as ADDED but never the terminal bookmark.
     lw.push_watch(vec![added(cm("ns", "a", "1")), Step::Hang]);
     lw.push_page(vec![cm("ns", "a", "1")], "10", None);
-    let cfg = ReflectorConfig {
+    let cfg = ReflectorOptions {
         watch_list: true,
         ..config()
     };
@@ -461,7 +461,7 @@ async fn streaming_list_410_retries_with_quorum_rv() {
         bookmark("9", true),
         Step::Hang,
     ]);
-    let cfg = ReflectorConfig {
+    let cfg = ReflectorOptions {
         watch_list: true,
         ..config()
     };
@@ -519,7 +519,7 @@ async fn streaming_list_bookmark_at_zero_does_not_freeze_the_resume_point() {
         Step::Sleep(Duration::from_secs(300)),
     ]);
     lw.push_watch(vec![deleted(cm("ns", "a", "3")), Step::Hang]);
-    let cfg = ReflectorConfig {
+    let cfg = ReflectorOptions {
         watch_list: true,
         ..config()
     };

@@ -9,6 +9,7 @@ use herald_core::clock::{Clock, FakeClock, IntervalClock, add_saturating, elapse
 use herald_runtime::record::correlator::{aggregate_by_reason, combined_message, event_key};
 use herald_runtime::record::{
     COMBINED_MESSAGE_PREFIX, CorrelateResult, CorrelatorOptions, EventCorrelator, KeyBuilder,
+    SIMILAR_MESSAGES_ANNOTATION, TrailingFlushOptions,
 };
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Event, EventSeries, EventSource, ObjectReference};
@@ -609,7 +610,7 @@ fn lru_spam_eviction_gives_a_fresh_burst() {
     let (clock, mut c) = fake(CorrelatorOptions {
         lru_cache_size: 2,
         burst_size: 1,
-        trailing_flush: false,
+        trailing_flush: None,
         ..Default::default()
     });
     let on = |pod: &str| {
@@ -771,7 +772,7 @@ fn skipped_events_return_the_input_unchanged() {
 fn a_combined_event_keeps_its_identity_across_skips_and_server_writes() {
     let (clock, mut c) = fake(CorrelatorOptions {
         burst_size: 10,
-        trailing_flush: false,
+        trailing_flush: None,
         ..Default::default()
     });
     let named = |i: usize| {
@@ -827,8 +828,10 @@ fn a_combined_event_keeps_its_identity_across_skips_and_server_writes() {
     assert_eq!(last.event.count, Some(4));
 }
 
+/// After the storm (its spam key quiet for `quiet`, 60 s by default), one write carries every
+/// held-back occurrence; it takes no spam token and waits for no refill.
 #[test]
-fn trailing_flush_writes_the_full_count_once_the_bucket_refills() {
+fn trailing_flush_writes_the_full_count_once_the_storm_is_quiet() {
     let (clock, mut c) = fake(CorrelatorOptions::default());
     let e = duplicates(1).remove(0);
     let mut last_written = None;
@@ -852,16 +855,12 @@ fn trailing_flush_writes_the_full_count_once_the_bucket_refills() {
     let last_skipped_at = clock.now();
     assert_eq!(c.pending_flushes(), 1);
     let due = c.next_flush_at().expect("a flush is pending");
-    let wait = elapsed(t0(), due);
-    assert!(
-        wait > Duration::from_secs(299) && wait <= Duration::from_secs(300),
-        "{wait:?}"
-    );
-    // Nothing is due before the bucket refills.
-    clock.set(add_saturating(t0(), Duration::from_secs(299)));
+    assert_eq!(elapsed(last_skipped_at, due), Duration::from_secs(60));
+    // Nothing is due while the storm may go on.
+    clock.set(add_saturating(last_skipped_at, Duration::from_secs(59)));
     assert!(c.take_due_flushes().is_empty());
     assert_eq!(c.pending_flushes(), 1);
-    clock.set(add_saturating(t0(), Duration::from_secs(300)));
+    clock.set(add_saturating(last_skipped_at, Duration::from_secs(60)));
     let flushed = c.take_due_flushes();
     assert_eq!(flushed.len(), 1);
     let f = &flushed[0];
@@ -880,8 +879,88 @@ fn trailing_flush_writes_the_full_count_once_the_bucket_refills() {
     assert_eq!(c.next_flush_at(), None);
     assert!(c.take_due_flushes().is_empty());
     assert_eq!(c.stats().flushed, 1);
-    // The flush took the token: the next repeat is skipped again.
+    // The flush took no spam token, and the bucket has not refilled (25 taken 65 s ago):
+    // the next repeat is still skipped.
     assert!(c.correlate(at(&clock, e)).unwrap().skip);
+}
+
+/// An event of the same spam key keeps the storm going: a remembered key whose own events
+/// stopped is not due while its object's other reasons still come.
+#[test]
+fn trailing_flush_waits_for_the_whole_spam_key_to_be_quiet() {
+    let (clock, mut c) = fake(CorrelatorOptions {
+        burst_size: 1,
+        ..Default::default()
+    });
+    let ev = |reason: &str| make_event(reason, "m", reference("spec.containers{a}"));
+    assert!(!c.correlate(at(&clock, ev("a"))).unwrap().skip);
+    assert!(c.correlate(at(&clock, ev("b"))).unwrap().skip);
+    let b_at = clock.now();
+    // 30 s apart, for 270 s: "b" is long quiet, but its spam key is not (and the bucket,
+    // refilled at 300 s, has no token for "a").
+    for _ in 0..9 {
+        clock.advance(Duration::from_secs(30));
+        assert!(c.correlate(at(&clock, ev("a"))).unwrap().skip);
+        assert!(
+            c.take_due_flushes().is_empty(),
+            "the spam key is still busy"
+        );
+    }
+    let quiet_from = clock.now();
+    assert_eq!(
+        c.next_flush_at(),
+        Some(add_saturating(quiet_from, Duration::from_secs(60)))
+    );
+    clock.advance(Duration::from_secs(60));
+    // Least recently skipped first, one trailing token at a time (≈ 7.6 a second).
+    let mut f = c.take_due_flushes();
+    assert_eq!(f.len(), 1);
+    clock.advance(Duration::from_secs(1));
+    f.extend(c.take_due_flushes());
+    let reasons: Vec<_> = f
+        .iter()
+        .map(|r| r.event.reason.as_deref().unwrap())
+        .collect();
+    assert_eq!(reasons, ["b", "a"]);
+    // "b" was never written: created, with its own times.
+    assert!(f[0].patch.is_none());
+    assert_eq!(f[0].event.last_timestamp, Some(Time(b_at)));
+    assert_eq!(f[0].carried, 1);
+    assert!(f[1].patch.is_some());
+    assert_eq!(f[1].event.count, Some(10));
+    assert_eq!(f[1].carried, 9);
+    assert_eq!(c.next_flush_at(), None);
+}
+
+/// An event whose first occurrences were all held back is created by the write that carries
+/// them (its first timestamp the first occurrence's), never patched before it exists.
+#[test]
+fn a_held_back_event_is_created_by_its_first_write() {
+    let (clock, mut c) = fake(CorrelatorOptions {
+        burst_size: 1,
+        ..Default::default()
+    });
+    let ev = |reason: &str| make_event(reason, "m", reference("spec.containers{a}"));
+    assert!(!c.correlate(at(&clock, ev("a"))).unwrap().skip);
+    let first = clock.now();
+    assert!(c.correlate(at(&clock, ev("b"))).unwrap().skip);
+    clock.advance(Duration::from_secs(1));
+    assert!(c.correlate(at(&clock, ev("b"))).unwrap().skip);
+    clock.advance(Duration::from_secs(300));
+    // The bucket refilled: the third "b" passes, a repeat of an event never written.
+    let r = c.correlate(at(&clock, ev("b"))).unwrap();
+    assert!(!r.skip);
+    assert!(r.patch.is_none(), "created, not patched");
+    assert_eq!(r.event.count, Some(3));
+    assert_eq!(r.event.first_timestamp, Some(Time(first)));
+    assert_eq!(r.event.last_timestamp, Some(Time(clock.now())));
+    assert_eq!(r.carried, 2);
+    c.update_state(&r.event);
+    // From now on it is patched.
+    clock.advance(Duration::from_secs(300));
+    let r = c.correlate(at(&clock, ev("b"))).unwrap();
+    assert!(!r.skip && r.patch.is_some());
+    assert_eq!(r.event.count, Some(4));
 }
 
 #[test]
@@ -907,7 +986,7 @@ fn trailing_flush_is_cleared_by_a_later_write_and_off_when_disabled() {
 
     let (clock, mut c) = fake(CorrelatorOptions {
         burst_size: 1,
-        trailing_flush: false,
+        trailing_flush: None,
         ..Default::default()
     });
     assert!(!c.correlate(at(&clock, e.clone())).unwrap().skip);
@@ -921,8 +1000,11 @@ fn trailing_flush_is_cleared_by_a_later_write_and_off_when_disabled() {
 #[test]
 fn trailing_flushes_are_bounded_and_evictions_counted() {
     let (clock, mut c) = fake(CorrelatorOptions {
-        lru_cache_size: 2,
         burst_size: 1,
+        trailing_flush: Some(TrailingFlushOptions {
+            max_keys: 2,
+            ..Default::default()
+        }),
         ..Default::default()
     });
     let ev = |reason: &str| make_event(reason, "m", reference("spec.containers{a}"));
@@ -932,16 +1014,30 @@ fn trailing_flushes_are_bounded_and_evictions_counted() {
     }
     assert_eq!(c.pending_flushes(), 2);
     assert_eq!(c.stats().flush_evictions, 1);
-    // One object, one bucket: one token per ~300 s, the least recently skipped key first.
-    clock.advance(Duration::from_secs(300));
+    // Both are due after the quiet time, but the trailing budget (2 keys per 540 s, one
+    // token at a time) lets one go now: the least recently skipped key first.
+    clock.advance(Duration::from_secs(60));
     let f = c.take_due_flushes();
     assert_eq!(f.len(), 1);
     assert_eq!(f[0].event.reason.as_deref(), Some("c"));
     assert!(f[0].patch.is_none(), "never written: a create");
     assert_eq!(f[0].event.count, Some(1));
     assert_eq!(c.pending_flushes(), 1);
-    let next = c.next_flush_at().unwrap();
-    assert!(elapsed(clock.now(), next) > Duration::from_secs(299));
+    let wait = elapsed(clock.now(), c.next_flush_at().unwrap());
+    assert!(
+        wait.abs_diff(Duration::from_secs(270)) < Duration::from_millis(1),
+        "{wait:?}"
+    );
+    clock.advance(Duration::from_secs(269));
+    assert!(
+        c.take_due_flushes().is_empty(),
+        "within the trailing budget"
+    );
+    clock.advance(Duration::from_secs(2));
+    let f = c.take_due_flushes();
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].event.reason.as_deref(), Some("d"));
+    assert_eq!(c.next_flush_at(), None);
 }
 
 #[test]
@@ -961,7 +1057,7 @@ fn trailing_flush_of_a_combined_event() {
         .unwrap();
     assert!(r.skip && r.aggregated);
     assert_eq!(c.pending_flushes(), 1);
-    clock.advance(Duration::from_secs(300));
+    clock.advance(Duration::from_secs(60));
     let f = c.take_due_flushes();
     assert_eq!(f.len(), 1);
     assert!(f[0].aggregated);
@@ -970,7 +1066,93 @@ fn trailing_flush_of_a_combined_event() {
         f[0].event.message.as_deref(),
         Some("(combined from similar events): similar message-10-similar message")
     );
-    assert!(f[0].patch.is_some());
+    // Both occurrences of the combined event were held back: it is created, not patched.
+    assert!(f[0].patch.is_none());
+    assert_eq!(f[0].carried, 2);
+}
+
+/// A combined event counts every occurrence its inputs stand for (the recorder's queue may
+/// have merged several into one).
+#[test]
+fn a_combined_event_counts_merged_inputs() {
+    let (clock, mut c) = fake(CorrelatorOptions::default());
+    for s in similar_events(9) {
+        assert!(!c.correlate(at(&clock, s)).unwrap().aggregated);
+    }
+    let mut merged = similar_event();
+    merged.count = Some(3);
+    let r = c.correlate(at(&clock, merged)).unwrap();
+    assert!(r.aggregated && !r.skip);
+    assert_eq!(r.event.count, Some(3));
+    c.update_state(&r.event);
+    let mut merged = similar_events(11).remove(10);
+    merged.count = Some(4);
+    let r = c.correlate(at(&clock, merged)).unwrap();
+    assert!(r.aggregated);
+    assert_eq!(r.event.count, Some(7));
+}
+
+/// `similar_messages_kept`: the combined event carries a bounded sample of the messages
+/// folded into it, with a count each, on its create and in its one-request patch.
+#[test]
+fn similar_messages_are_kept_on_the_combined_event() {
+    let (clock, mut c) = fake(CorrelatorOptions {
+        similar_messages_kept: 2,
+        ..Default::default()
+    });
+    let all = similar_events(13);
+    for s in &all[..9] {
+        let r = c.correlate(at(&clock, s.clone())).unwrap();
+        assert!(!r.aggregated);
+        assert_eq!(r.event.metadata.annotations, None);
+    }
+    let annotation = |r: &CorrelateResult| {
+        let a = r.event.metadata.annotations.as_ref().expect("annotated");
+        serde_json::from_str::<serde_json::Value>(&a[SIMILAR_MESSAGES_ANNOTATION]).unwrap()
+    };
+    let r = c.correlate(at(&clock, all[9].clone())).unwrap();
+    assert!(r.aggregated && r.patch.is_none());
+    let m9 = all[9].message.clone().unwrap();
+    assert_eq!(
+        annotation(&r),
+        serde_json::json!({"kept": [{"message": m9, "count": 1}], "others": 0})
+    );
+    c.update_state(&r.event);
+    let mut results = Vec::new();
+    for s in &all[10..13] {
+        let r = c.correlate(at(&clock, s.clone())).unwrap();
+        c.update_state(&r.event);
+        results.push(r);
+    }
+    let last = results.last().unwrap();
+    let m10 = all[10].message.clone().unwrap();
+    let expected = serde_json::json!({
+        "kept": [{"message": m9, "count": 1}, {"message": m10, "count": 1}],
+        "others": 2,
+    });
+    assert_eq!(annotation(last), expected);
+    assert_eq!(last.event.count, Some(4), "kept counts + others = count");
+    let patch: serde_json::Value = serde_json::from_slice(last.patch.as_ref().unwrap()).unwrap();
+    assert_eq!(patch["count"], 4);
+    let value = patch["metadata"]["annotations"][SIMILAR_MESSAGES_ANNOTATION]
+        .as_str()
+        .unwrap();
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(value).unwrap(),
+        expected
+    );
+    // Off (the default): no annotation, client-go's patch.
+    let (clock, mut c) = fake(CorrelatorOptions::default());
+    let mut last = None;
+    for s in all {
+        let r = c.correlate(at(&clock, s)).unwrap();
+        c.update_state(&r.event);
+        last = Some(r);
+    }
+    let last = last.unwrap();
+    assert_eq!(last.event.metadata.annotations, None);
+    let patch: serde_json::Value = serde_json::from_slice(last.patch.as_ref().unwrap()).unwrap();
+    assert!(patch.get("metadata").is_none(), "{patch}");
 }
 
 // ---- property: counts never decrease ----

@@ -11,25 +11,13 @@ use std::time::Duration;
 
 use herald_core::flow::ExponentialBackoff;
 use herald_runtime::record::*;
-use herald_runtime::time::TokioClock;
 use k8s_openapi::api::core::v1::{Event, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-fn t0() -> jiff::Timestamp {
-    "2024-01-01T00:00:00Z".parse().unwrap()
-}
+mod storm_support;
 
-fn options() -> BroadcasterOptions {
-    let clock: Arc<dyn herald_core::clock::Clock> = Arc::new(TokioClock::new(t0()));
-    BroadcasterOptions {
-        clock: clock.clone(),
-        correlator: CorrelatorOptions {
-            clock,
-            ..CorrelatorOptions::default()
-        },
-        ..BroadcasterOptions::default()
-    }
-}
+/// Default options on a clock that follows paused tokio time.
+use storm_support::options;
 
 fn test_pod(uid: &str) -> Pod {
     Pod {
@@ -614,9 +602,10 @@ mod properties {
     proptest! {
         #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
 
-        /// For random streams with random transient sink failures: outcomes add up to the
-        /// events emitted, and per stored event the counts written never decrease (so no
-        /// key's writes are reordered).
+        /// For random streams with queue merges and random transient sink failures: outcomes
+        /// add up to the events emitted, the stored counts add up to the occurrences written
+        /// (merged ones included), and per stored event the counts written never decrease
+        /// (so no key's writes are reordered).
         #[test]
         fn outcomes_add_up_and_counts_never_decrease(
             stream in proptest::collection::vec(emit(), 1..300),
@@ -658,22 +647,23 @@ mod properties {
                 let stats = b.stats();
                 assert_eq!(stats.emitted, stream.len() as u64);
                 assert_eq!(stats.unaccounted(0), 0, "{stats:?}");
-                // Every occurrence reported as written is in a stored count, and no more.
-                // Not asserted when the queue merged occurrences: a merged occurrence can
-                // be missing from the stored count (seen, not yet explained).
+                // Transient failures lose nothing, and nothing is patched before it exists.
                 let s = &stats.sinks[0];
-                if s.failed == 0 && s.dropped_shutdown == 0 && stats.merged == 0 {
-                    let stored: u64 = sink
-                        .events()
-                        .iter()
-                        .map(|e| u64::try_from(e.count.unwrap_or(0)).unwrap_or(0))
-                        .sum();
-                    assert_eq!(
-                        s.created + s.patched + s.aggregated + s.skipped,
-                        stored,
-                        "{stats:?}"
-                    );
-                }
+                assert_eq!(s.failed, 0, "{stats:?}");
+                assert_eq!(s.dropped_shutdown, 0, "{stats:?}");
+                assert_eq!(s.patch_not_found_calls, 0, "{stats:?}");
+                // Every occurrence reported as written — those merged in the queue into a
+                // written event included — is in a stored count, and no more.
+                let stored: u64 = sink
+                    .events()
+                    .iter()
+                    .map(|e| u64::try_from(e.count.unwrap_or(0)).unwrap_or(0))
+                    .sum();
+                assert_eq!(
+                    s.created + s.patched + s.aggregated + s.skipped + stats.merged,
+                    stored,
+                    "{stats:?}"
+                );
                 let mut last: BTreeMap<(String, String), i32> = BTreeMap::new();
                 for c in sink.calls().into_iter().filter(|c| c.ok) {
                     let count = c.count.unwrap_or(0);

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use herald_runtime::cache::{HandlerFns, InformerConfig, SharedInformer};
+use herald_runtime::cache::{HandlerFns, InformerOptions, SharedInformer};
 use herald_runtime::record::{
     BroadcasterOptions, EventBroadcaster, EventSource, EventType, KubeSink,
 };
@@ -63,7 +63,7 @@ async fn main() -> anyhow::Result<()> {
     // The reading side: informer → queue → reconcile.
     let informer = SharedInformer::for_api(
         kube::Api::<Event>::all(client.clone()),
-        InformerConfig::default(),
+        InformerOptions::default(),
     );
     let mut indexers = HashMap::new();
     indexers.insert(

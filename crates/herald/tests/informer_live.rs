@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use herald_runtime::cache::{HandlerFns, InformerConfig, ListWatchError, SharedInformer};
+use herald_runtime::cache::{HandlerFns, InformerOptions, ListWatchError, SharedInformer};
 use herald_server::server::{Server, ServerOptions, StoreKind};
 use herald_server::storage::HistoryOptions;
 use k8s_openapi::api::core::v1::{Event, ObjectReference};
@@ -149,8 +149,10 @@ struct Fixture {
 
 fn fixture(server: &Server) -> Fixture {
     let client = kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
-    let informer =
-        SharedInformer::for_api(Api::<Event>::all(client.clone()), InformerConfig::default());
+    let informer = SharedInformer::for_api(
+        Api::<Event>::all(client.clone()),
+        InformerOptions::default(),
+    );
     let changed = Arc::new(Notify::new());
     let (c1, c2, c3) = (changed.clone(), changed.clone(), changed.clone());
     informer

@@ -6,6 +6,10 @@
 
 use std::collections::BTreeMap;
 
+#[path = "../../herald-runtime/tests/storm_support/mod.rs"]
+mod storm_support;
+mod support;
+
 use herald_runtime::record::{
     BroadcasterOptions, EventBroadcaster, EventSource, EventType, KubeSink,
 };
@@ -129,4 +133,36 @@ async fn a_storm_through_kube_sink_is_stored_with_exact_counts() {
     assert_eq!(counted, emitted, "stored counts equal emitted counts");
     assert_eq!(counted.values().sum::<i64>(), total as i64);
     server.shutdown().await.expect("shutdown");
+}
+
+/// `KubeSink` against a live `herald serve` through a storm (aggregated messages over many
+/// pods, several reasons per pod, a hot loop), on paused time with default options: the
+/// properties every storm must show (see `storm_support`) hold on the real server. Time moves
+/// only while no request is in flight, so the server's answers take no virtual time.
+#[tokio::test]
+async fn a_storm_through_kube_sink_into_herald_serve_keeps_the_storm_properties() {
+    // Started on real time (its start is bounded by a real-time guard).
+    let server = support::Herald::memory().await;
+    let mut config = kube::Config::new(server.url.parse().expect("server url"));
+    // No timeouts and no retry layer of kube's own: under paused time they would fire while
+    // a request is in flight; the recorder does the retrying.
+    config.default_retry = false;
+    config.read_timeout = None;
+    config.write_timeout = None;
+    config.connect_timeout = None;
+    let client = kube::Client::try_from(config).expect("kube client");
+    tokio::time::pause();
+
+    let log = storm_support::CallLog::new(KubeSink::new(client.clone()), None);
+    let api: Api<Event> = Api::namespaced(client, storm_support::NAMESPACE);
+    let fetch = || {
+        let api = api.clone();
+        async move { api.list(&ListParams::default()).await.expect("list").items }
+    };
+    let scenario = storm_support::Scenario::aggregation(20, 15)
+        .and(storm_support::Scenario::several_reasons(3, 15))
+        .and(storm_support::Scenario::hot_loop(2, 5, 15));
+    let run = storm_support::run(scenario, log, fetch).await;
+    run.check();
+    assert!(run.stats.sinks[0].trailing_flushes > 0, "{:?}", run.stats);
 }

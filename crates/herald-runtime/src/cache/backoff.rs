@@ -10,7 +10,7 @@ use tokio::time::Instant;
 /// Backoff parameters. [`Default`] is client-go's reflector backoff: 800 ms doubling to a
 /// 30 s cap, jitter 1.0 (each sleep is `d + uniform[0, d)`), reset to 800 ms every 2 min.
 #[derive(Debug, Clone, PartialEq)]
-pub struct BackoffConfig {
+pub struct BackoffOptions {
     /// First delay.
     pub initial: Duration,
     /// Cap of the un-jittered delay (jitter may add up to `jitter × max` on top).
@@ -24,7 +24,7 @@ pub struct BackoffConfig {
     pub reset_after: Duration,
 }
 
-impl Default for BackoffConfig {
+impl Default for BackoffOptions {
     fn default() -> Self {
         Self {
             initial: Duration::from_millis(800),
@@ -40,7 +40,7 @@ impl Default for BackoffConfig {
 /// Bound: the un-jittered delay never exceeds `max`; at the cap it stays there until the reset.
 #[derive(Debug)]
 pub(crate) struct Backoff {
-    config: BackoffConfig,
+    config: BackoffOptions,
     schedule: ExponentialBackoff,
     attempt: u32,
     last_start: Instant,
@@ -48,7 +48,7 @@ pub(crate) struct Backoff {
 }
 
 impl Backoff {
-    pub(crate) fn new(config: BackoffConfig, now: Instant, seed: u64) -> Self {
+    pub(crate) fn new(config: BackoffOptions, now: Instant, seed: u64) -> Self {
         let jitter = if config.jitter > 0.0 {
             JitterMode::Proportional(config.jitter)
         } else {
@@ -89,9 +89,9 @@ mod tests {
     #[test]
     fn ladder_caps_and_resets_periodically() {
         let t0 = Instant::now();
-        let cfg = BackoffConfig {
+        let cfg = BackoffOptions {
             jitter: 0.0,
-            ..BackoffConfig::default()
+            ..BackoffOptions::default()
         };
         let mut b = Backoff::new(cfg, t0, 1);
         let got: Vec<u128> = (0..8).map(|_| b.next_delay(t0).as_millis()).collect();
@@ -105,7 +105,7 @@ mod tests {
     #[test]
     fn jitter_stays_within_one_delay() {
         let t0 = Instant::now();
-        let mut b = Backoff::new(BackoffConfig::default(), t0, 7);
+        let mut b = Backoff::new(BackoffOptions::default(), t0, 7);
         for _ in 0..200 {
             let d = b.next_delay(t0);
             assert!(
@@ -113,7 +113,7 @@ mod tests {
                 "{d:?}"
             );
         }
-        let mut b = Backoff::new(BackoffConfig::default(), t0, 9);
+        let mut b = Backoff::new(BackoffOptions::default(), t0, 9);
         let first = b.next_delay(t0);
         assert!(first >= Duration::from_millis(800) && first < Duration::from_millis(1600));
     }

@@ -19,14 +19,14 @@ use super::indexer::{Indexer, Indexers};
 use super::key::{object_key, resource_version};
 use super::lister::Lister;
 use super::lister_watcher::{KubeListerWatcher, ListerWatcher};
-use super::reflector::{Reflector, ReflectorConfig, ResourceVersionHandle, WatchErrorHandler};
+use super::reflector::{Reflector, ReflectorOptions, ResourceVersionHandle, WatchErrorHandler};
 
 /// Handlers cannot resync more often than this; shorter periods are raised to it.
 pub const MINIMUM_RESYNC_PERIOD: Duration = Duration::from_secs(1);
 
 /// Informer settings.
 #[derive(Debug, Clone)]
-pub struct InformerConfig {
+pub struct InformerOptions {
     /// Default resync period of handlers, and the informer's resync check period (lowered,
     /// before `run`, by handlers asking for shorter ones). Zero (default) = no resync: then
     /// no handler resyncs, as in client-go.
@@ -35,15 +35,15 @@ pub struct InformerConfig {
     /// watch when full; see [`RealFifoOptions::capacity`]).
     pub fifo_capacity: usize,
     /// Reflector settings (its `resync_period` is set by the informer).
-    pub reflector: ReflectorConfig,
+    pub reflector: ReflectorOptions,
 }
 
-impl Default for InformerConfig {
+impl Default for InformerOptions {
     fn default() -> Self {
         Self {
             resync_period: Duration::ZERO,
             fifo_capacity: DEFAULT_FIFO_CAPACITY,
-            reflector: ReflectorConfig::default(),
+            reflector: ReflectorOptions::default(),
         }
     }
 }
@@ -72,7 +72,7 @@ struct State<K> {
 struct Shared<K> {
     lw: Arc<dyn ListerWatcher<K>>,
     indexer: Indexer<K>,
-    config: InformerConfig,
+    config: InformerOptions,
     state: Mutex<State<K>>,
     synced: watch::Sender<SyncState>,
     last_rv: Mutex<Option<ResourceVersionHandle>>,
@@ -104,9 +104,9 @@ impl<K> Shared<K> {
 /// ```no_run
 /// # async fn doc(client: kube::Client) {
 /// use k8s_openapi::api::core::v1::Event;
-/// use herald_runtime::cache::{HandlerFns, InformerConfig, SharedInformer};
+/// use herald_runtime::cache::{HandlerFns, InformerOptions, SharedInformer};
 ///
-/// let informer = SharedInformer::for_api(kube::Api::<Event>::all(client), InformerConfig::default());
+/// let informer = SharedInformer::for_api(kube::Api::<Event>::all(client), InformerOptions::default());
 /// let reg = informer
 ///     .add_event_handler(HandlerFns::new().on_add(|ev: std::sync::Arc<Event>, _| {
 ///         println!("{:?}", ev.reason);
@@ -137,7 +137,7 @@ where
     K: Resource + DeserializeOwned + Clone + Send + Sync + 'static,
 {
     /// An informer over `api` (see [`KubeListerWatcher`] for selectors).
-    pub fn for_api(api: kube::Api<K>, config: InformerConfig) -> Self {
+    pub fn for_api(api: kube::Api<K>, config: InformerOptions) -> Self {
         Self::new(KubeListerWatcher::new(api), config)
     }
 }
@@ -147,12 +147,12 @@ where
     K: Resource + Send + Sync + 'static,
 {
     /// An informer over any [`ListerWatcher`].
-    pub fn new(lw: impl ListerWatcher<K>, config: InformerConfig) -> Self {
+    pub fn new(lw: impl ListerWatcher<K>, config: InformerOptions) -> Self {
         Self::from_lister_watcher(Arc::new(lw), config)
     }
 
     /// An informer over a shared [`ListerWatcher`].
-    pub fn from_lister_watcher(lw: Arc<dyn ListerWatcher<K>>, config: InformerConfig) -> Self {
+    pub fn from_lister_watcher(lw: Arc<dyn ListerWatcher<K>>, config: InformerOptions) -> Self {
         let (synced, _) = watch::channel(SyncState::Pending);
         Self {
             shared: Arc::new(Shared {

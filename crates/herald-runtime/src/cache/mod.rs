@@ -29,13 +29,13 @@ mod lister;
 mod lister_watcher;
 mod reflector;
 
-pub use backoff::BackoffConfig;
+pub use backoff::BackoffOptions;
 pub use delta::{DeletedFinalStateUnknown, DeletedObject, Delta, DeltaType};
 pub use error::{IndexError, InformerError, KeyError, ListWatchError};
 pub use fifo::{DEFAULT_FIFO_CAPACITY, Popped, RealFifo, RealFifoOptions, TransformFn};
 pub use handler::{EventHandler, HandlerFns, HandlerStats};
 pub use indexer::{IndexFn, Indexer, Indexers, NAMESPACE_INDEX, Store, namespace_index_fn};
-pub use informer::{InformerConfig, MINIMUM_RESYNC_PERIOD, Registration, SharedInformer};
+pub use informer::{InformerOptions, MINIMUM_RESYNC_PERIOD, Registration, SharedInformer};
 pub use key::{object_key, split_key};
 pub use lister::{Lister, NamespaceLister, NotFound};
 pub use lister_watcher::{
@@ -43,6 +43,6 @@ pub use lister_watcher::{
     ListerWatcher, ResourceVersionMatch, WatchEvent, WatchRequest, WatchStream,
 };
 pub use reflector::{
-    DEFAULT_PAGE_SIZE, Reflector, ReflectorConfig, ReflectorStore, ResourceVersionHandle,
+    DEFAULT_PAGE_SIZE, Reflector, ReflectorOptions, ReflectorStore, ResourceVersionHandle,
     ShouldResyncFn, WatchErrorHandler,
 };

@@ -11,7 +11,7 @@ use kube::Resource;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::backoff::{Backoff, BackoffConfig};
+use super::backoff::{Backoff, BackoffOptions};
 use super::error::ListWatchError;
 use super::fifo::RealFifo;
 use super::indexer::Indexer;
@@ -31,7 +31,7 @@ pub trait ReflectorStore<K>: Send + Sync {
     fn delete(&self, obj: K);
     /// A (re)list completed at `resource_version`: the store must now hold exactly `list`.
     fn replace(&self, list: Vec<K>, resource_version: &str);
-    /// Periodic resync (see [`ReflectorConfig::resync_period`]).
+    /// Periodic resync (see [`ReflectorOptions::resync_period`]).
     fn resync(&self) {}
     /// A watch bookmark reached `resource_version`.
     fn bookmark(&self, _resource_version: &str) {}
@@ -119,7 +119,7 @@ pub const DEFAULT_PAGE_SIZE: u32 = 500;
 
 /// Reflector settings. [`Default`] is client-go's.
 #[derive(Debug, Clone)]
-pub struct ReflectorConfig {
+pub struct ReflectorOptions {
     /// Name used in logs.
     pub name: String,
     /// Fixed LIST page size. `None` (default): 500 for list requests at `""`/`"0"` (or when
@@ -130,7 +130,7 @@ pub struct ReflectorConfig {
     /// `[min, 2·min)`. Values up to 5 min mean the default 5 min (as in client-go).
     pub min_watch_timeout: Duration,
     /// Retry delays.
-    pub backoff: BackoffConfig,
+    pub backoff: BackoffOptions,
     /// Try streaming lists (`sendInitialEvents=true`) before paginated lists.
     pub watch_list: bool,
     /// A streaming list that sees no event for this long without its
@@ -144,13 +144,13 @@ pub struct ReflectorConfig {
     pub seed: Option<u64>,
 }
 
-impl Default for ReflectorConfig {
+impl Default for ReflectorOptions {
     fn default() -> Self {
         Self {
             name: "reflector".to_owned(),
             page_size: None,
             min_watch_timeout: Duration::from_secs(300),
-            backoff: BackoffConfig::default(),
+            backoff: BackoffOptions::default(),
             watch_list: true,
             initial_events_idle_timeout: Duration::from_secs(10),
             resync_period: Duration::ZERO,
@@ -196,13 +196,11 @@ impl ResourceVersionHandle {
 pub struct Reflector<K, L: ?Sized, S> {
     lw: Arc<L>,
     store: S,
-    config: ReflectorConfig,
+    config: ReflectorOptions,
     should_resync: Option<ShouldResyncFn>,
     on_error: Option<WatchErrorHandler>,
     last_sync: ResourceVersionHandle,
-    rv_unavailable: bool,
-    paginated_result: bool,
-    watch_list_disabled: bool,
+    strategy: ListStrategy,
     backoff: Backoff,
     _k: std::marker::PhantomData<fn() -> K>,
 }
@@ -212,6 +210,150 @@ enum Step<T> {
     Done(T),
 }
 
+/// The reflector's list strategy: how its next list is made. It changes only in
+/// [`ListStrategy::step`], one `match` over the strategy and what a list or watch observed
+/// ([`ListEvent`]).
+///
+/// ```text
+///             ResourceVersionUnavailable            StreamUnsupported
+///  from: LastSynced ──────────────────► Quorum    Stream ─────────────► List (for good)
+///        ▲ Listed / StreamSynced          │
+///        └────────────────────────────────┘       pages: AtZeroOnly ──► Always
+///                                                  (Listed { paged_at_zero: true }, for good)
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ListStrategy {
+    /// Streaming lists (`sendInitialEvents=true`) first, when the lister–watcher supports
+    /// them; a round whose streaming list fails for a reason that may pass falls back to a
+    /// paginated list, and the next round streams again. The start when
+    /// [`ReflectorOptions::watch_list`] is on.
+    Stream { from: ListFrom, pages: Pages },
+    /// Paginated lists only: streaming lists are off, or the server rejected or ignored one
+    /// (they are not tried again by this reflector).
+    List { from: ListFrom, pages: Pages },
+}
+
+/// Where the next list (or streaming list) reads from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ListFrom {
+    /// The last synced resourceVersion (`"0"` for a list before the first sync): "not older
+    /// than", which the server's watch cache can serve.
+    LastSynced,
+    /// A quorum read (`""`): the resourceVersion listed or watched from was answered 410 or
+    /// "too large". Until a list or streaming list succeeds.
+    Quorum,
+}
+
+/// Page size of lists when [`ReflectorOptions::page_size`] is not set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pages {
+    /// Lists at `""`/`"0"` take [`DEFAULT_PAGE_SIZE`] per page; a relist at a known
+    /// resourceVersion is unpaginated, so that the watch cache can serve it.
+    AtZeroOnly,
+    /// Every list takes [`DEFAULT_PAGE_SIZE`] per page: the server paginated a list at
+    /// `"0"`, so its watch cache is off.
+    Always,
+}
+
+/// What a list or watch observed that changes the [`ListStrategy`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ListEvent {
+    /// The resourceVersion listed or watched from is gone (410) or too large.
+    ResourceVersionUnavailable,
+    /// A paginated list completed; `paged_at_zero`: it was asked at `"0"` and the server
+    /// answered in pages.
+    Listed { paged_at_zero: bool },
+    /// A streaming list reached its `initial-events-end` bookmark.
+    StreamSynced,
+    /// The server rejected a streaming list as invalid, or ignored `sendInitialEvents`.
+    StreamUnsupported,
+}
+
+impl ListStrategy {
+    fn new(watch_list: bool) -> Self {
+        let (from, pages) = (ListFrom::LastSynced, Pages::AtZeroOnly);
+        if watch_list {
+            ListStrategy::Stream { from, pages }
+        } else {
+            ListStrategy::List { from, pages }
+        }
+    }
+
+    /// The strategy after `event`.
+    fn step(self, event: ListEvent) -> Self {
+        use ListEvent::*;
+        use ListStrategy::*;
+        let paged = |pages, paged_at_zero| if paged_at_zero { Pages::Always } else { pages };
+        match (self, event) {
+            (Stream { pages, .. }, ResourceVersionUnavailable) => Stream {
+                from: ListFrom::Quorum,
+                pages,
+            },
+            (List { pages, .. }, ResourceVersionUnavailable) => List {
+                from: ListFrom::Quorum,
+                pages,
+            },
+            (Stream { pages, .. }, Listed { paged_at_zero }) => Stream {
+                from: ListFrom::LastSynced,
+                pages: paged(pages, paged_at_zero),
+            },
+            (List { pages, .. }, Listed { paged_at_zero }) => List {
+                from: ListFrom::LastSynced,
+                pages: paged(pages, paged_at_zero),
+            },
+            (Stream { pages, .. }, StreamSynced) => Stream {
+                from: ListFrom::LastSynced,
+                pages,
+            },
+            // A stream only syncs in the Stream strategy; nothing to change.
+            (List { .. }, StreamSynced) => self,
+            (Stream { from, pages }, StreamUnsupported) => List { from, pages },
+            (List { .. }, StreamUnsupported) => self,
+        }
+    }
+
+    fn from(self) -> ListFrom {
+        match self {
+            ListStrategy::Stream { from, .. } | ListStrategy::List { from, .. } => from,
+        }
+    }
+
+    fn pages(self) -> Pages {
+        match self {
+            ListStrategy::Stream { pages, .. } | ListStrategy::List { pages, .. } => pages,
+        }
+    }
+}
+
+/// How a streaming list ended before its `initial-events-end` bookmark, when it is retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StreamEnd {
+    /// Closed, or failed in a way a retry may fix: counts towards the three early closes
+    /// that rule streaming lists out, and waits a backoff step.
+    Closed,
+    /// Its resourceVersion is gone: retried at once from a quorum read.
+    Expired,
+}
+
+/// Which watch of one list-and-watch is being opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WatchRound {
+    /// The first, right after the list (or the stream a streaming list handed over).
+    First,
+    /// A later one, after a watch ended.
+    Resumed,
+}
+
+/// Whether the resourceVersions of a watch's events become the resume point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LeadingAdds {
+    /// A watch opened from `""`/`"0"` starts with synthetic ADDEDs in arbitrary order: their
+    /// resourceVersions are held back until the first event of another kind.
+    Hold,
+    /// Every event's resourceVersion is the resume point.
+    Follow,
+}
+
 impl<K, L, S> Reflector<K, L, S>
 where
     K: Resource + Send + 'static,
@@ -219,19 +361,17 @@ where
     S: ReflectorStore<K>,
 {
     /// A reflector from `lw` into `store`.
-    pub fn new(lw: Arc<L>, store: S, config: ReflectorConfig) -> Self {
+    pub fn new(lw: Arc<L>, store: S, config: ReflectorOptions) -> Self {
         let seed = config.seed.unwrap_or_else(rand::random);
         Self {
             lw,
             store,
             backoff: Backoff::new(config.backoff.clone(), Instant::now(), seed),
+            strategy: ListStrategy::new(config.watch_list),
             config,
             should_resync: None,
             on_error: None,
             last_sync: ResourceVersionHandle::default(),
-            rv_unavailable: false,
-            paginated_result: false,
-            watch_list_disabled: false,
             _k: std::marker::PhantomData,
         }
     }
@@ -289,7 +429,8 @@ where
             return Ok(());
         }
         let mut stream = None;
-        if self.config.watch_list && !self.watch_list_disabled && self.lw.supports_watch_list() {
+        let stream_first = matches!(self.strategy, ListStrategy::Stream { .. });
+        if stream_first && self.lw.supports_watch_list() {
             match self.watch_list(shutdown).await {
                 Ok(Step::Stopped) => return Ok(()),
                 Ok(Step::Done(s)) => stream = Some(s),
@@ -298,7 +439,7 @@ where
                         e,
                         ListWatchError::Invalid { .. } | ListWatchError::WatchListUnsupported(_)
                     ) {
-                        self.watch_list_disabled = true;
+                        self.step(ListEvent::StreamUnsupported);
                     }
                     tracing::info!(reflector = %self.config.name, error = %e,
                         "streaming list failed; falling back to a paginated list");
@@ -327,8 +468,12 @@ where
         }
     }
 
+    fn step(&mut self, event: ListEvent) {
+        self.strategy = self.strategy.step(event);
+    }
+
     fn relist_resource_version(&self) -> String {
-        if self.rv_unavailable {
+        if self.strategy.from() == ListFrom::Quorum {
             return String::new();
         }
         let last = self.last_sync.get();
@@ -364,7 +509,7 @@ where
             Err(e) if e.is_resource_version_unavailable() => {
                 tracing::debug!(reflector = %self.config.name, error = %e,
                     "list resourceVersion unavailable; retrying with a quorum read");
-                self.rv_unavailable = true;
+                self.step(ListEvent::ResourceVersionUnavailable);
                 self.list_at(String::new(), shutdown).await
             }
             other => other,
@@ -378,7 +523,9 @@ where
     ) -> Result<Step<()>, ListWatchError> {
         let limit = match self.config.page_size {
             Some(n) if n > 0 => Some(n),
-            _ if self.paginated_result || rv.is_empty() || rv == "0" => Some(DEFAULT_PAGE_SIZE),
+            _ if self.strategy.pages() == Pages::Always || rv.is_empty() || rv == "0" => {
+                Some(DEFAULT_PAGE_SIZE)
+            }
             _ => None,
         };
         let mut items: Vec<K> = Vec::new();
@@ -432,10 +579,9 @@ where
                 None => break page.resource_version,
             }
         };
-        if rv == "0" && paginated {
-            self.paginated_result = true;
-        }
-        self.rv_unavailable = false;
+        self.step(ListEvent::Listed {
+            paged_at_zero: rv == "0" && paginated,
+        });
         self.store.replace(items, &list_rv);
         self.set_last_sync(&list_rv);
         Ok(Step::Done(()))
@@ -455,10 +601,9 @@ where
     ) -> Result<Step<WatchStream<K>>, ListWatchError> {
         let mut closed_early = 0u32;
         loop {
-            let rv = if self.rv_unavailable {
-                String::new()
-            } else {
-                self.last_sync.get()
+            let rv = match self.strategy.from() {
+                ListFrom::Quorum => String::new(),
+                ListFrom::LastSynced => self.last_sync.get(),
             };
             let req = WatchRequest {
                 resource_version: rv,
@@ -479,15 +624,18 @@ where
                     }
                     continue;
                 }
-                Err(e) if e.is_resource_version_unavailable() && !self.rv_unavailable => {
-                    self.rv_unavailable = true;
+                Err(e)
+                    if e.is_resource_version_unavailable()
+                        && self.strategy.from() == ListFrom::LastSynced =>
+                {
+                    self.step(ListEvent::ResourceVersionUnavailable);
                     continue;
                 }
                 Err(e) => return Err(e),
             };
             let mut temp: HashMap<String, K> = HashMap::new();
             let mut deadline = Instant::now() + self.config.initial_events_idle_timeout;
-            let retry = loop {
+            let end = loop {
                 let ev = tokio::select! {
                     _ = shutdown.cancelled() => return Ok(Step::Stopped),
                     _ = tokio::time::sleep_until(deadline) => {
@@ -501,7 +649,7 @@ where
                 };
                 deadline = Instant::now() + self.config.initial_events_idle_timeout;
                 match ev {
-                    None => break true,
+                    None => break StreamEnd::Closed,
                     Some(Ok(WatchEvent::Added(o) | WatchEvent::Modified(o))) => {
                         temp.insert(object_key(&o), o);
                     }
@@ -512,22 +660,22 @@ where
                         self.store
                             .replace(temp.into_values().collect(), &b.resource_version);
                         self.set_last_sync(&b.resource_version);
-                        self.rv_unavailable = false;
+                        self.step(ListEvent::StreamSynced);
                         return Ok(Step::Done(stream));
                     }
                     Some(Ok(WatchEvent::Bookmark(_))) => {}
                     Some(Err(e)) if e.is_resource_version_unavailable() => {
-                        self.rv_unavailable = true;
-                        break false;
+                        self.step(ListEvent::ResourceVersionUnavailable);
+                        break StreamEnd::Expired;
                     }
                     Some(Err(e)) if e.is_retryable_without_relist() => {
                         self.report(&e);
-                        break true;
+                        break StreamEnd::Closed;
                     }
                     Some(Err(e)) => return Err(e),
                 }
             };
-            if retry {
+            if end == StreamEnd::Closed {
                 closed_early += 1;
                 if closed_early >= 3 {
                     return Err(ListWatchError::WatchListUnsupported(
@@ -553,8 +701,7 @@ where
             i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             i
         });
-        // Whether a watch of this list-and-watch has already ended (see below).
-        let mut resumed = false;
+        let mut round = WatchRound::First;
         loop {
             if shutdown.is_cancelled() {
                 return Ok(());
@@ -565,7 +712,9 @@ where
             let carried = stream.is_some();
             let s = match stream.take() {
                 Some(s) => s,
-                None if resumed && (start_rv.is_empty() || start_rv == "0") => {
+                None if round == WatchRound::Resumed
+                    && (start_rv.is_empty() || start_rv == "0") =>
+                {
                     // No real resume point: a watch from "" or "0" would replay the current
                     // state as ADDEDs and never delete what vanished meanwhile. Relist
                     // instead (Replace turns the vanished objects into deletes).
@@ -597,11 +746,15 @@ where
                     }
                 }
             };
-            let synthetic_adds = !carried && (start_rv.is_empty() || start_rv == "0");
+            let leading_adds = if !carried && (start_rv.is_empty() || start_rv == "0") {
+                LeadingAdds::Hold
+            } else {
+                LeadingAdds::Follow
+            };
             let handled = self
-                .handle_watch(s, synthetic_adds, resync.as_mut(), shutdown)
+                .handle_watch(s, leading_adds, resync.as_mut(), shutdown)
                 .await;
-            resumed = true;
+            round = WatchRound::Resumed;
             match handled {
                 Ok(()) => {}
                 Err(e @ ListWatchError::TooManyRequests { .. }) => {
@@ -618,15 +771,12 @@ where
     async fn handle_watch(
         &mut self,
         mut stream: WatchStream<K>,
-        synthetic_adds: bool,
+        mut leading_adds: LeadingAdds,
         mut resync: Option<&mut tokio::time::Interval>,
         shutdown: &CancellationToken,
     ) -> Result<(), ListWatchError> {
         let started = Instant::now();
         let mut events = 0u64;
-        // A watch opened from "" or "0" starts with synthetic ADDEDs in arbitrary order:
-        // their RVs must not become the resume point until a non-ADDED event arrives.
-        let mut suppress = synthetic_adds;
         loop {
             let ev = tokio::select! {
                 _ = shutdown.cancelled() => return Ok(()),
@@ -680,10 +830,10 @@ where
                     (b.resource_version, false)
                 }
             };
-            if suppress && added {
+            if leading_adds == LeadingAdds::Hold && added {
                 continue;
             }
-            suppress = false;
+            leading_adds = LeadingAdds::Follow;
             self.set_last_sync(&rv);
         }
     }

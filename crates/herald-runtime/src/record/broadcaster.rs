@@ -2,7 +2,7 @@
 //! and sinks that correlate and write them.
 //!
 //! ```text
-//! Recorder ─► incoming queue (bounded, merges identical events when full)
+//! Recorder ─► incoming queue (bounded; an event identical to a queued one merges into it)
 //!               └─► distributor task ─► watch::Broadcaster (ordered fan-out, waits for slow watchers)
 //!                                         ├─► logging watcher (tracing)
 //!                                         ├─► your event watchers
@@ -33,14 +33,14 @@ use super::queue::IncomingQueue;
 use super::recorder::{Recorder, RecorderInner};
 use super::sink::EventSink;
 use super::stats::{Metrics, RecordStats, SinkCounters, SinkOutcome};
-use super::writer::{KeyedWriter, RetryOptions, Tally, Write, WriteResult};
+use super::writer::{KeyedWriter, RetryOptions, Tally, Write};
 
 /// Settings of an [`EventBroadcaster`]. `Default` gives client-go's limits plus Herald's
 /// improvements (storm merging, exact counts, concurrent ordered writes).
 #[derive(Clone)]
 pub struct BroadcasterOptions {
-    /// Distinct events the incoming queue holds (client-go: 1000). At the bound, identical
-    /// events merge into queued ones and distinct ones are dropped and counted.
+    /// Distinct events the incoming queue holds (client-go: 1000). An event identical to a
+    /// queued one always merges into it; at the bound a distinct one is dropped and counted.
     pub queue_capacity: usize,
     /// Events buffered per watcher (client-go: 1000). At the bound the fan-out waits for that
     /// watcher (and so, in turn, the incoming queue fills).
@@ -325,9 +325,9 @@ struct SinkTask {
     watcher: Watcher<Arc<Event>>,
     stop: CancellationToken,
     deadline: CancellationToken,
-    /// When the next trailing flush may be due (tokio time). Recomputed only when it can have
-    /// moved earlier (a skip) or after flushes were taken: `next_flush_at` may rescan every
-    /// remembered key, which must not happen per event.
+    /// When the next trailing flush may be due (tokio time). Recomputed when it can have moved
+    /// earlier (a skip can remember the first key) and after flushes were taken; a deadline
+    /// that proves early (the storm went on) just takes nothing and is recomputed.
     flush_at: Option<tokio::time::Instant>,
     flush_stale: bool,
 }
@@ -374,10 +374,8 @@ impl SinkTask {
                     break;
                 }
                 done = self.writer.next_completed(), if !self.writer.is_idle() => {
-                    if let Some(done) = done
-                        && let WriteResult::Written { event, .. } = &done.result
-                    {
-                        self.correlator.update_state(event);
+                    if let Some(stored) = done.as_ref().and_then(|d| d.result.stored()) {
+                        self.correlator.update_state(stored);
                     }
                 }
                 item = self.watcher.recv(), if input_open && !self.writer.is_full() => {
@@ -440,8 +438,7 @@ impl SinkTask {
             carried: f.carried,
             ..Tally::default()
         };
-        let mut w = Write::for_event(f.event, f.patch, tally);
-        w.trailing = true;
-        self.writer.submit(w);
+        self.writer
+            .submit(Write::for_event(f.event, f.patch, tally));
     }
 }

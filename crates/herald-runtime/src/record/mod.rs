@@ -9,11 +9,14 @@
 //! concurrency.
 //!
 //! Beyond client-go, on by default:
-//! - **Storm-proof queue**: when the queue is full, an event identical to a queued one is
-//!   merged into it (its count grows) instead of being dropped.
+//! - **Storm-proof queue**: an event identical to one still queued is merged into it (its
+//!   count grows), so a storm of one event takes one queue slot; only a distinct event that
+//!   finds the queue full is dropped (and counted).
 //! - **Exact counts**: occurrences the spam filter holds back are carried into the next write,
-//!   and once a storm stops a trailing write flushes the final count as soon as the rate
-//!   budget allows ([`CorrelatorOptions::trailing_flush`]).
+//!   and once a storm stops each event they belong to is written once more with its final
+//!   count, within minutes and paced by a budget of its own
+//!   ([`CorrelatorOptions::trailing_flush`], [`TrailingFlushOptions`]). An event whose first
+//!   occurrences were held back is created by that write, never patched before it exists.
 //! - **Accounting**: every event ends in exactly one counted outcome; see [`RecordStats`] and
 //!   the Prometheus counters in [`Metrics`].
 //!
@@ -56,7 +59,8 @@ mod writer;
 pub use broadcaster::{BroadcasterOptions, EventBroadcaster, WatchHandle};
 pub use correlator::{
     COMBINED_MESSAGE_PREFIX, CacheSizes, CorrelateError, CorrelateResult, CorrelatorOptions,
-    CorrelatorStats, EventCorrelator, KeyBuilder, KeyFunc, MessageFunc, SpamKeyFunc,
+    CorrelatorStats, EventCorrelator, KeyBuilder, KeyFunc, MAX_SIMILAR_MESSAGE_BYTES, MessageFunc,
+    SIMILAR_MESSAGES_ANNOTATION, SpamKeyFunc, TrailingFlushOptions,
 };
 pub use event::{EventSource, EventType, object_reference};
 pub use recorder::Recorder;

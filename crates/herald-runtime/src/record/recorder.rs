@@ -21,7 +21,7 @@ use super::stats::Metrics;
 /// sinks, or — when the queue is full of other events, or the broadcaster is shut down — it
 /// is dropped, counted in [`RecordStats`](super::RecordStats) and logged (one summary line per
 /// ten seconds at most, so a storm of drops does not flood the log). An event identical
-/// to one still queued is merged into it when the queue is full, so storms are counted
+/// to one still queued is merged into it (full queue or not), so storms are counted
 /// rather than lost.
 ///
 /// ```

@@ -2,15 +2,16 @@
 //!
 //! Outcomes are counted in two places. The recorder counts what never reaches a sink
 //! (`dropped_invalid`, `dropped_queue_full`, `dropped_shutdown`) and occurrences `merged`
-//! into an identical queued event while the queue was full. Every event that does reach a
+//! into an identical event still queued. Every event that does reach a
 //! sink gets exactly one outcome *per sink*: `created`, `patched`, `aggregated` (folded into
 //! a "combined from similar events" event that was written), `skipped` (held back by the spam
 //! filter, its count then carried by a later write that succeeded), `failed` (gave up after
 //! retries), or `dropped_shutdown` (still unwritten at the shutdown deadline). With trailing
 //! flushes (the default) a held-back occurrence is settled with the write that carries its
 //! count, so it is `failed` or `dropped_shutdown` when that write is; until then it is not
-//! yet counted. At the trailing-flush bound (`lru_cache_size` keys) the least recently
-//! skipped key is forgotten and its held occurrences are settled as `skipped` at once: their
+//! yet counted. At the trailing-flush bound
+//! ([`TrailingFlushOptions::max_keys`](super::TrailingFlushOptions::max_keys)) the least
+//! recently skipped key is forgotten and its held occurrences are settled as `skipped` at once: their
 //! count rides the key's next write, if one comes (client-go's behaviour for every skip).
 //!
 //! So, for a sink that was recording from the start:
@@ -154,7 +155,7 @@ impl Metrics {
         );
         registry.register(
             "herald_record_writes",
-            "API calls made by sinks, by operation and result",
+            "API calls made by sinks, by operation and result (ok, error, not_found)",
             self.writes.clone(),
         );
         registry.register(
@@ -213,6 +214,7 @@ impl Metrics {
                 creates_err: write("create", "error"),
                 patches_ok: write("patch", "ok"),
                 patches_err: write("patch", "error"),
+                patches_not_found: write("patch", "not_found"),
                 retries: self
                     .retries
                     .get_or_create(&SinkLabels { sink: name.clone() })
@@ -243,6 +245,22 @@ impl Metrics {
     }
 }
 
+/// One API call a sink made, by how it ended (`herald_record_writes{op, result}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ApiCall {
+    /// A create the server stored.
+    Created,
+    /// A create that failed.
+    CreateFailed,
+    /// A patch the server applied.
+    Patched,
+    /// A patch that failed, but for a 404.
+    PatchFailed,
+    /// A patch answered 404: the event is gone from the server (expired), and the writer
+    /// creates it.
+    PatchNotFound,
+}
+
 /// One sink's counters.
 #[derive(Clone, Debug)]
 pub(crate) struct SinkCounters {
@@ -258,6 +276,7 @@ struct SinkCountersInner {
     creates_err: Counter,
     patches_ok: Counter,
     patches_err: Counter,
+    patches_not_found: Counter,
     retries: Counter,
     trailing_flushes: AtomicU64,
 }
@@ -271,12 +290,13 @@ impl SinkCounters {
             self.inner.outcomes[o.index()].inc_by(n);
         }
     }
-    pub(crate) fn write(&self, create: bool, ok: bool) {
-        let c = match (create, ok) {
-            (true, true) => &self.inner.creates_ok,
-            (true, false) => &self.inner.creates_err,
-            (false, true) => &self.inner.patches_ok,
-            (false, false) => &self.inner.patches_err,
+    pub(crate) fn call(&self, call: ApiCall) {
+        let c = match call {
+            ApiCall::Created => &self.inner.creates_ok,
+            ApiCall::CreateFailed => &self.inner.creates_err,
+            ApiCall::Patched => &self.inner.patches_ok,
+            ApiCall::PatchFailed => &self.inner.patches_err,
+            ApiCall::PatchNotFound => &self.inner.patches_not_found,
         };
         c.inc();
     }
@@ -300,8 +320,9 @@ impl SinkCounters {
             failed: o(SinkOutcome::Failed),
             dropped_shutdown: o(SinkOutcome::DroppedShutdown),
             create_calls: i.creates_ok.get() + i.creates_err.get(),
-            patch_calls: i.patches_ok.get() + i.patches_err.get(),
-            failed_calls: i.creates_err.get() + i.patches_err.get(),
+            patch_calls: i.patches_ok.get() + i.patches_err.get() + i.patches_not_found.get(),
+            failed_calls: i.creates_err.get() + i.patches_err.get() + i.patches_not_found.get(),
+            patch_not_found_calls: i.patches_not_found.get(),
             retries: i.retries.get(),
             trailing_flushes: i.trailing_flushes.load(Ordering::Relaxed),
         }
@@ -313,7 +334,8 @@ impl SinkCounters {
 pub struct RecordStats {
     /// Events handed to a recorder.
     pub emitted: u64,
-    /// Occurrences merged into an identical event already queued (queue was full).
+    /// Occurrences merged into an identical event still queued (whether or not the queue was
+    /// full); their count rides in that event's.
     pub merged: u64,
     /// Events refused before queueing (type not Normal/Warning).
     pub dropped_invalid: u64,
@@ -365,8 +387,12 @@ pub struct SinkStats {
     pub create_calls: u64,
     /// API patch calls made (each attempt counts).
     pub patch_calls: u64,
-    /// API calls that failed.
+    /// API calls that failed (those in `patch_not_found_calls` included).
     pub failed_calls: u64,
+    /// Patches answered 404 (each followed by a create). The recorder never patches an event
+    /// it has not handed a write for, so these are events that expired on the server (or
+    /// whose create failed).
+    pub patch_not_found_calls: u64,
     /// Attempts that were retried.
     pub retries: u64,
     /// Writes made only to flush counts held back by the spam filter.
@@ -409,7 +435,7 @@ mod tests {
         s.outcome(SinkOutcome::Created, 1);
         s.outcome(SinkOutcome::Patched, 1);
         s.outcome(SinkOutcome::Skipped, 1);
-        s.write(true, true);
+        s.call(ApiCall::Created);
         let snap = m.snapshot();
         assert_eq!(snap.emitted, 5);
         assert_eq!(snap.unaccounted(0), 0);

@@ -13,7 +13,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::sink::{EventSink, RetryClass, SinkError};
-use super::stats::{SinkCounters, SinkOutcome};
+use super::stats::{ApiCall, SinkCounters, SinkOutcome};
 
 /// How a sink retries a failed write.
 ///
@@ -61,20 +61,18 @@ impl Tally {
         self.plain + self.aggregated + self.carried
     }
 
-    fn settle(self, counters: &SinkCounters, written: Option<bool>) {
-        match written {
-            Some(created) => {
-                let o = if created {
-                    SinkOutcome::Created
-                } else {
-                    SinkOutcome::Patched
-                };
-                counters.outcome(o, self.plain);
-                counters.outcome(SinkOutcome::Aggregated, self.aggregated);
-                counters.outcome(SinkOutcome::Skipped, self.carried);
+    fn settle(self, counters: &SinkCounters, end: WriteEnd) {
+        let written = match end {
+            WriteEnd::Created => SinkOutcome::Created,
+            WriteEnd::Patched => SinkOutcome::Patched,
+            WriteEnd::Failed => {
+                counters.outcome(SinkOutcome::Failed, self.all());
+                return;
             }
-            None => counters.outcome(SinkOutcome::Failed, self.all()),
-        }
+        };
+        counters.outcome(written, self.plain);
+        counters.outcome(SinkOutcome::Aggregated, self.aggregated);
+        counters.outcome(SinkOutcome::Skipped, self.carried);
     }
 
     pub(crate) fn dropped(self, counters: &SinkCounters) {
@@ -82,16 +80,23 @@ impl Tally {
     }
 }
 
-/// One pending write: the full event (for a create) and the patch (for an update).
+/// What a pending write sends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum WriteOp {
+    /// Create the event (POST), with an empty resourceVersion.
+    Create,
+    /// Patch the stored event (PATCH) with these bytes, or with [`fallback_patch`] when the
+    /// correlator gave none; a 404 turns it into a create.
+    Patch(Option<Vec<u8>>),
+}
+
+/// One pending write: the full event (sent whole by a create, named by a patch) and what to
+/// send.
 #[derive(Debug, Clone)]
 pub(crate) struct Write {
     pub event: Event,
-    pub patch: Option<Vec<u8>>,
-    /// Create rather than patch.
-    pub create: bool,
+    pub op: WriteOp,
     pub tally: Tally,
-    /// Written only to flush a count the spam filter held back.
-    pub trailing: bool,
 }
 
 impl Write {
@@ -104,14 +109,12 @@ impl Write {
                 .resource_version
                 .as_deref()
                 .is_some_and(|rv| !rv.is_empty());
-        let create = !(event.count.unwrap_or(0) > 1 && has_target);
-        Write {
-            event,
-            patch,
-            create,
-            tally,
-            trailing: false,
-        }
+        let op = if event.count.unwrap_or(0) > 1 && has_target {
+            WriteOp::Patch(patch)
+        } else {
+            WriteOp::Create
+        };
+        Write { event, op, tally }
     }
 
     /// Folds a newer write for the same event into this one. Counts in patches are absolute,
@@ -120,21 +123,49 @@ impl Write {
     fn coalesce(&mut self, newer: Write) {
         let mut tally = self.tally;
         tally.add(newer.tally);
-        let create = self.create || newer.create;
-        let trailing = self.trailing && newer.trailing;
+        let keep_create = self.op == WriteOp::Create;
         *self = newer;
-        self.create = create;
+        if keep_create {
+            self.op = WriteOp::Create;
+        }
         self.tally = tally;
-        self.trailing = trailing;
     }
 }
 
 /// The end of one write.
 #[derive(Debug)]
 pub(crate) enum WriteResult {
-    /// Stored; the server's object and whether it was created.
-    Written { event: Box<Event>, created: bool },
+    /// Stored by a create (a patch answered 404 ends here too); the server's object.
+    Created(Box<Event>),
+    /// Stored by a patch; the server's object.
+    Patched(Box<Event>),
     /// Given up (the error has been logged).
+    Failed,
+}
+
+impl WriteResult {
+    /// The stored object, when the write succeeded.
+    pub(crate) fn stored(&self) -> Option<&Event> {
+        match self {
+            WriteResult::Created(e) | WriteResult::Patched(e) => Some(e),
+            WriteResult::Failed => None,
+        }
+    }
+
+    fn end(&self) -> WriteEnd {
+        match self {
+            WriteResult::Created(_) => WriteEnd::Created,
+            WriteResult::Patched(_) => WriteEnd::Patched,
+            WriteResult::Failed => WriteEnd::Failed,
+        }
+    }
+}
+
+/// How a write ended, as the accounting sees it (a write task that panicked ends `Failed`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WriteEnd {
+    Created,
+    Patched,
     Failed,
 }
 
@@ -160,10 +191,10 @@ async fn attempt(
     sink: &dyn EventSink,
     w: &Write,
     counters: &SinkCounters,
-) -> Result<(Event, bool), SinkError> {
-    if !w.create {
+) -> Result<WriteResult, SinkError> {
+    if let WriteOp::Patch(patch) = &w.op {
         let owned;
-        let patch = match &w.patch {
+        let patch = match patch {
             Some(p) => p.as_slice(),
             None => {
                 owned = fallback_patch(&w.event);
@@ -171,18 +202,30 @@ async fn attempt(
             }
         };
         let patched = sink.patch(&w.event, patch).await;
-        counters.write(false, patched.is_ok());
         match patched {
-            Ok(e) => return Ok((e, false)),
-            Err(e) if e.is_not_found() => {}
-            Err(e) => return Err(e),
+            Ok(e) => {
+                counters.call(ApiCall::Patched);
+                return Ok(WriteResult::Patched(Box::new(e)));
+            }
+            Err(e) if e.is_not_found() => counters.call(ApiCall::PatchNotFound),
+            Err(e) => {
+                counters.call(ApiCall::PatchFailed);
+                return Err(e);
+            }
         }
     }
     let mut ev = w.event.clone();
     ev.metadata.resource_version = None;
-    let created = sink.create(&ev).await;
-    counters.write(true, created.is_ok());
-    created.map(|e| (e, true))
+    match sink.create(&ev).await {
+        Ok(e) => {
+            counters.call(ApiCall::Created);
+            Ok(WriteResult::Created(Box::new(e)))
+        }
+        Err(e) => {
+            counters.call(ApiCall::CreateFailed);
+            Err(e)
+        }
+    }
 }
 
 /// Writes `w` with retries. Stops retrying once `stop` is cancelled (the current attempt
@@ -200,12 +243,7 @@ pub(crate) async fn write_with_retries(
     loop {
         let result = attempt(sink, w, counters).await;
         let err = match result {
-            Ok((event, created)) => {
-                return WriteResult::Written {
-                    event: Box::new(event),
-                    created,
-                };
-            }
+            Ok(written) => return written,
             Err(e) => e,
         };
         tries += 1;
@@ -395,14 +433,8 @@ impl KeyedWriter {
                 }
                 None => Tally::default(),
             };
-            let written = match &done {
-                Some(Completed {
-                    result: WriteResult::Written { created, .. },
-                    ..
-                }) => Some(*created),
-                _ => None,
-            };
-            in_flight.settle(&self.counters, written);
+            let end = done.as_ref().map_or(WriteEnd::Failed, |d| d.result.end());
+            in_flight.settle(&self.counters, end);
             self.pump();
             if let Some(done) = done {
                 return Some(done);
@@ -500,11 +532,11 @@ mod tests {
                 .with_faults(move |_: &SinkCall| fault(n2.fetch_add(1, Ordering::SeqCst) + 1));
             // An event with count 0 never deduplicates: always a create.
             let w = Write::for_event(event(name, 0, None), None, Tally::default());
-            assert!(w.create);
+            assert_eq!(w.op, WriteOp::Create);
             let (r, calls) = run(&sink, &w, &CancellationToken::new()).await;
             assert_eq!(calls, attempts, "{name}");
             assert_eq!(sink.count_calls(SinkOp::Create) as u64, attempts, "{name}");
-            assert_eq!(matches!(r, WriteResult::Written { .. }), ok, "{name}");
+            assert_eq!(r.stored().is_some(), ok, "{name}");
         }
     }
 
@@ -518,15 +550,14 @@ mod tests {
             None,
             Tally::default(),
         );
-        assert!(!w.create);
+        assert_eq!(w.op, WriteOp::Patch(None));
         let (r, calls) = run(&sink, &w, &CancellationToken::new()).await;
         assert_eq!(calls, 2);
         let ops: Vec<_> = sink.calls().iter().map(|c| (c.op, c.ok)).collect();
         assert_eq!(ops, [(SinkOp::Patch, false), (SinkOp::Create, true)]);
-        let WriteResult::Written { event, created } = r else {
-            panic!("not written")
+        let WriteResult::Created(event) = r else {
+            panic!("not created: {r:?}")
         };
-        assert!(created);
         assert_eq!(event.count, Some(2));
         // The sink saw no resourceVersion on the create (it assigned its own).
         assert_eq!(event.metadata.resource_version.as_deref(), Some("2"));
@@ -562,7 +593,7 @@ mod tests {
         let start = tokio::time::Instant::now();
         let w = Write::for_event(event("r", 1, None), None, Tally::default());
         let (r, calls) = run(&sink, &w, &CancellationToken::new()).await;
-        assert!(matches!(r, WriteResult::Written { .. }));
+        assert!(matches!(r, WriteResult::Created(_)), "{r:?}");
         assert_eq!(calls, 2);
         assert!(start.elapsed() >= std::time::Duration::from_secs(42));
     }
@@ -577,9 +608,10 @@ mod tests {
         let t2 = Tally { carried: 3, ..t1 };
         let mut a = Write::for_event(event("k", 1, None), None, t1);
         let b = Write::for_event(event("k", 2, None), Some(b"{}".to_vec()), t2);
-        assert!(a.create && !b.create);
+        assert_eq!(a.op, WriteOp::Create);
+        assert!(matches!(b.op, WriteOp::Patch(Some(_))));
         a.coalesce(b);
-        assert!(a.create);
+        assert_eq!(a.op, WriteOp::Create);
         assert_eq!(a.event.count, Some(2));
         assert_eq!(
             a.tally,

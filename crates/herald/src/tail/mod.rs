@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use herald_core::clock::{Clock, SystemClock};
 use herald_runtime::cache::{
-    HandlerFns, InformerConfig, KubeListerWatcher, ListWatchError, SharedInformer,
+    HandlerFns, InformerOptions, KubeListerWatcher, ListWatchError, SharedInformer,
 };
 use k8s_openapi::api::core::v1::Event;
 use tokio_util::sync::CancellationToken;
@@ -205,7 +205,7 @@ fn informer(conn: &crate::connect::Connection, query: &EventQuery) -> SharedInfo
     if let Some(fs) = query.field_selector() {
         lw = lw.fields(&fs);
     }
-    SharedInformer::new(lw, InformerConfig::default())
+    SharedInformer::new(lw, InformerOptions::default())
 }
 
 fn deliver(state: &Mutex<State>, e: &Event, change: Change, in_initial_list: bool) {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use herald_core::clock::{Clock, SystemClock};
 use herald_runtime::cache::{
-    DeletedObject, HandlerFns, InformerConfig, KubeListerWatcher, ListWatchError, SharedInformer,
+    DeletedObject, HandlerFns, InformerOptions, KubeListerWatcher, ListWatchError, SharedInformer,
 };
 use k8s_openapi::api::core::v1::Event;
 use ratatui::crossterm::event::{self, Event as TermEvent, KeyCode, KeyEventKind, KeyModifiers};
@@ -76,7 +76,7 @@ pub fn run(args: TopArgs) -> anyhow::Result<()> {
         if let Some(fs) = query.field_selector() {
             lw = lw.fields(&fs);
         }
-        let informer = SharedInformer::new(lw, InformerConfig::default());
+        let informer = SharedInformer::new(lw, InformerOptions::default());
         {
             let shared = shared.clone();
             informer.set_watch_error_handler(move |e: &ListWatchError| {

@@ -13,11 +13,24 @@ use hashbrown::DefaultHashBuilder;
 
 use super::keys::KeyBuf;
 use super::lru::Lru;
+use super::similar::{SIMILAR_MESSAGES_ANNOTATION, SimilarMessages};
 
 /// Tag of a dedup key built from the full event identity.
 pub(crate) const TAG_EVENT: u8 = 0;
 /// Tag of a dedup key built from an aggregate key.
 pub(crate) const TAG_AGGREGATE: u8 = 1;
+
+/// Whether this sink has handed out a write of a dedup key's event.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum WriteState {
+    /// Every occurrence so far was held back by the spam filter: the key's next write creates
+    /// the event, with its full count and first timestamp.
+    #[default]
+    Unwritten,
+    /// A write was handed out (or the server reported the stored event): the next write
+    /// patches it (a 404 still falls back on a create: expired on the server).
+    Written,
+}
 
 /// What the dedup cache remembers per key.
 #[derive(Debug, Default)]
@@ -27,6 +40,9 @@ pub(crate) struct Entry {
     pub(crate) first_timestamp: Option<Time>,
     pub(crate) name: Option<String>,
     pub(crate) resource_version: Option<String>,
+    pub(crate) state: WriteState,
+    /// The sample of similar messages of a combined event, when they are kept.
+    pub(crate) similar: Option<Box<SimilarMessages>>,
 }
 
 /// Dedup state. Bound: `lru_cache_size` keys, evicting the least recently used (a later
@@ -98,6 +114,7 @@ impl DedupLog {
         let count = written.count.unwrap_or(0);
         let fill = |entry: &mut Entry, keep: i32| {
             entry.count = count.max(keep);
+            entry.state = WriteState::Written;
             entry.first_timestamp.clone_from(&written.first_timestamp);
             entry.name.clone_from(&written.metadata.name);
             entry
@@ -114,7 +131,9 @@ impl DedupLog {
                 let (idx, evicted) =
                     self.entries
                         .insert_key_with(&mut self.key, hasher, Entry::default, |_| {});
-                fill(self.entries.value_mut(idx), i32::MIN);
+                let entry = self.entries.value_mut(idx);
+                entry.similar = None;
+                fill(entry, i32::MIN);
                 self.evictions += u64::from(evicted);
             }
         }
@@ -142,6 +161,30 @@ pub(crate) struct PatchWriter {
 }
 
 impl PatchWriter {
+    /// The patch of `event`'s count, lastTimestamp and message; with `similar`, it also sets
+    /// the [`SIMILAR_MESSAGES_ANNOTATION`] to it (in `metadata.annotations`, after the other
+    /// keys: still sorted).
+    pub(crate) fn patch_event(
+        &mut self,
+        event: &Event,
+        similar: Option<&str>,
+    ) -> Result<Vec<u8>, serde_json::Error> {
+        let mut out = self.patch(
+            event.count.unwrap_or(0),
+            event.last_timestamp.as_ref(),
+            event.message.as_deref().unwrap_or(""),
+        )?;
+        if let Some(value) = similar {
+            out.pop();
+            out.extend_from_slice(b",\"metadata\":{\"annotations\":{");
+            serde_json::to_writer(&mut out, SIMILAR_MESSAGES_ANNOTATION)?;
+            out.push(b':');
+            serde_json::to_writer(&mut out, value)?;
+            out.extend_from_slice(b"}}}");
+        }
+        Ok(out)
+    }
+
     pub(crate) fn patch(
         &mut self,
         count: i32,

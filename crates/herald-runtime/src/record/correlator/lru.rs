@@ -149,9 +149,12 @@ impl<V> Lru<V> {
         &mut self.slots[idx].value
     }
 
-    #[cfg(test)]
     pub(crate) fn key(&self, idx: usize) -> &[u8] {
         &self.slots[idx].key
+    }
+
+    pub(crate) fn hash(&self, idx: usize) -> u64 {
+        self.slots[idx].hash
     }
 
     /// Inserts `key`, which must not be present, as most recently used. At capacity the least
@@ -226,7 +229,6 @@ impl<V> Lru<V> {
     }
 
     /// Removes and returns the least recently used entry as (hash, key, value).
-    #[cfg(test)]
     pub(crate) fn pop_lru(&mut self) -> Option<(u64, Vec<u8>, V)> {
         if self.tail == NIL {
             return None;

@@ -30,7 +30,13 @@
 //!   Herald removes the least recently seen one (see [`CorrelatorOptions::max_events`]).
 //! - **Input counts.** On a repeat the count grows by `max(event.count, 1)` (the recorder may
 //!   merge k identical queued events into one with count k; client-go's inputs always have
-//!   count 1, so the outcome is the same). A first occurrence keeps its count as given.
+//!   count 1, so the outcome is the same). A first occurrence keeps its count as given. A
+//!   combined event counts `max(event.count, 1)` for each input folded into it, likewise.
+//! - **Never a patch of what was never written.** client-go patches every repeat, also one
+//!   whose earlier occurrences were all skipped (the server answers 404 and the recorder
+//!   creates: two calls). Herald creates it at once, with the count and firstTimestamp of all
+//!   its occurrences (`patch` is `None`). A patch answered 404 still falls back on a create
+//!   (the event expired on the server).
 //! - **`update_state` never lowers a count** (writes can complete after a newer event for the
 //!   same key was correlated).
 //! - **Unique, valid aggregate names.** A combined event takes the name of the incoming event
@@ -39,12 +45,24 @@
 //!   when `<name>.<hex>` is not a valid DNS-1123 subdomain (client-go derives it from the
 //!   correlator's clock, which can collide with the first event's name, and sends invalid
 //!   names that the server rejects).
-//! - **Trailing flush** ([`CorrelatorOptions::trailing_flush`], on by default): the latest
-//!   skipped observation per dedup key is remembered and handed out by
-//!   [`EventCorrelator::take_due_flushes`] once its spam bucket refills, so stored counts become
-//!   exact after a storm. This adds results; of what `correlate` returns it changes only the
-//!   accounting (`carried`, `settled_skips`): a skipped occurrence is settled with the write
-//!   that carries its count instead of at once.
+//! - **Trailing flush** ([`CorrelatorOptions::trailing_flush`], on by default): the
+//!   occurrences skipped per dedup key are remembered, and once their spam key has been quiet
+//!   for a while [`EventCorrelator::take_due_flushes`] hands out one write per such event
+//!   carrying all of them, paced by a budget of its own ([`TrailingFlushOptions`]), so stored
+//!   counts become exact within minutes of a storm. This adds results; of what `correlate`
+//!   returns it changes only the accounting (`carried`, `settled_skips`): a skipped occurrence
+//!   is settled with the write that carries its count instead of at once.
+//!
+//! # Similar messages
+//!
+//! With [`CorrelatorOptions::similar_messages_kept`] above 0 (off by default), a combined
+//! event also carries the annotation [`SIMILAR_MESSAGES_ANNOTATION`]: a JSON document
+//! `{"kept":[{"message":"…","count":N},…],"others":M}` with the first distinct messages folded
+//! into it (in the order first seen, each cut to [`MAX_SIMILAR_MESSAGE_BYTES`]) and how many
+//! occurrences carried each; `others` counts the occurrences whose message came after the
+//! sample was full, and all the counts add up to the event's `count`. Its dedup patch carries
+//! the annotation as well (`{"count":…,"lastTimestamp":…,"message":…,"metadata":
+//! {"annotations":{…}}}`): still one request.
 //!
 //! # Cost
 //!
@@ -90,8 +108,10 @@ mod dedup;
 mod flush;
 mod keys;
 mod lru;
+mod similar;
 mod spam;
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::mem;
 use std::sync::{Arc, LazyLock};
@@ -108,9 +128,13 @@ pub use keys::{
     combined_message, event_key, spam_key,
 };
 
+pub use flush::TrailingFlushOptions;
+pub use similar::{MAX_SIMILAR_MESSAGE_BYTES, SIMILAR_MESSAGES_ANNOTATION};
+
 use aggregator::Aggregator;
-use dedup::{DedupLog, PatchWriter, TAG_AGGREGATE, TAG_EVENT};
+use dedup::{DedupLog, PatchWriter, TAG_AGGREGATE, TAG_EVENT, WriteState};
 use flush::{Flushes, Observation, Pending};
+use similar::SimilarMessages;
 use spam::SpamFilter;
 
 /// Default size of each correlator cache (client-go's `maxLruCacheEntries`).
@@ -130,9 +154,10 @@ pub const DEFAULT_AGGREGATE_INTERVAL: Duration = Duration::from_secs(600);
 /// given; build with `..Default::default()` to keep the defaults.
 #[derive(Clone)]
 pub struct CorrelatorOptions {
-    /// Bound of **each** cache: aggregation records, dedup entries, spam buckets and remembered
-    /// trailing flushes. At the bound the least recently used entry is evicted (an evicted
-    /// object forgets its counts and gets a fresh spam burst). `0` means unbounded. Default 4096.
+    /// Bound of **each** cache: aggregation records, dedup entries and spam buckets (remembered
+    /// trailing flushes have their own, [`TrailingFlushOptions::max_keys`]). At the bound the
+    /// least recently used entry is evicted (an evicted object forgets its counts and gets a
+    /// fresh spam burst). `0` means unbounded. Default 4096.
     pub lru_cache_size: usize,
     /// Spam bucket size: events per spam key that pass at once. `0` skips every event.
     /// Default 25.
@@ -159,11 +184,21 @@ pub struct CorrelatorOptions {
     pub clock: Arc<dyn Clock>,
     /// Spam key of an event. Default [`spam_key`].
     pub spam_key_func: SpamKeyFunc,
-    /// Herald option. When true (default), the latest skipped observation of each dedup key is
-    /// remembered and returned by [`EventCorrelator::take_due_flushes`] once its spam bucket has
-    /// a token, so the stored count catches up after a storm. When false nothing is
-    /// remembered and skipped repeats are only carried into the key's next write (client-go).
-    pub trailing_flush: bool,
+    /// Herald option: trailing writes. `Some` (default: [`TrailingFlushOptions::default`]):
+    /// the occurrences the spam filter holds back are remembered per dedup key, and once their
+    /// spam key has been quiet for a while [`EventCorrelator::take_due_flushes`] hands out one
+    /// write per such event carrying all of them, paced by its own budget (see
+    /// [`TrailingFlushOptions`] for the bounds), so stored counts become exact after a storm.
+    /// `None`: nothing is remembered and skipped repeats are only carried into the key's next
+    /// write (client-go).
+    pub trailing_flush: Option<TrailingFlushOptions>,
+    /// Herald option: distinct messages kept on a combined event. `0` (default, client-go):
+    /// a combined event shows only the latest message. `n > 0`: it also carries the
+    /// annotation [`SIMILAR_MESSAGES_ANNOTATION`] with the first `n` distinct messages folded
+    /// into it (each cut to [`MAX_SIMILAR_MESSAGE_BYTES`]) and a count each, plus the count of
+    /// the others; see the [`similar`](self#similar-messages) section. Memory: up to
+    /// `lru_cache_size × n` messages.
+    pub similar_messages_kept: usize,
 }
 
 /// The default key functions, shared so that a correlator can tell it was given them (and then
@@ -184,7 +219,8 @@ impl Default for CorrelatorOptions {
             max_interval: DEFAULT_AGGREGATE_INTERVAL,
             clock: Arc::new(SystemClock),
             spam_key_func: DEFAULT_SPAM_KEY_FUNC.clone(),
-            trailing_flush: true,
+            trailing_flush: Some(TrailingFlushOptions::default()),
+            similar_messages_kept: 0,
         }
     }
 }
@@ -198,6 +234,7 @@ impl fmt::Debug for CorrelatorOptions {
             .field("max_events", &self.max_events)
             .field("max_interval", &self.max_interval)
             .field("trailing_flush", &self.trailing_flush)
+            .field("similar_messages_kept", &self.similar_messages_kept)
             .finish_non_exhaustive()
     }
 }
@@ -209,7 +246,8 @@ pub struct CorrelateResult {
     /// when `skip` is true.
     pub event: Event,
     /// The dedup patch (`{"count":N,"lastTimestamp":"…","message":"…"}`) when the event
-    /// repeats one written before.
+    /// repeats one this correlator has handed out a write for. `None` for an event whose
+    /// earlier occurrences were all held back: it is created, carrying them all.
     pub patch: Option<Vec<u8>>,
     /// The spam filter refused the event: write nothing. Its count is carried into the key's
     /// next write (and into a trailing flush, if enabled).
@@ -247,7 +285,8 @@ pub struct CacheSizes {
     pub dedup: usize,
     /// Spam token buckets (one per spam key).
     pub spam: usize,
-    /// Remembered trailing flushes (one per dedup key whose latest event was skipped).
+    /// Remembered trailing flushes (one per dedup key with occurrences held back since its
+    /// last write; bounded by [`TrailingFlushOptions::max_keys`]).
     pub pending_flushes: usize,
 }
 
@@ -279,7 +318,8 @@ pub struct CorrelatorStats {
 /// [module documentation](self).
 ///
 /// One correlator serves one sink; it is not shared (`&mut self`), so it needs no locks.
-/// Memory is bounded by [`CorrelatorOptions::lru_cache_size`] per cache.
+/// Memory is bounded by [`CorrelatorOptions::lru_cache_size`] per cache and
+/// [`TrailingFlushOptions::max_keys`] remembered trailing flushes.
 pub struct EventCorrelator {
     clock: Arc<dyn Clock>,
     /// `None`: the default ([`aggregate_by_reason`]), called directly.
@@ -289,6 +329,7 @@ pub struct EventCorrelator {
     /// aggregate key.
     spam_key_func: Option<SpamKeyFunc>,
     trailing_flush: bool,
+    similar_messages_kept: usize,
     hasher: DefaultHashBuilder,
     aggregator: Aggregator,
     dedup: DedupLog,
@@ -327,12 +368,13 @@ impl EventCorrelator {
             aggregator: Aggregator::new(size, options.max_events, options.max_interval),
             dedup: DedupLog::new(size),
             spam: SpamFilter::new(size, options.qps, options.burst_size),
-            flushes: Flushes::new(size),
+            flushes: Flushes::new(&options.trailing_flush.clone().unwrap_or_default()),
             clock: options.clock,
             key_func,
             message_func: options.message_func,
             spam_key_func,
-            trailing_flush: options.trailing_flush,
+            trailing_flush: options.trailing_flush.is_some(),
+            similar_messages_kept: options.similar_messages_kept,
             hasher: DefaultHashBuilder::default(),
             patches: PatchWriter::default(),
             last_now: None,
@@ -357,11 +399,16 @@ impl EventCorrelator {
         // most of the work.
         // A failing path has taken nothing held back (it fails before the write is certain):
         // the held counts stay remembered for the key's trailing flush.
-        let (patch, skip) = if aggregated {
+        let outcome = if aggregated {
             self.stats.aggregated += 1;
             self.aggregator_path(&mut event, now)?
         } else {
             self.plain_path(&mut event)?
+        };
+        let (patch, skip) = match outcome {
+            Outcome::Create => (None, false),
+            Outcome::Patch(patch) => (Some(patch), false),
+            Outcome::Skip => (None, true),
         };
         let carried = mem::take(&mut self.carried);
         let mut settled_skips = mem::take(&mut self.forgotten);
@@ -392,15 +439,16 @@ impl EventCorrelator {
         }
         let now = self.clock.now();
         self.last_now = Some(now);
-        let decision = self.spam.try_accept_key(&self.hasher, now);
-        if decision.accepted || decision.evicted {
-            // A bucket a remembered flush waits for may have changed.
-            self.flushes.invalidate();
+        let accepted = self.spam.try_accept_key(&self.hasher, now);
+        if !self.flushes.is_empty() {
+            // The storm of this spam key goes on: its remembered keys are not due yet.
+            let hash = self.spam.key.hash(&self.hasher);
+            self.flushes.touch(hash, &self.spam.key.bytes, now);
         }
-        decision.accepted
+        accepted
     }
 
-    /// Counts a not aggregated event; returns its patch and whether it is skipped.
+    /// Counts a not aggregated event; returns what becomes of it.
     #[inline]
     fn plain_path(&mut self, event: &mut Event) -> Result<Outcome, CorrelateError> {
         let aggregator = &self.aggregator;
@@ -423,6 +471,8 @@ impl EventCorrelator {
             entry
                 .resource_version
                 .clone_from(&event.metadata.resource_version);
+            entry.state = WriteState::Unwritten;
+            entry.similar = None;
         });
         // On a repeat the event takes the cached identity. Name and resourceVersion are
         // swapped (not cloned) with the cache entry and put back below, so the input can be
@@ -441,31 +491,33 @@ impl EventCorrelator {
             saved = Some((first, count));
         }
         if self.spam_check(event) {
+            let entry = self.dedup.entries.value_mut(seen.idx);
             if seen.repeat {
-                let entry = self.dedup.entries.value_mut(seen.idx);
                 entry.name.clone_from(&event.metadata.name);
                 entry
                     .resource_version
                     .clone_from(&event.metadata.resource_version);
             }
-            let patch = if seen.repeat {
-                Some(self.patches.patch(
-                    event.count.unwrap_or(0),
-                    event.last_timestamp.as_ref(),
-                    event.message.as_deref().unwrap_or(""),
-                )?)
+            // A repeat of an event never written (its earlier occurrences were all held back)
+            // is created, with the count and first timestamp of them all.
+            let state = mem::replace(&mut entry.state, WriteState::Written);
+            let outcome = if seen.repeat && state == WriteState::Written {
+                Outcome::Patch(self.patches.patch_event(event, None)?)
             } else {
-                None
+                Outcome::Create
             };
             // Only once the write is certain: it carries the key's held-back count.
             if self.trailing_flush {
                 self.carried = self.flushes.clear_key(&mut self.dedup.key, &self.hasher);
             }
-            return Ok((patch, false));
+            return Ok(outcome);
         }
         self.stats.skipped += 1;
-        if self.trailing_flush && !self.remember_update(seen.repeat, false, event) {
-            self.remember_insert(seen.repeat, false, event.clone());
+        if self.trailing_flush {
+            let written = self.dedup.entries.value(seen.idx).state == WriteState::Written;
+            if !self.remember_update(written, false, event) {
+                self.remember_insert(written, false, event.clone());
+            }
         }
         if let Some((first, count)) = saved {
             let entry = self.dedup.entries.value_mut(seen.idx);
@@ -477,11 +529,11 @@ impl EventCorrelator {
             event.first_timestamp = first;
             event.count = count;
         }
-        Ok((None, true))
+        Ok(Outcome::Skip)
     }
 
-    /// Turns the event into the combined one and counts that; returns its patch and whether
-    /// it is skipped (then the event is given back as it came).
+    /// Turns the event into the combined one and counts that; returns what becomes of it
+    /// (when skipped, the event is given back as it came).
     #[inline]
     fn aggregator_path(
         &mut self,
@@ -492,29 +544,48 @@ impl EventCorrelator {
         self.dedup
             .key
             .set(Some(TAG_AGGREGATE), &self.aggregator.aggregate_key.bytes);
-        let seen = self.dedup.observe(&self.hasher, Some(1), |entry| {
-            entry.count = 1;
-            entry.first_timestamp = Some(Time(now));
-            // The combined event replaces the incoming one, which is never written: it takes
-            // over the incoming event's name, unique per recorder even when the clock stands
-            // still.
-            let input_name = event
-                .metadata
-                .name
-                .as_deref()
-                .filter(|n| herald_core::naming::is_dns1123_subdomain(n));
-            entry.name = Some(match input_name {
-                Some(n) => n.to_string(),
-                None => herald_core::naming::event_name(
-                    event.involved_object.name.as_deref().unwrap_or(""),
-                    now,
-                ),
+        // The input may stand for several occurrences (merged in the recorder's queue): the
+        // combined event counts them all, as a repeat does.
+        let occurrences = event.count.unwrap_or(0).max(1);
+        let seen = self
+            .dedup
+            .observe(&self.hasher, Some(occurrences), |entry| {
+                entry.count = occurrences;
+                entry.state = WriteState::Unwritten;
+                entry.similar = None;
+                entry.first_timestamp = Some(Time(now));
+                // The combined event replaces the incoming one, which is never written: it takes
+                // over the incoming event's name, unique per recorder even when the clock stands
+                // still.
+                let input_name = event
+                    .metadata
+                    .name
+                    .as_deref()
+                    .filter(|n| herald_core::naming::is_dns1123_subdomain(n));
+                entry.name = Some(match input_name {
+                    Some(n) => n.to_string(),
+                    None => herald_core::naming::event_name(
+                        event.involved_object.name.as_deref().unwrap_or(""),
+                        now,
+                    ),
+                });
+                entry.resource_version = None;
             });
-            entry.resource_version = None;
-        });
         if seen.repeat {
             self.stats.deduplicated += 1;
         }
+        let similar = if self.similar_messages_kept > 0 {
+            let entry = self.dedup.entries.value_mut(seen.idx);
+            let sample = entry.similar.get_or_insert_default();
+            sample.add(
+                event.message.as_deref().unwrap_or(""),
+                u64::try_from(occurrences).unwrap_or(1),
+                self.similar_messages_kept,
+            );
+            Some(sample.to_json())
+        } else {
+            None
+        };
         // The combined event is made in the input's place: it keeps involvedObject, type,
         // reason, source and the namespace, and what it replaces or drops is set aside so the
         // input can be given back unchanged if the event is skipped. Name and resourceVersion
@@ -532,29 +603,39 @@ impl EventCorrelator {
             &mut event.metadata.resource_version,
             &mut entry.resource_version,
         );
+        if let Some(json) = &similar {
+            event.metadata.annotations = Some(BTreeMap::from([(
+                SIMILAR_MESSAGES_ANNOTATION.to_string(),
+                json.clone(),
+            )]));
+        }
         if self.spam_check(event) {
             let entry = self.dedup.entries.value_mut(seen.idx);
             entry.name.clone_from(&event.metadata.name);
             entry
                 .resource_version
                 .clone_from(&event.metadata.resource_version);
-            let patch = if seen.repeat {
-                Some(self.patches.patch(
-                    entry_count(event),
-                    event.last_timestamp.as_ref(),
-                    event.message.as_deref().unwrap_or(""),
-                )?)
+            let state = mem::replace(&mut entry.state, WriteState::Written);
+            let outcome = if seen.repeat && state == WriteState::Written {
+                Outcome::Patch(self.patches.patch_event(event, similar.as_deref())?)
             } else {
-                None
+                Outcome::Create
             };
             if self.trailing_flush {
                 self.carried = self.flushes.clear_key(&mut self.dedup.key, &self.hasher);
             }
-            return Ok((patch, false));
+            return Ok(outcome);
         }
         self.stats.skipped += 1;
-        if self.trailing_flush && !self.remember_update(seen.repeat, true, event) {
-            self.remember_insert(seen.repeat, true, event.clone());
+        if self.trailing_flush {
+            let written = self.dedup.entries.value(seen.idx).state == WriteState::Written;
+            if !self.remember_update(written, true, event) {
+                self.remember_insert(written, true, event.clone());
+            }
+        }
+        if similar.is_some() {
+            // Set above on a metadata that held only the identity (or that `restore` replaces).
+            event.metadata.annotations = None;
         }
         let entry = self.dedup.entries.value_mut(seen.idx);
         mem::swap(&mut event.metadata.name, &mut entry.name);
@@ -563,31 +644,33 @@ impl EventCorrelator {
             &mut entry.resource_version,
         );
         replaced.restore(event);
-        Ok((None, true))
+        Ok(Outcome::Skip)
     }
 
     /// Updates the remembered trailing flush of the current dedup key with a skipped
     /// observation; false when the key has none yet.
-    fn remember_update(&mut self, repeat: bool, aggregated: bool, observed: &Event) -> bool {
+    fn remember_update(&mut self, written: bool, aggregated: bool, observed: &Event) -> bool {
         let observation = Observation {
             count: observed.count,
             last_timestamp: &observed.last_timestamp,
             message: &observed.message,
-            repeat,
             aggregated,
+            written,
         };
         let spam_hash = self.spam.key.hash(&self.hasher);
+        let now = self.last_now.unwrap_or(Timestamp::UNIX_EPOCH);
         self.flushes.update_existing(
             &mut self.dedup.key,
             &self.hasher,
             spam_hash,
             &self.spam.key.bytes,
             observation,
+            now,
         )
     }
 
     /// Remembers a skipped observation under the current dedup key (which has none yet).
-    fn remember_insert(&mut self, repeat: bool, aggregated: bool, observed: Event) {
+    fn remember_insert(&mut self, written: bool, aggregated: bool, observed: Event) {
         let now = self.last_now.unwrap_or(Timestamp::UNIX_EPOCH);
         let hash = self.dedup.key.hash(&self.hasher);
         let spam_hash = self.spam.key.hash(&self.hasher);
@@ -598,11 +681,10 @@ impl EventCorrelator {
                 spam_hash,
                 spam_key: self.spam.key.bytes.clone(),
                 event: observed,
-                repeat,
                 aggregated,
+                written,
                 held: 1,
             },
-            &self.spam,
             now,
         );
     }
@@ -621,29 +703,34 @@ impl EventCorrelator {
         self.dedup.update(&self.hasher, written);
     }
 
-    /// The earliest time a remembered trailing flush can be taken (its spam bucket has a
-    /// token), judged at the time of the last clock read — this reads no clock. A time at or
-    /// before now means "due now". `None` when nothing is remembered, or no remembered key's
-    /// bucket will ever refill.
+    /// The earliest time a remembered trailing flush can be taken (its spam key has been
+    /// quiet for [`TrailingFlushOptions::quiet`] and the trailing budget has a token), judged
+    /// at the time of the last clock read — this reads no clock. A time at or before now means
+    /// "due now". `None` when nothing is remembered.
     ///
-    /// Cost: cached; after a token was taken or a remembered flush removed, the next call walks
-    /// all remembered keys (at most `lru_cache_size`).
+    /// Cost: constant (the spam keys are kept in the order their storms end).
     pub fn next_flush_at(&self) -> Option<Timestamp> {
-        self.flushes.next_flush_at(&self.spam, self.last_now)
+        if !self.trailing_flush {
+            return None;
+        }
+        self.flushes.next_flush_at(self.last_now)
     }
 
-    /// Takes every remembered trailing flush whose spam bucket has a token now (one clock
-    /// read), least recently skipped first, taking one token each. Each result carries the
-    /// key's current count (and the server's name/resourceVersion/firstTimestamp when known),
-    /// the latest skipped lastTimestamp and message, and the dedup patch when the latest
-    /// skipped event was a repeat. Keys whose bucket is still empty stay remembered.
+    /// Takes the remembered trailing flushes that are due now (one clock read): those of the
+    /// spam keys quiet for [`TrailingFlushOptions::quiet`], earliest storm end first, as far
+    /// as the trailing budget allows (one token each). Each result is one write that carries
+    /// every occurrence held back under its dedup key: the key's current count (and the
+    /// server's name/resourceVersion/firstTimestamp when known), the latest skipped
+    /// lastTimestamp and message, and the dedup patch when a write of the key was handed out
+    /// before — otherwise no patch: the event is created, with its full count. Keys not yet
+    /// due, or beyond the budget, stay remembered.
     pub fn take_due_flushes(&mut self) -> Vec<CorrelateResult> {
         self.take_flushes(false)
     }
 
-    /// Takes every remembered trailing flush, whether or not its spam bucket has a token
-    /// (tokens are still taken where available). For shutdown: the process is going away and
-    /// one last write per held-back key keeps the stored counts exact.
+    /// Takes every remembered trailing flush, due or not, ignoring the trailing budget. For
+    /// shutdown: the process is going away and one last write per held-back key keeps the
+    /// stored counts exact.
     pub fn drain_flushes(&mut self) -> Vec<CorrelateResult> {
         self.take_flushes(true)
     }
@@ -658,38 +745,22 @@ impl EventCorrelator {
     fn take_flushes(&mut self, ignore_budget: bool) -> Vec<CorrelateResult> {
         let now = self.clock.now();
         self.last_now = Some(now);
-        if self.flushes.pending.is_empty() {
+        if !self.trailing_flush || self.flushes.is_empty() {
             return Vec::new();
         }
-        // (slot, position in LRU order) of each due key.
-        let mut due = Vec::new();
-        let order: Vec<usize> = self.flushes.pending.indices_lru_first().collect();
-        for (pos, idx) in order.into_iter().enumerate() {
-            let p = self.flushes.pending.value(idx);
-            if self.spam.try_accept(p.spam_hash, &p.spam_key, now).accepted || ignore_budget {
-                due.push((idx, pos));
-            }
-        }
-        // Tokens were taken: cached flush times are stale.
-        self.flushes.invalidate();
-        due.sort_unstable_by_key(|d| std::cmp::Reverse(d.0));
-        let mut taken = Vec::with_capacity(due.len());
-        for (idx, pos) in due {
-            let (hash, key, pending) = self.flushes.pending.remove(idx);
-            taken.push((pos, hash, key, pending));
-        }
-        taken.sort_unstable_by_key(|t| t.0);
+        let taken = self.flushes.take(now, ignore_budget);
         let mut out = Vec::with_capacity(taken.len());
-        for (_, hash, key, pending) in taken {
+        for (hash, key, pending) in taken {
             let Pending {
                 mut event,
-                repeat,
                 aggregated,
+                mut written,
                 held,
                 ..
             } = pending;
+            let mut similar = None;
             if let Some(idx) = self.dedup.entries.peek(hash, &key) {
-                let entry = self.dedup.entries.value(idx);
+                let entry = self.dedup.entries.value_mut(idx);
                 event.count = Some(entry.count);
                 event.metadata.name.clone_from(&entry.name);
                 event
@@ -697,20 +768,28 @@ impl EventCorrelator {
                     .resource_version
                     .clone_from(&entry.resource_version);
                 event.first_timestamp.clone_from(&entry.first_timestamp);
+                written =
+                    mem::replace(&mut entry.state, WriteState::Written) == WriteState::Written;
+                similar = entry.similar.as_deref().map(SimilarMessages::to_json);
             }
-            let patch =
-                if repeat {
-                    self.patches
-                    .patch(
-                    event.count.unwrap_or(0),
-                    event.last_timestamp.as_ref(),
-                    event.message.as_deref().unwrap_or(""),
-                )
-                .map_err(|e| tracing::warn!(error = %e, "dropping the patch of a trailing flush"))
-                .ok()
-                } else {
-                    None
-                };
+            if let Some(json) = &similar {
+                event.metadata.annotations = Some(BTreeMap::from([(
+                    SIMILAR_MESSAGES_ANNOTATION.to_string(),
+                    json.clone(),
+                )]));
+            }
+            let patch = if written {
+                self.patches
+                    .patch_event(&event, similar.as_deref())
+                    .map_err(
+                        |e| tracing::warn!(error = %e, "dropping the patch of a trailing flush"),
+                    )
+                    .ok()
+            } else {
+                // Never written: created, whatever resourceVersion the input carried.
+                event.metadata.resource_version = None;
+                None
+            };
             out.push(CorrelateResult {
                 event,
                 patch,
@@ -751,11 +830,16 @@ impl EventCorrelator {
     }
 }
 
-/// The patch of a correlated event and whether it is skipped.
-type Outcome = (Option<Vec<u8>>, bool);
-
-fn entry_count(e: &Event) -> i32 {
-    e.count.unwrap_or(0)
+/// What becomes of a correlated event; [`EventCorrelator::correlate`] turns it into the
+/// client-go shaped `patch` and `skip` of a [`CorrelateResult`].
+#[derive(Debug)]
+enum Outcome {
+    /// The spam filter let it through and it is new to the dedup cache: create it.
+    Create,
+    /// The spam filter let it through and it repeats a cached key: send this dedup patch.
+    Patch(Vec<u8>),
+    /// The spam filter held it back: write nothing.
+    Skip,
 }
 
 /// What a combined event replaced or dropped of the input it was made from (all but the name

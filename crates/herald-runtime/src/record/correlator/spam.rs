@@ -1,7 +1,6 @@
 //! The spam filter: one token bucket per spam key (client-go's
 //! `EventSourceObjectSpamFilter`).
 
-use herald_core::clock::add_saturating;
 use herald_core::flow::TokenBucket;
 use jiff::Timestamp;
 
@@ -23,14 +22,6 @@ pub(crate) struct SpamFilter {
     pub(crate) evictions: u64,
 }
 
-/// The outcome of one token request.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Decision {
-    pub(crate) accepted: bool,
-    /// Another key's bucket was evicted to make room.
-    pub(crate) evicted: bool,
-}
-
 impl SpamFilter {
     pub(crate) fn new(capacity: usize, qps: f32, burst: u32) -> Self {
         Self {
@@ -46,54 +37,19 @@ impl SpamFilter {
         self.buckets.len()
     }
 
-    /// [`SpamFilter::try_accept`] for the key in [`SpamFilter::key`].
-    pub(crate) fn try_accept_key(
-        &mut self,
-        hasher: &DefaultHashBuilder,
-        now: Timestamp,
-    ) -> Decision {
-        let (idx, evicted) = match self.buckets.get_key(&mut self.key, hasher) {
-            Some(idx) => (idx, false),
+    /// Takes a token for the key in [`SpamFilter::key`] at `now`: fetches (promoting) or
+    /// creates the key's bucket, which starts full (evicting the least recently used bucket at
+    /// the bound). A refused request leaves the bucket unchanged.
+    pub(crate) fn try_accept_key(&mut self, hasher: &DefaultHashBuilder, now: Timestamp) -> bool {
+        let idx = match self.buckets.get_key(&mut self.key, hasher) {
+            Some(idx) => idx,
             None => {
                 let bucket = TokenBucket::new(self.qps, self.burst);
                 let (idx, old) = self.buckets.insert_key(&mut self.key, hasher, bucket);
-                (idx, old.is_some())
+                self.evictions += u64::from(old.is_some());
+                idx
             }
         };
-        self.evictions += u64::from(evicted);
-        let accepted = self.buckets.value_mut(idx).try_accept_at(now);
-        Decision { accepted, evicted }
-    }
-
-    /// Takes a token for `key` at `now`: fetches (promoting) or creates the key's bucket, which
-    /// starts full. A refused request leaves the bucket unchanged.
-    pub(crate) fn try_accept(&mut self, hash: u64, key: &[u8], now: Timestamp) -> Decision {
-        let (idx, evicted) = match self.buckets.get(hash, key) {
-            Some(idx) => (idx, false),
-            None => {
-                let (idx, old) =
-                    self.buckets
-                        .insert(hash, key, TokenBucket::new(self.qps, self.burst));
-                (idx, old.is_some())
-            }
-        };
-        self.evictions += u64::from(evicted);
-        let accepted = self.buckets.value_mut(idx).try_accept_at(now);
-        Decision { accepted, evicted }
-    }
-
-    /// When `key`'s bucket will next have a token, judged at `now` without changing anything:
-    /// `now` if it has one (or has no bucket, which would start full), `None` if it never will.
-    pub(crate) fn available_at(&self, hash: u64, key: &[u8], now: Timestamp) -> Option<Timestamp> {
-        match self.buckets.peek(hash, key) {
-            None => TokenBucket::new(self.qps, self.burst)
-                .time_until_available(now)
-                .map(|_| now),
-            Some(idx) => self
-                .buckets
-                .value(idx)
-                .time_until_available(now)
-                .map(|d| add_saturating(now, d)),
-        }
+        self.buckets.value_mut(idx).try_accept_at(now)
     }
 }
