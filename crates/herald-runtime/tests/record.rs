@@ -811,3 +811,71 @@ async fn writes_are_concurrent_across_keys_and_serial_per_key() {
     }
     assert_eq!(b.stats().unaccounted(0), 0);
 }
+
+/// `similar_messages_kept`: the stored combined event carries the sample of messages folded
+/// into it, kept up to date by its dedup patches, one request each.
+#[tokio::test(start_paused = true)]
+async fn similar_messages_are_stored_on_the_combined_event() {
+    let mut opts = options();
+    opts.correlator.similar_messages_kept = 3;
+    let b = EventBroadcaster::new(opts);
+    let sink = MemorySink::new();
+    b.start_recording_to_sink(sink.clone());
+    let recorder = b.new_recorder(EventSource::new("default-scheduler", ""));
+    let pod = test_pod("pending");
+    for i in 0..15 {
+        recorder.event(
+            &pod,
+            EventType::Warning,
+            "FailedScheduling",
+            &format!("0/15 nodes are available: node-{i} is full"),
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    b.shutdown().await;
+    let combined: Vec<Event> = sink
+        .events()
+        .into_iter()
+        .filter(|e| {
+            e.message
+                .as_deref()
+                .unwrap()
+                .starts_with(COMBINED_MESSAGE_PREFIX)
+        })
+        .collect();
+    assert_eq!(combined.len(), 1);
+    let e = &combined[0];
+    assert_eq!(e.count, Some(6), "messages 9 to 14");
+    let sample: serde_json::Value = serde_json::from_str(
+        &e.metadata.annotations.as_ref().unwrap()[SIMILAR_MESSAGES_ANNOTATION],
+    )
+    .unwrap();
+    let kept: Vec<(String, u64)> = sample["kept"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| {
+            (
+                k["message"].as_str().unwrap().to_string(),
+                k["count"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let expected: Vec<(String, u64)> = (9..12)
+        .map(|i| (format!("0/15 nodes are available: node-{i} is full"), 1))
+        .collect();
+    assert_eq!(kept, expected);
+    assert_eq!(sample["others"], 3);
+    // One call per write of the combined event: a create, then one patch per repeat.
+    let name = e.metadata.name.clone().unwrap();
+    let ops: Vec<(SinkOp, bool)> = sink
+        .calls()
+        .iter()
+        .filter(|c| c.name == name)
+        .map(|c| (c.op, c.ok))
+        .collect();
+    let mut expected_ops = vec![(SinkOp::Create, true)];
+    expected_ops.extend([(SinkOp::Patch, true); 5]);
+    assert_eq!(ops, expected_ops);
+    assert_eq!(b.stats().unaccounted(0), 0);
+}
