@@ -17,7 +17,7 @@
 //! [`typed_conversion_errors`](herald_wire::schema::openapi::typed_conversion_errors)).
 //!
 //! ```
-//! use herald_server::api::discovery::GroupVersion;
+//! use herald_wire::schema::GroupVersion;
 //! use herald_server::api::field_validation::{check_fields, duplicate_fields, FieldValidation};
 //! let text = br#"{"apiVersion": "v1", "kind": "Event", "spec": {}, "reason": "a", "reason": "b"}"#;
 //! let body: serde_json::Value = serde_json::from_slice(text).unwrap();
