@@ -12,8 +12,12 @@
 //! - Server-side apply bodies (YAML or JSON) are parsed here and applied by the
 //!   [field manager](super::fieldmanager), which owns the merge and the conflicts.
 
+use std::collections::{HashMap, HashSet, VecDeque};
+
 use herald_core::status::{ApiError, FieldCause, Reason};
 use serde_json::{Map, Value};
+
+use super::fieldmanager::fieldpath::compact;
 
 /// The PATCH flavour, from the request's Content-Type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,7 +141,7 @@ pub fn parse(kind: PatchKind, body: &[u8]) -> Result<PatchDoc, ApiError> {
             // that its numbers and strings are taken exactly.
             let v: Value = match serde_json::from_slice(body) {
                 Ok(v) => v,
-                Err(_) => serde_yaml_ng::from_slice(body)
+                Err(_) => herald_wire::body::yaml_value(body)
                     .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?,
             };
             if !v.is_object() {
@@ -430,13 +434,14 @@ pub fn strategic_merge(target: &mut Value, patch: &Value, path: &str) {
     }
     let Value::Object(t) = target else { return };
     if let Some(Value::Array(keep)) = p.get("$retainKeys") {
-        let keep: Vec<&str> = keep.iter().filter_map(Value::as_str).collect();
-        t.retain(|k, _| keep.contains(&k.as_str()) || p.contains_key(k));
+        let keep: HashSet<&str> = keep.iter().filter_map(Value::as_str).collect();
+        t.retain(|k, _| keep.contains(k.as_str()) || p.contains_key(k));
     }
     for (k, v) in p {
         if let Some(list) = k.strip_prefix(DELETE_FROM) {
             if let (Some(Value::Array(items)), Value::Array(del)) = (t.get_mut(list), v) {
-                items.retain(|i| !del.contains(i));
+                let del: HashSet<String> = del.iter().map(compact).collect();
+                items.retain(|i| !del.contains(&compact(i)));
             }
             continue;
         }
@@ -463,8 +468,9 @@ pub fn strategic_merge(target: &mut Value, patch: &Value, path: &str) {
                     *cur = Value::Array(Vec::new());
                 }
                 if let Value::Array(cur) = cur {
+                    let mut have: HashSet<String> = cur.iter().map(compact).collect();
                     for i in items {
-                        if !cur.contains(i) {
+                        if have.insert(compact(i)) {
                             cur.push(i.clone());
                         }
                     }
@@ -502,6 +508,10 @@ fn strip_directives(m: &Map<String, Value>) -> Map<String, Value> {
         .collect()
 }
 
+/// Merges the keyed list `items` into `cur` by the field `key`, item by item as if each were
+/// merged in turn: an item whose key matches merges into the first current item with that key
+/// (or deletes it, with `$patch: delete`), any other is appended. Items are found through an
+/// index of the keys, so `n` items merge in O(n).
 fn merge_by_key(cur: &mut Vec<Value>, items: &[Value], key: &str) {
     if items
         .iter()
@@ -514,33 +524,131 @@ fn merge_by_key(cur: &mut Vec<Value>, items: &[Value], key: &str) {
             .collect();
         return;
     }
+    let mut slots: Vec<Option<Value>> = std::mem::take(cur).into_iter().map(Some).collect();
+    // The slots holding each key, first first (appends come last, so the order holds).
+    let mut by_key: HashMap<String, VecDeque<usize>> = HashMap::new();
+    for (i, v) in slots.iter().enumerate() {
+        if let Some(id) = v.as_ref().and_then(|v| v.get(key)) {
+            by_key.entry(compact(id)).or_default().push_back(i);
+        }
+    }
     for item in items {
-        let id = item.get(key).cloned();
+        let id = item.get(key).map(compact);
         let pos = id
             .as_ref()
-            .and_then(|id| cur.iter().position(|c| c.get(key) == Some(id)));
+            .and_then(|id| by_key.get(id))
+            .and_then(|at| at.front().copied());
         let delete = item.get("$patch").and_then(Value::as_str) == Some("delete");
         match (pos, delete) {
             (Some(i), true) => {
-                cur.remove(i);
+                slots[i] = None;
+                if let Some(at) = id.as_ref().and_then(|id| by_key.get_mut(id)) {
+                    at.pop_front();
+                }
             }
             (None, true) => {}
-            (Some(i), false) => strategic_merge(&mut cur[i], item, ""),
+            (Some(i), false) => {
+                if let Some(slot) = slots[i].as_mut() {
+                    strategic_merge(slot, item, "");
+                }
+            }
             (None, false) => {
                 let mut v = item.clone();
                 if let Value::Object(m) = &mut v {
                     m.retain(|k, _| !k.starts_with('$'));
                 }
-                cur.push(v);
+                if let Some(id) = id {
+                    by_key.entry(id).or_default().push_back(slots.len());
+                }
+                slots.push(Some(v));
             }
         }
     }
+    *cur = slots.into_iter().flatten().collect();
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// [`merge_by_key`] as it was first written: each item looked up by a linear scan.
+    fn merge_by_key_plain(cur: &mut Vec<Value>, items: &[Value], key: &str) {
+        if items
+            .iter()
+            .any(|i| i.get("$patch").and_then(Value::as_str) == Some("replace"))
+        {
+            *cur = items
+                .iter()
+                .filter(|i| i.get("$patch").is_none())
+                .cloned()
+                .collect();
+            return;
+        }
+        for item in items {
+            let id = item.get(key).cloned();
+            let pos = id
+                .as_ref()
+                .and_then(|id| cur.iter().position(|c| c.get(key) == Some(id)));
+            let delete = item.get("$patch").and_then(Value::as_str) == Some("delete");
+            match (pos, delete) {
+                (Some(i), true) => {
+                    cur.remove(i);
+                }
+                (None, true) => {}
+                (Some(i), false) => strategic_merge(&mut cur[i], item, ""),
+                (None, false) => {
+                    let mut v = item.clone();
+                    if let Value::Object(m) = &mut v {
+                        m.retain(|k, _| !k.starts_with('$'));
+                    }
+                    cur.push(v);
+                }
+            }
+        }
+    }
+
+    fn keyed_item() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        (
+            proptest::option::of(0u8..4),
+            0u8..3,
+            prop_oneof![Just(None), Just(Some("delete")), Just(Some("merge"))],
+        )
+            .prop_map(|(uid, name, patch)| {
+                let mut m = Map::new();
+                if let Some(uid) = uid {
+                    // Equal keys written differently by the JSON text are still equal.
+                    m.insert("uid".into(), json!(uid.to_string()));
+                }
+                m.insert("name".into(), json!(format!("n{name}")));
+                if let Some(p) = patch {
+                    m.insert("$patch".into(), json!(p));
+                }
+                Value::Object(m)
+            })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn merge_by_key_is_the_plain_merge(
+            cur in proptest::collection::vec(keyed_item(), 0..8),
+            items in proptest::collection::vec(keyed_item(), 0..8),
+        ) {
+            let strip = |v: &Value| {
+                let mut v = v.clone();
+                if let Value::Object(m) = &mut v {
+                    m.remove("$patch");
+                }
+                v
+            };
+            let cur: Vec<Value> = cur.iter().map(strip).collect();
+            let (mut fast, mut plain) = (cur.clone(), cur);
+            merge_by_key(&mut fast, &items, "uid");
+            merge_by_key_plain(&mut plain, &items, "uid");
+            proptest::prop_assert_eq!(fast, plain);
+        }
+    }
 
     #[test]
     fn smp_is_merge_plus_meta_lists() {

@@ -7,6 +7,8 @@
 //! appears or disappears is itself added or removed, besides its leaves; `null` is a value
 //! for a leaf and "absent" for a struct, map or list.
 
+use std::collections::HashMap;
+
 use serde_json::{Map, Value};
 
 use super::fieldpath::{FieldSet, PathElement, compact};
@@ -74,16 +76,42 @@ fn item_node(node: &Node) -> &'static Node {
 
 /// The items of a list with their path elements; the first of duplicates wins (an applied
 /// configuration with duplicates is refused before it gets here; other writes may have them).
-fn indexed<'v>(node: &Node, list: &'v [Value]) -> Vec<(PathElement, &'v Value)> {
-    let mut out: Vec<(PathElement, &Value)> = Vec::with_capacity(list.len());
-    for (i, item) in list.iter().enumerate() {
-        if let Some(pe) = item_element(node, i, item)
-            && !out.iter().any(|(p, _)| *p == pe)
-        {
-            out.push((pe, item));
+/// Looking an item up by its element is O(1), so comparing or merging two lists of `n` items
+/// costs O(n), not O(n²).
+struct Indexed<'v> {
+    items: Vec<(PathElement, &'v Value)>,
+    by_element: HashMap<PathElement, &'v Value>,
+}
+
+impl<'v> Indexed<'v> {
+    fn new(node: &Node, list: Option<&'v Vec<Value>>) -> Self {
+        let list = list.map(Vec::as_slice).unwrap_or_default();
+        let mut items = Vec::with_capacity(list.len());
+        let mut by_element = HashMap::with_capacity(list.len());
+        for (i, item) in list.iter().enumerate() {
+            if let Some(pe) = item_element(node, i, item)
+                && !by_element.contains_key(&pe)
+            {
+                by_element.insert(pe.clone(), item);
+                items.push((pe, item));
+            }
         }
+        Indexed { items, by_element }
     }
-    out
+
+    fn get(&self, pe: &PathElement) -> Option<&'v Value> {
+        self.by_element.get(pe).copied()
+    }
+
+    /// The items whose element `other` does not have, in order.
+    fn not_in<'s>(
+        &'s self,
+        other: &'s Indexed<'_>,
+    ) -> impl Iterator<Item = &'s (PathElement, &'v Value)> {
+        self.items
+            .iter()
+            .filter(|(pe, _)| !other.by_element.contains_key(pe))
+    }
 }
 
 fn as_map(v: Option<&Value>) -> Option<&Map<String, Value>> {
@@ -123,7 +151,7 @@ fn to_set_at(node: &Node, value: &Value, path: &mut Vec<PathElement>, set: &mut 
         }
         Node::Set | Node::Keyed { .. } => {
             let Some(list) = value.as_array() else { return };
-            for (pe, item) in indexed(node, list) {
+            for (pe, item) in Indexed::new(node, Some(list)).items {
                 path.push(pe);
                 to_set_at(item_node(node), item, path, set);
                 set.insert(path);
@@ -186,16 +214,15 @@ fn compare_at(
             if l.is_none_or(Vec::is_empty) && r.is_none_or(Vec::is_empty) {
                 true
             } else {
-                let l = l.map(|l| indexed(node, l)).unwrap_or_default();
-                let r = r.map(|r| indexed(node, r)).unwrap_or_default();
+                let (l, r) = (Indexed::new(node, l), Indexed::new(node, r));
                 let item = item_node(node);
-                for (pe, lv) in &l {
-                    let rv = r.iter().find(|(p, _)| p == pe).map(|(_, v)| *v);
+                for (pe, lv) in &l.items {
+                    let rv = r.get(pe);
                     path.push(pe.clone());
                     compare_at(item, Some(lv), rv, path, c);
                     path.pop();
                 }
-                for (pe, rv) in r.iter().filter(|(p, _)| !l.iter().any(|(q, _)| q == p)) {
+                for (pe, rv) in r.not_in(&l) {
                     path.push(pe.clone());
                     compare_at(item, None, Some(rv), path, c);
                     path.pop();
@@ -249,15 +276,13 @@ fn merge_at(node: &Node, lhs: Option<&Value>, rhs: Option<&Value>) -> Option<Val
             if l.is_none_or(Vec::is_empty) && r.is_none_or(Vec::is_empty) {
                 return keep_rhs();
             }
-            let l = l.map(|l| indexed(node, l)).unwrap_or_default();
-            let r = r.map(|r| indexed(node, r)).unwrap_or_default();
+            let (l, r) = (Indexed::new(node, l), Indexed::new(node, r));
             let item = item_node(node);
-            let mut out = Vec::with_capacity(l.len() + r.len());
-            for (pe, lv) in &l {
-                let rv = r.iter().find(|(p, _)| p == pe).map(|(_, v)| *v);
-                out.extend(merge_at(item, Some(lv), rv));
+            let mut out = Vec::with_capacity(l.items.len() + r.items.len());
+            for (pe, lv) in &l.items {
+                out.extend(merge_at(item, Some(lv), r.get(pe)));
             }
-            for (_, rv) in r.iter().filter(|(p, _)| !l.iter().any(|(q, _)| q == p)) {
+            for (_, rv) in r.not_in(&l) {
                 out.extend(merge_at(item, None, Some(rv)));
             }
             Some(Value::Array(out))

@@ -16,7 +16,7 @@
 //! versions.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use herald_core::event::convert::is_zero_time;
 use herald_core::event::{ApiGroup, CoreEvent};
@@ -215,15 +215,16 @@ pub(super) fn reference(r: &ObjectReference) -> [Option<&str>; 7] {
     .map(nonempty)
 }
 
-/// The items of a set, the first of duplicates only.
-fn distinct(l: Option<&[String]>) -> Vec<&String> {
-    let mut out: Vec<&String> = Vec::new();
-    for s in l.unwrap_or_default() {
-        if !out.contains(&s) {
-            out.push(s);
-        }
-    }
-    out
+/// The items of a set in order, the first of duplicates only, and the set of them (so that a
+/// set of `n` items is compared in O(n)).
+fn distinct(l: Option<&[String]>) -> (Vec<&String>, HashSet<&String>) {
+    let mut seen = HashSet::new();
+    let items = l
+        .unwrap_or_default()
+        .iter()
+        .filter(|s| seen.insert(*s))
+        .collect();
+    (items, seen)
 }
 
 /// The comparison being built, and the path of the struct being compared.
@@ -307,12 +308,12 @@ impl Diff {
             old.map(<[String]>::is_empty),
             new.map(<[String]>::is_empty),
             |d| {
-                let (old, new) = (distinct(old), distinct(new));
+                let ((old, in_old), (new, in_new)) = (distinct(old), distinct(new));
                 let value = |s: &str| PathElement::Value(compact(&Value::String(s.to_owned())));
-                for s in old.iter().filter(|s| !new.contains(s)) {
+                for s in old.iter().filter(|s| !in_new.contains(*s)) {
                     d.leaf(value(s), Some(()), None);
                 }
-                for s in new.iter().filter(|s| !old.contains(s)) {
+                for s in new.iter().filter(|s| !in_old.contains(*s)) {
                     d.leaf(value(s), None, Some(()));
                 }
             },

@@ -13,6 +13,8 @@ use serde_json::Value;
 
 use crate::json::ZERO_MICRO;
 
+pub mod yaml_depth;
+
 /// The "cannot be handled" prefix kube-apiserver puts on body decoding errors (it names the
 /// version without its group, in both groups).
 pub const CANNOT_HANDLE: &str = "Event in version \"v1\" cannot be handled as a Event: ";
@@ -60,10 +62,29 @@ impl BodyFormat {
     }
 }
 
+/// Why a YAML body could not be read as a value.
+#[derive(Debug, thiserror::Error)]
+pub enum YamlError {
+    /// Nested deeper than [`yaml_depth::MAX_YAML_DEPTH`]; refused before it was read whole.
+    #[error(transparent)]
+    TooDeep(#[from] yaml_depth::TooDeep),
+    /// Not YAML, or not one document, or not a value JSON can hold.
+    #[error(transparent)]
+    Syntax(#[from] serde_yaml_ng::Error),
+}
+
+/// Reads a YAML body (one document) as a JSON value, its nesting bounded while it is scanned
+/// ([`yaml_depth::check`]): the work is O(size) for any body.
+pub fn yaml_value(body: &[u8]) -> Result<Value, YamlError> {
+    yaml_depth::check(body)?;
+    Ok(serde_yaml_ng::from_slice(body)?)
+}
+
 /// Parses a YAML request body (one document) as a JSON object. Syntax errors are 400s that
-/// say where (`... at line L column C`).
+/// say where (`... at line L column C`), and so are bodies nested deeper than
+/// [`yaml_depth::MAX_YAML_DEPTH`].
 pub fn parse_yaml_object(body: &[u8]) -> Result<Value, ApiError> {
-    let v: Value = serde_yaml_ng::from_slice(body)
+    let v = yaml_value(body)
         .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: {e}")))?;
     if !v.is_object() {
         return Err(ApiError::bad_request(
