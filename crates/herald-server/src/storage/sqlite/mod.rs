@@ -59,7 +59,8 @@ pub const DB_FILE: &str = "herald.db";
 /// - **History**: replaced versions stay in the log for
 ///   [`HistoryOptions::keep_revisions`](crate::storage::HistoryOptions) revisions, for lists at
 ///   older revisions; the watch ring
-///   ([`HistoryOptions::watch_window`](crate::storage::HistoryOptions) events) and the current
+///   ([`HistoryOptions::watch_window`](crate::storage::HistoryOptions) events and
+///   [`HistoryOptions::watch_window_bytes`](crate::storage::HistoryOptions) bytes) and the current
 ///   state are reloaded from the log on open, so watches from revisions before a restart still
 ///   replay.
 ///
@@ -106,10 +107,13 @@ impl SqliteBackend {
         counters
             .compacted
             .store(schema::meta(&conn, "compacted")?, Ordering::Release);
-        let window = opts.history.watch_window.max(1);
-        let (floor, history) = schema::recent_events(&conn, window)?;
+        let (floor, history) = schema::recent_events(
+            &conn,
+            opts.history.watch_window.max(1),
+            opts.history.watch_window_bytes,
+        )?;
         let hub = WatchHub::with_state(
-            window,
+            &opts.history,
             floor,
             counters.revision.load(Ordering::Acquire),
             history,
