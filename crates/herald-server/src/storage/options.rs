@@ -91,6 +91,16 @@ pub struct SqliteOptions {
     /// Expired keys deleted per transaction by a TTL sweep (default 1,000); a sweep runs
     /// transactions until nothing due is left, so writers interleave with a large expiry.
     pub sweep_batch: usize,
+    /// Bytes held in reserve in the data directory (the file `herald.reserve`, default
+    /// 32 MiB; 0 turns it off) and, with [`SqliteOptions::max_db_bytes`], at the end of the
+    /// quota. When the disk or the quota is full, the store releases the reserve so that
+    /// deletes and TTL expiry can still free space, and refuses creates and updates until
+    /// twice the reserve is free again. Without a reserve, a full disk refuses deletes too.
+    pub reserve_bytes: u64,
+    /// The most bytes the database may take (like etcd's `--quota-backend-bytes`; default
+    /// `None`, no quota): past it the store is full as on a full disk (see
+    /// [`SqliteOptions::reserve_bytes`]). Bounds the database file, not its WAL.
+    pub max_db_bytes: Option<u64>,
 }
 
 impl Default for SqliteOptions {
@@ -102,6 +112,8 @@ impl Default for SqliteOptions {
             max_linger: Duration::ZERO,
             read_connections: 4,
             sweep_batch: 1_000,
+            reserve_bytes: 32 << 20,
+            max_db_bytes: None,
         }
     }
 }

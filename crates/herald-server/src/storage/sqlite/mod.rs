@@ -3,9 +3,11 @@
 mod lock;
 mod read;
 mod schema;
+mod space;
 mod writer;
 
 pub use self::lock::{DataDirLock, LOCK_FILE};
+pub use self::space::RESERVE_FILE;
 pub use self::writer::CommitMetrics;
 
 use std::path::{Path, PathBuf};
@@ -78,6 +80,8 @@ pub struct SqliteBackend {
     hub: Arc<WatchHub>,
     counters: Arc<Counters>,
     failure: LastFailure,
+    /// Whether the store is out of space (see the `space` module).
+    space: Arc<space::SpaceState>,
     commit_metrics: CommitMetrics,
     clock: Arc<dyn Clock>,
     sweep_batch: usize,
@@ -122,6 +126,8 @@ impl SqliteBackend {
         let readers = Arc::new(ReadPool::new(path.clone(), opts.read_connections)?);
         let (tx, rx) = mpsc::channel(opts.queue_capacity.max(1));
         let commit_metrics = CommitMetrics::default();
+        let space = space::Space::open(dir, &conn, &opts)?;
+        let space_state = Arc::clone(&space.state);
         let checkpoint_conn = schema::open_checkpointer(&path)?;
         let (wake, wake_rx) = std::sync::mpsc::sync_channel(1);
         let checkpointer = std::thread::Builder::new()
@@ -138,6 +144,7 @@ impl SqliteBackend {
             checkpoint: wake,
             commits: 0,
             metrics: commit_metrics.clone(),
+            space,
         };
         let writer = std::thread::Builder::new()
             .name("herald-sqlite-writer".into())
@@ -152,6 +159,7 @@ impl SqliteBackend {
             hub,
             counters,
             failure: LastFailure::default(),
+            space: space_state,
             commit_metrics,
             clock,
             sweep_batch: opts.sweep_batch.max(1),
@@ -391,13 +399,17 @@ impl Backend for SqliteBackend {
         .boxed()
     }
 
-    /// Not ready when the writer thread has stopped, or for [`RETRY_READY`] after a write
-    /// failed in the database. Then it is ready again, so that a load balancer sends it the
+    /// Not ready when the writer thread has stopped, while the store is out of space (see
+    /// [`SqliteOptions::reserve_bytes`]), or for [`RETRY_READY`] after a write failed in the
+    /// database. Then it is ready again, so that a load balancer sends it the
     /// writes that show whether the store recovered (a server nobody writes to could not find
     /// out); a write that succeeds makes it ready at once.
     fn health(&self) -> std::result::Result<(), String> {
         if self.tx.as_ref().is_none_or(|tx| tx.is_closed()) {
             return Err(self.writer_stopped_message());
+        }
+        if let Some(why) = self.space.full() {
+            return Err(why);
         }
         let failed_at = self.failure.at_ms.load(Ordering::Relaxed);
         let ago = self.clock.now().as_millisecond().saturating_sub(failed_at);
