@@ -786,6 +786,44 @@ async fn memory_history_for_old_lists_is_bounded_in_bytes() {
 // ---------------------------------------------------------------------------------------------
 // SQLite only.
 
+/// Finding 6 of issue 29: the data directory is created owner-only (0700) and every file
+/// in it (database, WAL, shared memory, lock, reserve) 0600; they were 0755 and 0644.
+#[cfg(unix)]
+#[tokio::test]
+async fn sqlite_files_are_created_owner_only() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let parent = tempfile::tempdir().unwrap();
+    let dir = parent.path().join("data");
+    let s = SqliteBackend::open(&dir, clock(), SqliteOptions::default()).unwrap();
+    s.create("/events/ns/a", b("a"), None).await.unwrap();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir), 0o700);
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "herald.db",
+            "herald.db-shm",
+            "herald.db-wal",
+            "herald.lock",
+            "herald.reserve"
+        ]
+    );
+    for name in &names {
+        assert_eq!(mode(&dir.join(name)), 0o600, "{name}");
+    }
+    // An existing directory others can enter is used as it is (with a warning).
+    drop(s);
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let s = SqliteBackend::open(&dir, clock(), SqliteOptions::default()).unwrap();
+    assert_eq!(s.get("/events/ns/a").await.unwrap().unwrap().value, b("a"));
+    assert_eq!(mode(&dir), 0o755);
+}
+
 /// After a restart the watch ring is reloaded within its byte bound, not 65,536 events of
 /// whatever size (finding 4 of issue 29).
 #[tokio::test]

@@ -1,5 +1,6 @@
 //! The SQLite backend: Herald's embedded default store.
 
+mod files;
 mod lock;
 mod read;
 mod schema;
@@ -93,16 +94,19 @@ pub struct SqliteBackend {
 }
 
 impl SqliteBackend {
-    /// Opens (creating if needed) the store in `dir` (the directory is created too). Blocks
-    /// while it opens the files and preloads the watch ring; call it before serving.
+    /// Opens (creating if needed) the store in `dir` (the directory is created too, `0700`;
+    /// its files are created `0600`). Blocks while it opens the files and preloads the watch
+    /// ring; call it before serving.
     pub fn open(dir: impl AsRef<Path>, clock: Arc<dyn Clock>, opts: SqliteOptions) -> Result<Self> {
         let dir = dir.as_ref();
-        std::fs::create_dir_all(dir).map_err(|e| StorageError::DataDir {
+        files::create_dir(dir).map_err(|e| StorageError::DataDir {
             dir: dir.display().to_string(),
             reason: e.to_string(),
         })?;
         let lock = DataDirLock::acquire(dir)?;
         let path = dir.join(DB_FILE);
+        files::create_file(&path)
+            .map_err(|e| StorageError::Backend(format!("cannot create {}: {e}", path.display())))?;
         let conn = schema::open_writer(&path)?;
         let counters = Arc::new(Counters::default());
         counters

@@ -228,11 +228,9 @@ fn allocate(path: &Path, bytes: u64) -> std::io::Result<()> {
     if std::fs::metadata(path).is_ok_and(|m| m.len() == bytes) {
         return Ok(());
     }
-    let mut f: File = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(path)?;
+    let mut f: File =
+        super::files::private(OpenOptions::new().write(true).create(true).truncate(true))
+            .open(path)?;
     let chunk = vec![0u8; 1 << 20];
     let mut left = bytes;
     while left > 0 {
