@@ -160,8 +160,13 @@ impl Server {
         let mut metrics = Metrics::default();
         let mut sqlite = None;
         let mut store_closed = None;
+        let hub_bytes;
         let raw: Arc<dyn Backend> = match &config.store {
-            StoreKind::Memory => Arc::new(MemoryBackend::new(clock.clone(), config.history)),
+            StoreKind::Memory => {
+                let b = MemoryBackend::new(clock.clone(), config.history);
+                hub_bytes = b.hub().bytes_gauge();
+                Arc::new(b)
+            }
             StoreKind::Sqlite { dir } => {
                 let dir = dir.clone();
                 let c = clock.clone();
@@ -174,6 +179,7 @@ impl Server {
                     .map_err(|e| ServerError::Task(e.to_string()))?
                     .map_err(ServerError::Storage)?;
                 let m = b.commit_metrics();
+                hub_bytes = b.hub().bytes_gauge();
                 metrics = metrics
                     .with_metric(
                         "storage_commit_batch_size",
@@ -191,7 +197,12 @@ impl Server {
                 b
             }
         };
-        let metrics = Arc::new(metrics);
+        let metrics = Arc::new(metrics.with_metric(
+            "storage_watch_cache_bytes",
+            "Bytes held by the watch cache's window of recent events, encodings included \
+             (bounded by --watch-cache-bytes)",
+            hub_bytes,
+        ));
         let sweeper = spawn_sweeper(&raw, config.sweep_interval);
         let backend: Arc<dyn Backend> = Arc::new(MeteredBackend {
             inner: raw,

@@ -309,12 +309,18 @@ async fn health_probes() {
     let r = call(&app, "GET", "/livez/storage", None).await;
     assert_status(&r, 404, "NotFound");
 
-    ready.store(true, Ordering::SeqCst);
+    // Readiness checks are not /healthz's (as in kube-apiserver): a store that is not ready
+    // leaves the server healthy.
     let r = call(&app, "GET", "/healthz?verbose=true", None).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.text(), "[+]ping ok\n[+]log ok\nhealthz check passed\n");
+
+    ready.store(true, Ordering::SeqCst);
+    let r = call(&app, "GET", "/readyz?verbose=true", None).await;
     assert_eq!(r.status, StatusCode::OK);
     assert_eq!(
         r.text(),
-        "[+]ping ok\n[+]log ok\n[+]storage ok\nhealthz check passed\n"
+        "[+]ping ok\n[+]log ok\n[+]storage ok\nreadyz check passed\n"
     );
     let r = call(&app, "GET", "/readyz/storage", None).await;
     assert_eq!((r.status, r.text().as_str()), (StatusCode::OK, "ok"));

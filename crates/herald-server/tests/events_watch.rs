@@ -725,6 +725,7 @@ async fn slow_watcher_past_the_window_gets_410() {
         HistoryOptions {
             watch_window: 4,
             keep_revisions: 100,
+            ..HistoryOptions::default()
         },
     ));
     let reg = EventRegistry::new(backend, clock, RegistryOptions::default());

@@ -584,10 +584,57 @@ async fn concurrent_writers_get_distinct_increasing_revisions(f: Fixture) {
     assert_eq!(listed.items.len(), TASKS * EACH);
 }
 
+/// Finding 4 of issue 29: the watch window moves by bytes as well as by events, so the
+/// revisions of a large event leave with it once it is replaced, deleted or expired (before,
+/// only 65,536 later writes pushed them out). The ring here could hold 65,536 events.
+async fn revisions_of_an_expired_event_leave_with_the_byte_window(f: Fixture) {
+    let s = &f.store;
+    let big = || Bytes::from(vec![b'x'; 100 * 1024]);
+    let created = s
+        .create("/events/ns/big", big(), Some(Duration::from_secs(1)))
+        .await
+        .unwrap();
+    let mut live = s.watch("/events/", created.mod_revision).await.unwrap();
+    // Created (100 KiB) + updated (counted with its previous value: 200 KiB) is more than the
+    // 256 KiB window: the create leaves.
+    let updated = s
+        .update("/events/ns/big", big(), None, Some(Duration::from_secs(1)))
+        .await
+        .unwrap();
+    assert!(matches!(
+        s.watch("/events/", R0).await.err(),
+        Some(StorageError::Expired { .. })
+    ));
+    // Its expiry (the deletion carries the last 100 KiB) pushes the update out too.
+    f.clock.advance(Duration::from_secs(2));
+    assert_eq!(s.expire_due().await.unwrap(), 1);
+    assert!(matches!(
+        s.watch("/events/", created.mod_revision).await.err(),
+        Some(StorageError::Expired { .. })
+    ));
+    let mut w = s.watch("/events/", updated.mod_revision).await.unwrap();
+    let deleted = next_event(&mut w).await;
+    assert!(matches!(&*deleted, WatchEvent::Delete { prev, .. } if prev.key == "/events/ns/big"));
+    // The live watcher has not read anything yet: it fell out of the window and is told so.
+    assert!(matches!(
+        next(&mut live).await,
+        Some(Err(StorageError::Expired { .. }))
+    ));
+}
+
+/// A window of 65,536 events and 256 KiB.
+fn small_byte_window() -> HistoryOptions {
+    HistoryOptions {
+        watch_window_bytes: 256 * 1024,
+        ..HistoryOptions::default()
+    }
+}
+
 fn small_window() -> HistoryOptions {
     HistoryOptions {
         watch_window: 8,
         keep_revisions: 1_000,
+        ..HistoryOptions::default()
     }
 }
 
@@ -595,6 +642,7 @@ fn small_history() -> HistoryOptions {
     HistoryOptions {
         watch_window: 1_000,
         keep_revisions: 16,
+        ..HistoryOptions::default()
     }
 }
 
@@ -654,6 +702,14 @@ macro_rules! contract {
             }
 
             #[tokio::test]
+            async fn revisions_of_an_expired_event_leave_with_the_byte_window() {
+                super::revisions_of_an_expired_event_leave_with_the_byte_window(super::$backend(
+                    small_byte_window(),
+                ))
+                .await;
+            }
+
+            #[tokio::test]
             async fn ttl_expiry_deletes_keys_and_emits_delete_events() {
                 super::ttl_expiry_deletes_keys_and_emits_delete_events(super::$backend(
                     HistoryOptions::default(),
@@ -680,8 +736,130 @@ macro_rules! contract {
 contract!(memory);
 contract!(sqlite);
 
+/// Finding 4 of issue 29, the memory store's other history: the versions it keeps for lists
+/// at older revisions are bounded in bytes too, not only by 100,000 revisions.
+#[tokio::test]
+async fn memory_history_for_old_lists_is_bounded_in_bytes() {
+    const VALUE: usize = 64 * 1024;
+    let store = MemoryBackend::new(
+        clock(),
+        HistoryOptions {
+            keep_bytes: 1 << 20,
+            ..HistoryOptions::default()
+        },
+    );
+    let value = || Bytes::from(vec![b'v'; VALUE]);
+    let first = store.create("/events/ns/a", value(), None).await.unwrap();
+    let mut last = first.clone();
+    for _ in 0..100 {
+        last = store
+            .update("/events/ns/a", value(), None, None)
+            .await
+            .unwrap();
+        assert!(
+            store.history_bytes() <= 1 << 20,
+            "{} bytes",
+            store.history_bytes()
+        );
+    }
+    assert!(store.history_bytes() > (1 << 20) / 2, "history is kept");
+    let at = |rev| ListOptions {
+        at_revision: Some(rev),
+        ..ListOptions::default()
+    };
+    assert!(matches!(
+        store.list("/events/", at(first.mod_revision)).await,
+        Err(StorageError::Expired { .. })
+    ));
+    // Recent revisions are still listed exactly.
+    let page = store
+        .list("/events/", at(last.mod_revision - 1))
+        .await
+        .unwrap();
+    assert_eq!(page.items[0].mod_revision, last.mod_revision - 1);
+    // Deleting the key keeps its last value as history; compactions give it back.
+    store.delete("/events/ns/a", None).await.unwrap();
+    store.compact(last.mod_revision + 1).await.unwrap();
+    assert_eq!(store.history_bytes(), 0);
+}
+
 // ---------------------------------------------------------------------------------------------
 // SQLite only.
+
+/// Finding 6 of issue 29: the data directory is created owner-only (0700) and every file
+/// in it (database, WAL, shared memory, lock, reserve) 0600; they were 0755 and 0644.
+#[cfg(unix)]
+#[tokio::test]
+async fn sqlite_files_are_created_owner_only() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let parent = tempfile::tempdir().unwrap();
+    let dir = parent.path().join("data");
+    let s = SqliteBackend::open(&dir, clock(), SqliteOptions::default()).unwrap();
+    s.create("/events/ns/a", b("a"), None).await.unwrap();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir), 0o700);
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "herald.db",
+            "herald.db-shm",
+            "herald.db-wal",
+            "herald.lock",
+            "herald.reserve"
+        ]
+    );
+    for name in &names {
+        assert_eq!(mode(&dir.join(name)), 0o600, "{name}");
+    }
+    // An existing directory others can enter is used as it is (with a warning).
+    drop(s);
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let s = SqliteBackend::open(&dir, clock(), SqliteOptions::default()).unwrap();
+    assert_eq!(s.get("/events/ns/a").await.unwrap().unwrap().value, b("a"));
+    assert_eq!(mode(&dir), 0o755);
+}
+
+/// After a restart the watch ring is reloaded within its byte bound, not 65,536 events of
+/// whatever size (finding 4 of issue 29).
+#[tokio::test]
+async fn sqlite_restart_reloads_the_watch_ring_within_its_bytes() {
+    const VALUE: usize = 64 * 1024;
+    let dir = tempfile::tempdir().unwrap();
+    let opts = SqliteOptions {
+        history: HistoryOptions {
+            watch_window_bytes: 1 << 20,
+            ..HistoryOptions::default()
+        },
+        ..SqliteOptions::default()
+    };
+    let value = || Bytes::from(vec![b'v'; VALUE]);
+    let last = {
+        let s = SqliteBackend::open(dir.path(), clock(), opts).unwrap();
+        s.create("/events/ns/a", value(), None).await.unwrap();
+        let mut last = None;
+        for _ in 0..60 {
+            last = Some(s.update("/events/ns/a", value(), None, None).await.unwrap());
+        }
+        assert!(s.hub().bytes() <= 1 << 20);
+        last.unwrap()
+    };
+    let s = SqliteBackend::open(dir.path(), clock(), opts).unwrap();
+    let hub = s.hub();
+    assert!(hub.bytes() <= 1 << 20, "{} bytes", hub.bytes());
+    assert!(hub.len() > 1 && hub.len() < 60, "{} events", hub.len());
+    assert_eq!(hub.floor(), last.mod_revision - hub.len() as Revision);
+    assert!(matches!(
+        s.watch("/events/", R0).await.err(),
+        Some(StorageError::Expired { .. })
+    ));
+    let mut w = s.watch("/events/", hub.floor()).await.unwrap();
+    assert_eq!(next_event(&mut w).await.revision(), hub.floor() + 1);
+}
 
 #[tokio::test]
 async fn sqlite_restart_keeps_data_revisions_ttl_and_watch_history() {
@@ -823,6 +1001,7 @@ async fn reopened_store_replays_under_concurrent_writes(window: usize) -> bool {
         history: HistoryOptions {
             watch_window: window,
             keep_revisions: window as u64,
+            ..HistoryOptions::default()
         },
         ..SqliteOptions::default()
     };
@@ -1102,6 +1281,7 @@ async fn lists_at_every_revision_agree_between_memory_cache_and_log() {
             history: HistoryOptions {
                 watch_window: windows[i],
                 keep_revisions: 100_000,
+                ..HistoryOptions::default()
             },
             ..SqliteOptions::default()
         };

@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 use herald_server::registry::RegistryOptions;
 use herald_server::server::{Server, ServerError, ServerOptions, StoreKind};
-use herald_server::storage::StorageError;
+use herald_server::storage::{HistoryOptions, StorageError};
 
 mod bench;
 mod connect;
@@ -154,6 +154,42 @@ struct ServeArgs {
     /// deleted, while updates and deletes still work.
     #[arg(long, default_value_t = herald_server::registry::DEFAULT_MAX_EVENTS)]
     max_events: usize,
+    /// The most memory the watch cache's window of recent changes takes, e.g. 256Mi, 1Gi,
+    /// 500M (with --store memory, the history kept for lists at older revisions has the same
+    /// bound). The window also ends at 65,536 changes. A watch or list from a revision older
+    /// than the window gets 410 Expired, and clients re-list.
+    #[arg(long, default_value = "256Mi", value_parser = parse_bytes)]
+    watch_cache_bytes: usize,
+}
+
+/// Parses a size in bytes as Kubernetes writes quantities: a whole number, optionally with a
+/// binary (`Ki`, `Mi`, `Gi`, `Ti`) or decimal (`k`, `M`, `G`, `T`) suffix.
+fn parse_bytes(s: &str) -> Result<usize, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (digits, suffix) = s.split_at(split);
+    let unit: u64 = match suffix {
+        "" => 1,
+        "k" | "K" => 1_000,
+        "M" => 1_000_000,
+        "G" => 1_000_000_000,
+        "T" => 1_000_000_000_000,
+        "Ki" => 1 << 10,
+        "Mi" => 1 << 20,
+        "Gi" => 1 << 30,
+        "Ti" => 1 << 40,
+        _ => {
+            return Err(format!(
+                "{s:?} is not a size; use a value like 256Mi, 1Gi or 500M"
+            ));
+        }
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit))
+        .and_then(|n| usize::try_from(n).ok())
+        .ok_or_else(|| format!("{s:?} is not a size; use a value like 256Mi, 1Gi or 500M"))
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -260,6 +296,11 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 max_events: (args.max_events > 0).then_some(args.max_events),
                 ..RegistryOptions::default()
             },
+            history: HistoryOptions {
+                watch_window_bytes: args.watch_cache_bytes,
+                keep_bytes: args.watch_cache_bytes,
+                ..HistoryOptions::default()
+            },
             ..ServerOptions::default()
         };
         let server = match Server::start(config).await {
@@ -347,6 +388,21 @@ mod tests {
             assert_eq!(
                 e, "must be a number from 0.001 to 1000000 (per second)",
                 "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn sizes_take_kubernetes_suffixes() {
+        assert_eq!(parse_bytes("256Mi"), Ok(256 << 20));
+        assert_eq!(parse_bytes("1Gi"), Ok(1 << 30));
+        assert_eq!(parse_bytes("500M"), Ok(500_000_000));
+        assert_eq!(parse_bytes("4096"), Ok(4096));
+        for bad in ["", "Mi", "1.5Gi", "-1", "10 MB", "99999999999999999999"] {
+            let e = parse_bytes(bad).unwrap_err();
+            assert!(
+                e.ends_with("use a value like 256Mi, 1Gi or 500M"),
+                "{bad}: {e}"
             );
         }
     }

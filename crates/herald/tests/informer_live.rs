@@ -40,6 +40,7 @@ fn config_with_window(
         history: HistoryOptions {
             watch_window: window,
             keep_revisions: window as u64,
+            ..HistoryOptions::default()
         },
         ..ServerOptions::default()
     }
@@ -358,6 +359,7 @@ async fn informer_relists_after_410_when_the_store_moved_on_while_the_server_was
         history: HistoryOptions {
             watch_window: SMALL_WINDOW,
             keep_revisions: SMALL_WINDOW as u64,
+            ..HistoryOptions::default()
         },
         ..SqliteOptions::default()
     };

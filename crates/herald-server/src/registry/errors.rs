@@ -70,6 +70,7 @@ pub fn storage_error(err: StorageError, r: Resource, name: &str) -> ApiError {
         e @ (StorageError::Locked { .. } | StorageError::DataDir { .. }) => {
             ApiError::internal(e.to_string())
         }
-        StorageError::Backend(msg) => ApiError::internal(msg),
+        // kube-apiserver answers etcd's "mvcc: database space exceeded" with a 500 too.
+        StorageError::Backend(msg) | StorageError::NoSpace(msg) => ApiError::internal(msg),
     }
 }

@@ -5,7 +5,7 @@ use super::Revision;
 /// Why a storage operation failed. The registry maps these to Kubernetes `Status` errors:
 /// `NotFound` → 404, `AlreadyExists` → 409 AlreadyExists, `Conflict` → 409 Conflict,
 /// `Expired` → 410 Expired, `FutureRevision` → 504 Timeout (kube-apiserver's "Too large
-/// resource version"), the rest → 500.
+/// resource version"), the rest (`NoSpace` included) → 500.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum StorageError {
     /// The key does not exist.
@@ -67,14 +67,25 @@ pub enum StorageError {
     /// The backend has been shut down (its writer thread is gone).
     #[error("the storage backend is closed")]
     Closed,
+    /// The store is out of space (a full disk, or its size quota): the write was not stored.
+    /// Deletes and TTL expiry still work from the store's reserve; the message says what
+    /// frees room. kube-apiserver answers etcd's "database space exceeded" with a 500, and
+    /// so does the registry.
+    #[error("{0}")]
+    NoSpace(String),
     /// The underlying database failed (I/O error, corruption, full disk, …).
     #[error("storage backend error: {0}")]
     Backend(String),
 }
 
 impl From<rusqlite::Error> for StorageError {
+    /// `SQLITE_FULL` (disk or quota full) is [`StorageError::NoSpace`], anything else
+    /// [`StorageError::Backend`].
     fn from(e: rusqlite::Error) -> Self {
-        StorageError::Backend(e.to_string())
+        match e.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::DiskFull) => StorageError::NoSpace(e.to_string()),
+            _ => StorageError::Backend(e.to_string()),
+        }
     }
 }
 

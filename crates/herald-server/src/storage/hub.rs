@@ -17,10 +17,17 @@
 //! - **shared encodings** of each event ([`CachedEvent::encoding`]): a watch line is encoded
 //!   once and the same bytes go to every watcher (kube-apiserver's `cachingObject`).
 //!
-//! **Bounds.** The ring holds at most `capacity` events; publishing into a full ring evicts the
-//! oldest. A watcher whose cursor falls behind the evicted part (a slow consumer, or a watch from
-//! a revision older than the window) receives one [`StorageError::Expired`] and its stream ends;
-//! memory never grows with slow watchers. Kubernetes clients answer that 410 by re-listing. The
+//! **Bounds.** The ring has two bounds, both from [`HistoryOptions`]: at most
+//! [`watch_window`](HistoryOptions::watch_window) events, and at most
+//! [`watch_window_bytes`](HistoryOptions::watch_window_bytes) bytes ([`WatchHub::bytes`]: what
+//! its events refer to, and every encoding made of them). Publishing past either bound, or an
+//! encoding that takes the ring past its bytes, evicts the oldest events until both hold again
+//! (the newest event always stays, so one event larger than the byte bound is still
+//! delivered). A few large writes thus move the window as far as many small ones: the
+//! revisions of an event that was replaced, deleted or expired leave with it. A watcher whose
+//! cursor falls behind the evicted part (a slow consumer, or a watch from a revision older than
+//! the window) receives one [`StorageError::Expired`] and its stream ends; memory never grows
+//! with slow watchers. Kubernetes clients answer that 410 by re-listing. The
 //! current state is as large as the live data, as in kube-apiserver's watch cache: the
 //! registry bounds it with the TTL and with `max_events`, which reads the hub's count of live
 //! keys ([`WatchHub::live_keys`]).
@@ -32,19 +39,20 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::{Bound, RangeBounds};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::watch;
 
 use super::types::prefix_end;
 use super::{
-    INITIAL_REVISION, KeyValue, ListOptions, ListResult, Revision, StorageError, WatchEvent,
-    WatchStream,
+    HistoryOptions, INITIAL_REVISION, KeyValue, ListOptions, ListResult, Revision, StorageError,
+    WatchEvent, WatchStream,
 };
 
 /// The most events a watcher copies out of the ring per wake-up (bounds its batch; the
@@ -61,6 +69,17 @@ pub const MAX_PACE: Duration = Duration::from_millis(25);
 /// How many encodings of one event a [`CachedEvent`] can hold.
 pub const ENCODINGS: usize = 4;
 
+/// What a [`CachedEvent`] costs besides the keys and values it refers to: the event, its
+/// `Arc`s, the `KeyValue`s and the ring's slot (counted in [`WatchHub::bytes`]).
+const EVENT_OVERHEAD: usize = std::mem::size_of::<CachedEvent>()
+    + std::mem::size_of::<WatchEvent>()
+    + 2 * std::mem::size_of::<KeyValue>()
+    + 4 * std::mem::size_of::<usize>();
+
+/// Set in [`CachedEvent`]'s charge once the event has left the ring: encodings made after
+/// that are not charged to the ring (they live only as long as the watchers holding them).
+const EVICTED: usize = 1 << (usize::BITS - 1);
+
 /// A committed change as the watch cache holds it: the event and the encodings of it that
 /// consumers have made so far. Each encoding slot is filled once, by the first consumer that
 /// needs it, and shared by all the others.
@@ -68,15 +87,46 @@ pub const ENCODINGS: usize = 4;
 pub struct CachedEvent {
     event: Arc<WatchEvent>,
     encodings: [OnceLock<Bytes>; ENCODINGS],
+    /// The hub whose ring holds this event (dangling for events outside any ring).
+    hub: Weak<WatchHub>,
+    /// The bytes charged to that ring for this event (its own and its encodings'), with
+    /// [`EVICTED`] set once it left.
+    charged: AtomicUsize,
 }
 
 impl CachedEvent {
-    /// Wraps `event` with empty encoding slots.
+    /// Wraps `event` with empty encoding slots, outside any hub's ring (nothing is counted).
     pub fn new(event: WatchEvent) -> Self {
         CachedEvent {
             event: Arc::new(event),
             encodings: Default::default(),
+            hub: Weak::new(),
+            charged: AtomicUsize::new(EVICTED),
         }
+    }
+
+    /// `event` as `hub`'s ring holds it, charged [`CachedEvent::size_of`] bytes.
+    fn in_ring(event: WatchEvent, hub: &Weak<WatchHub>) -> Self {
+        let charged = Self::size_of(&event);
+        CachedEvent {
+            event: Arc::new(event),
+            encodings: Default::default(),
+            hub: hub.clone(),
+            charged: AtomicUsize::new(charged),
+        }
+    }
+
+    /// The bytes the watch cache counts for `event` before any encoding of it: its keys and
+    /// values and a fixed overhead. A `Put`'s previous value is counted too, even though it
+    /// usually shares its bytes with an older event or the current state: the count is an
+    /// upper bound of what the event keeps alive.
+    pub fn size_of(event: &WatchEvent) -> usize {
+        let kv = |kv: &KeyValue| kv.key.len() + kv.value.len();
+        EVENT_OVERHEAD
+            + match event {
+                WatchEvent::Put { kv: new, prev } => kv(new) + prev.as_ref().map_or(0, kv),
+                WatchEvent::Delete { prev, .. } => kv(prev),
+            }
     }
 
     /// The event.
@@ -94,11 +144,48 @@ impl CachedEvent {
     /// registry's `Change`, after `herald_wire::encoding::WatchEncoding` (a compile-time check
     /// there keeps them within [`ENCODINGS`]). A `slot` out of range is encoded on every call
     /// and not kept.
+    ///
+    /// While the event is in a hub's ring, a new encoding counts towards the ring's bytes
+    /// ([`WatchHub::bytes`]) and may evict the oldest events to keep it within its bound.
     pub fn encoding(&self, slot: usize, encode: impl FnOnce(&WatchEvent) -> Bytes) -> Bytes {
         match self.encodings.get(slot) {
-            Some(cell) => cell.get_or_init(|| encode(&self.event)).clone(),
+            Some(cell) => {
+                let mut made = None;
+                let bytes = cell
+                    .get_or_init(|| {
+                        let b = encode(&self.event);
+                        made = Some(b.len());
+                        b
+                    })
+                    .clone();
+                if let Some(n) = made {
+                    self.charge(n);
+                }
+                bytes
+            }
             None => encode(&self.event),
         }
+    }
+
+    /// Charges `n` more bytes to the ring holding this event, if it still does.
+    fn charge(&self, n: usize) {
+        let Some(hub) = self.hub.upgrade() else {
+            return;
+        };
+        let still_held = self
+            .charged
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| {
+                (c & EVICTED == 0).then(|| c.saturating_add(n))
+            })
+            .is_ok();
+        if still_held {
+            hub.grow(n);
+        }
+    }
+
+    /// Marks the event evicted and returns the bytes it had been charged.
+    fn evict(&self) -> usize {
+        self.charged.swap(EVICTED, Ordering::AcqRel) & !EVICTED
     }
 }
 
@@ -199,6 +286,13 @@ pub struct WatchHub {
     /// Carries the head revision; every publish bumps it and wakes all watchers.
     signal: watch::Sender<Revision>,
     capacity: usize,
+    max_bytes: usize,
+    /// The bytes the ring holds ([`WatchHub::bytes`]); a gauge, so `/metrics` exports it as
+    /// is. It can dip below the true figure for an instant while an encoding of an event
+    /// being evicted is charged.
+    bytes: Gauge<i64, AtomicI64>,
+    /// This hub, for the events of its ring to charge their encodings to.
+    me: Weak<WatchHub>,
     watchers: Arc<AtomicUsize>,
     /// Live keys, when the hub has seen every one of them (it keeps the state, or it started
     /// on an empty store): creates add one, deletes take one away. Read without the lock.
@@ -226,12 +320,13 @@ struct Ring {
 }
 
 impl WatchHub {
-    /// An empty hub for a store currently at `revision`; it holds at most `capacity` events
-    /// (at least 1) and no state. For a store never written to (`revision` at most
-    /// [`INITIAL_REVISION`]) it counts the live keys ([`WatchHub::live_keys`]) from the writes
-    /// it is given.
-    pub fn new(capacity: usize, revision: Revision) -> Arc<Self> {
-        Self::build(capacity, revision, revision, Vec::new(), None)
+    /// An empty hub for a store currently at `revision`; its ring is bounded by `window`'s
+    /// [`watch_window`](HistoryOptions::watch_window) events (at least 1) and
+    /// [`watch_window_bytes`](HistoryOptions::watch_window_bytes) bytes, and it keeps no
+    /// state. For a store never written to (`revision` at most [`INITIAL_REVISION`]) it counts
+    /// the live keys ([`WatchHub::live_keys`]) from the writes it is given.
+    pub fn new(window: &HistoryOptions, revision: Revision) -> Arc<Self> {
+        Self::build(window, revision, revision, Vec::new(), None)
     }
 
     /// A hub preloaded with `history` (events in increasing revision order, complete after
@@ -240,10 +335,10 @@ impl WatchHub {
     /// [`INITIAL_REVISION`](super::INITIAL_REVISION)), keeping the current state, starting
     /// from `current`: every live key at `revision`. Used by persistent backends on start so
     /// watches from revisions before a restart still replay, and from then on
-    /// [`WatchHub::list`] and [`WatchHub::get`] answer from memory. Only the newest `capacity`
-    /// events are kept.
+    /// [`WatchHub::list`] and [`WatchHub::get`] answer from memory. Only the newest events
+    /// within `window`'s bounds are kept.
     pub fn with_state(
-        capacity: usize,
+        window: &HistoryOptions,
         floor: Revision,
         revision: Revision,
         history: Vec<WatchEvent>,
@@ -262,17 +357,17 @@ impl WatchHub {
                 )
             })
             .collect();
-        Self::build(capacity, floor, revision, history, Some(state))
+        Self::build(window, floor, revision, history, Some(state))
     }
 
     fn build(
-        capacity: usize,
+        window: &HistoryOptions,
         floor: Revision,
         revision: Revision,
         history: Vec<WatchEvent>,
         state: Option<BTreeMap<String, Current>>,
     ) -> Arc<Self> {
-        let capacity = capacity.max(1);
+        let capacity = window.watch_window.max(1);
         let head = history
             .last()
             .map_or(floor, WatchEvent::revision)
@@ -284,31 +379,65 @@ impl WatchHub {
             None if revision <= INITIAL_REVISION => Some(AtomicUsize::new(0)),
             None => None,
         };
-        let hub = WatchHub {
-            ring: RwLock::new(Ring {
-                events: VecDeque::with_capacity(capacity.min(history.len().max(16))),
-                floor,
-                head,
-                closed: false,
-                state,
-            }),
-            signal,
-            capacity,
-            watchers: Arc::new(AtomicUsize::new(0)),
-            live,
-        };
-        {
-            let mut ring = hub.write();
-            for ev in history {
-                ring.push(Arc::new(CachedEvent::new(ev)), capacity);
+        Arc::new_cyclic(|me| {
+            let hub = WatchHub {
+                ring: RwLock::new(Ring {
+                    events: VecDeque::with_capacity(capacity.min(history.len().max(16))),
+                    floor,
+                    head,
+                    closed: false,
+                    state,
+                }),
+                signal,
+                capacity,
+                max_bytes: window.watch_window_bytes,
+                bytes: Gauge::default(),
+                me: me.clone(),
+                watchers: Arc::new(AtomicUsize::new(0)),
+                live,
+            };
+            {
+                let mut ring = hub.write();
+                for ev in history {
+                    hub.push(&mut ring, ev);
+                }
             }
-        }
-        Arc::new(hub)
+            hub
+        })
     }
 
     /// The most events the ring holds.
     pub fn capacity(&self) -> usize {
         self.capacity
+    }
+
+    /// The most bytes the ring holds ([`WatchHub::bytes`]), but for its newest event.
+    pub fn max_bytes(&self) -> usize {
+        self.max_bytes
+    }
+
+    /// The bytes the ring holds: for each event its keys, values (a `Put`'s previous value
+    /// included) and a fixed overhead ([`CachedEvent::size_of`]), plus every encoding of it
+    /// made while it was in the ring. At most [`WatchHub::max_bytes`], or the size of the
+    /// newest event when that alone is larger. The current state ([`WatchHub::get`]) is not
+    /// counted: it is the live data, bounded by the registry.
+    pub fn bytes(&self) -> usize {
+        usize::try_from(self.bytes.get()).unwrap_or(0)
+    }
+
+    /// The gauge behind [`WatchHub::bytes`], to register with `/metrics`.
+    pub fn bytes_gauge(&self) -> Gauge<i64, AtomicI64> {
+        self.bytes.clone()
+    }
+
+    /// The events in the ring.
+    pub fn len(&self) -> usize {
+        self.read().events.len()
+    }
+
+    /// Whether the ring holds no event.
+    pub fn is_empty(&self) -> bool {
+        self.read().events.is_empty()
     }
 
     /// The revision of the newest published event (or the start revision).
@@ -350,7 +479,7 @@ impl WatchHub {
                     if let Some(state) = &mut ring.state {
                         apply(state, &ev);
                     }
-                    ring.push(Arc::new(CachedEvent::new(ev)), self.capacity);
+                    self.push(&mut ring, ev);
                 }
             }
             // Under the write lock, so updates never interleave.
@@ -383,9 +512,45 @@ impl WatchHub {
             .front()
             .is_some_and(|e| e.revision() <= revision)
         {
-            ring.events.pop_front();
+            self.evict_oldest(&mut ring);
         }
         ring.floor = ring.floor.max(revision);
+    }
+
+    /// Appends `ev` to the ring, then evicts down to the bounds.
+    fn push(&self, ring: &mut Ring, ev: WatchEvent) {
+        let ev = CachedEvent::in_ring(ev, &self.me);
+        self.bytes
+            .inc_by(gauge_value(ev.charged.load(Ordering::Relaxed)));
+        ring.events.push_back(Arc::new(ev));
+        self.trim(ring);
+    }
+
+    /// Evicts the oldest events while the ring is over either bound, keeping the newest.
+    fn trim(&self, ring: &mut Ring) {
+        let max_bytes = gauge_value(self.max_bytes);
+        while ring.events.len() > self.capacity
+            || (ring.events.len() > 1 && self.bytes.get() > max_bytes)
+        {
+            self.evict_oldest(ring);
+        }
+    }
+
+    fn evict_oldest(&self, ring: &mut Ring) {
+        if let Some(old) = ring.events.pop_front() {
+            ring.floor = ring.floor.max(old.revision());
+            self.bytes.dec_by(gauge_value(old.evict()));
+        }
+    }
+
+    /// Counts `n` bytes of a new encoding of an event in the ring, and evicts if that takes
+    /// the ring over its bytes.
+    fn grow(&self, n: usize) {
+        let before = self.bytes.inc_by(gauge_value(n));
+        if before.saturating_add(gauge_value(n)) > gauge_value(self.max_bytes) {
+            let mut ring = self.write();
+            self.trim(&mut ring);
+        }
     }
 
     /// Ends every watch stream (after delivering what they have already copied). Called when
@@ -572,15 +737,9 @@ fn apply(state: &mut BTreeMap<String, Current>, ev: &WatchEvent) {
     }
 }
 
-impl Ring {
-    fn push(&mut self, ev: Arc<CachedEvent>, capacity: usize) {
-        if self.events.len() >= capacity
-            && let Some(old) = self.events.pop_front()
-        {
-            self.floor = old.revision();
-        }
-        self.events.push_back(ev);
-    }
+/// A byte count as a gauge value (saturating; no count comes near `i64::MAX`).
+fn gauge_value(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 /// Counts an open watcher for as long as it lives.
@@ -720,9 +879,128 @@ mod tests {
         }
     }
 
+    /// A ring of `events` events and the default byte bound.
+    fn window(events: usize) -> HistoryOptions {
+        HistoryOptions {
+            watch_window: events,
+            ..HistoryOptions::default()
+        }
+    }
+
+    /// A create or update of `key` at `revision` with a value of `len` bytes, replacing a
+    /// value of `prev_len` bytes (0: a create).
+    fn big_put(key: &str, revision: Revision, len: usize, prev_len: usize) -> WatchEvent {
+        let kv = |rev: Revision, len: usize| KeyValue {
+            key: key.to_string(),
+            value: Bytes::from(vec![b'x'; len]),
+            create_revision: 2,
+            mod_revision: rev,
+        };
+        WatchEvent::Put {
+            kv: kv(revision, len),
+            prev: (prev_len > 0).then(|| kv(revision - 1, prev_len)),
+        }
+    }
+
+    /// Finding 4 of issue 29: 2,500 updates of one key with 1 MB values held ~2.6 GB because
+    /// the ring was bounded by its count of events only. Now its bytes are bounded too:
+    /// updates of 64 KiB values into a 1 MiB ring keep it at 1 MiB, the window moves past
+    /// the old revisions, and a watch from them is `Expired`.
+    #[test]
+    fn watch_cache_is_bounded_in_bytes_not_revisions() {
+        const VALUE: usize = 64 * 1024;
+        let opts = HistoryOptions {
+            watch_window: 65_536,
+            watch_window_bytes: 1 << 20,
+            ..HistoryOptions::default()
+        };
+        let hub = WatchHub::new(&opts, INITIAL_REVISION);
+        hub.publish([big_put("/events/ns/a", 2, VALUE, 0)]);
+        for rev in 3..=500 {
+            hub.publish([big_put("/events/ns/a", rev, VALUE, VALUE)]);
+            assert!(hub.bytes() <= 1 << 20, "at {rev}: {} bytes", hub.bytes());
+        }
+        let per_event = CachedEvent::size_of(&big_put("/events/ns/a", 3, VALUE, VALUE));
+        assert_eq!(
+            hub.len(),
+            (1 << 20) / per_event,
+            "as many as fit, not 65,536"
+        );
+        assert_eq!(hub.bytes(), hub.len() * per_event);
+        assert_eq!(hub.floor(), 500 - hub.len() as Revision);
+        assert!(matches!(
+            hub.subscribe_batches("/events/", INITIAL_REVISION),
+            Err(StorageError::Expired { .. })
+        ));
+        assert!(hub.subscribe_batches("/events/", hub.floor()).is_ok());
+    }
+
+    /// The encodings watchers make of the ring's events count towards its bytes: encoding
+    /// evicts the oldest events to stay within the bound, and an encoding of an event that
+    /// already left the ring (a watcher still held it) is not counted.
+    #[tokio::test(start_paused = true)]
+    async fn encodings_count_towards_the_watch_cache_bytes() {
+        const VALUE: usize = 100_000;
+        let opts = HistoryOptions {
+            watch_window_bytes: 1_200_000,
+            ..HistoryOptions::default()
+        };
+        let hub = WatchHub::new(&opts, INITIAL_REVISION);
+        let mut w = hub.subscribe_batches("/events/", INITIAL_REVISION).unwrap();
+        // About 500 KB of events.
+        for rev in 2..=6 {
+            hub.publish([big_put(&format!("/events/ns/e{rev}"), rev, VALUE, 0)]);
+        }
+        let before = hub.bytes();
+        let batch = w.next().await.unwrap().unwrap();
+        assert_eq!(batch.len(), 5);
+        // One encoding of each event, twice its value: the first three fit.
+        for ev in &batch[..3] {
+            let line = ev.encoding(0, |_| Bytes::from(vec![b'j'; 2 * VALUE]));
+            assert_eq!(line.len(), 2 * VALUE);
+        }
+        assert_eq!(hub.bytes(), before + 3 * 2 * VALUE);
+        assert_eq!(hub.len(), 5);
+        // The same slot again costs nothing: it is shared.
+        batch[0].encoding(0, |_| unreachable!("encoded once"));
+        assert_eq!(hub.bytes(), before + 3 * 2 * VALUE);
+        // The fourth takes the ring over its bound: the oldest events go.
+        batch[3].encoding(0, |_| Bytes::from(vec![b'j'; 2 * VALUE]));
+        assert!(hub.bytes() <= 1_200_000, "{} bytes", hub.bytes());
+        assert_eq!(hub.len(), 4, "the oldest went, with its encoding");
+        assert_eq!(hub.floor(), 6 - hub.len() as Revision);
+        // Event 2 has left the ring; a watcher still holding it encodes it uncounted.
+        let held = hub.bytes();
+        batch[0].encoding(1, |_| Bytes::from(vec![b'p'; VALUE]));
+        assert_eq!(hub.bytes(), held);
+        // Compaction gives back the bytes of what it drops, encodings included.
+        hub.compact(6);
+        assert_eq!(hub.len(), 0);
+        assert_eq!(hub.bytes(), 0);
+    }
+
+    /// One event larger than the whole byte bound is still delivered: the ring keeps its
+    /// newest event whatever its size.
+    #[tokio::test(start_paused = true)]
+    async fn an_event_larger_than_the_byte_bound_is_still_delivered() {
+        let opts = HistoryOptions {
+            watch_window_bytes: 1_000,
+            ..HistoryOptions::default()
+        };
+        let hub = WatchHub::new(&opts, INITIAL_REVISION);
+        let mut w = hub.subscribe_batches("/events/", INITIAL_REVISION).unwrap();
+        hub.publish([big_put("/events/ns/a", 2, 10_000, 0)]);
+        assert_eq!(hub.len(), 1);
+        let batch = w.next().await.unwrap().unwrap();
+        assert_eq!(batch[0].revision(), 2);
+        hub.publish([big_put("/events/ns/b", 3, 10, 0)]);
+        assert_eq!(hub.len(), 1, "the large one left once a newer event came");
+        assert!(hub.bytes() <= 1_000);
+    }
+
     #[test]
     fn a_hub_on_an_empty_store_counts_creates_and_deletes_only() {
-        let hub = WatchHub::new(2, INITIAL_REVISION);
+        let hub = WatchHub::new(&window(2), INITIAL_REVISION);
         assert_eq!(hub.live_keys(), Some(0));
         hub.publish([put("a", 2, 2), put("b", 3, 3), put("a", 4, 2)]);
         assert_eq!(hub.live_keys(), Some(2), "an update is not a new key");
@@ -738,19 +1016,20 @@ mod tests {
 
     #[test]
     fn a_hub_with_state_counts_its_keys_and_one_without_knows_it_cannot() {
-        let hub = WatchHub::with_state(8, 3, 3, Vec::new(), [kv("a", 2, 2), kv("b", 3, 3)]);
+        let hub =
+            WatchHub::with_state(&window(8), 3, 3, Vec::new(), [kv("a", 2, 2), kv("b", 3, 3)]);
         assert_eq!(hub.live_keys(), Some(2));
         hub.publish([put("c", 4, 4), delete("a", 5, 2), put("b", 6, 3)]);
         assert_eq!(hub.live_keys(), Some(2));
 
         // A hub started on a store written to before, without its state, cannot know how
         // many keys there are.
-        assert_eq!(WatchHub::new(8, 10).live_keys(), None);
+        assert_eq!(WatchHub::new(&window(8), 10).live_keys(), None);
     }
 
     #[tokio::test(start_paused = true)]
     async fn progress_moves_past_changes_outside_the_prefix_only_once_read() {
-        let hub = WatchHub::new(8, INITIAL_REVISION);
+        let hub = WatchHub::new(&window(8), INITIAL_REVISION);
         let mut w = hub.subscribe_batches("/ns/a/", INITIAL_REVISION).unwrap();
         assert_eq!(w.progress(), INITIAL_REVISION);
         hub.publish([

@@ -1,6 +1,6 @@
 //! The in-memory backend: for tests and `herald serve --store memory`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -19,9 +19,13 @@ use super::{
 /// A [`Backend`] that keeps everything in memory (lost on drop).
 ///
 /// Every key keeps the versions written since the last compaction (a multi-version
-/// `BTreeMap`, like kine's log), so lists at older revisions are exact. History is bounded by
-/// [`HistoryOptions::keep_revisions`] (older versions are compacted away automatically) and the
-/// watch ring by [`HistoryOptions::watch_window`]. The current data itself is not bounded here:
+/// `BTreeMap`, like kine's log), so lists at older revisions are exact. That history is
+/// bounded by [`HistoryOptions::keep_revisions`] and by [`HistoryOptions::keep_bytes`] (the
+/// bytes of the versions replaced or deleted and not yet compacted,
+/// [`MemoryBackend::history_bytes`]): past either, the oldest history is compacted away and a
+/// list at a compacted revision gets `Expired`. The watch ring is bounded by
+/// [`HistoryOptions::watch_window`] and [`HistoryOptions::watch_window_bytes`]. The current
+/// data itself is not bounded here:
 /// the registry's TTL and `max_events` keep it in check. TTL expiry happens on
 /// [`Backend::expire_due`] (call it, or run [`spawn_sweeper`](super::spawn_sweeper)).
 pub struct MemoryBackend {
@@ -38,6 +42,20 @@ struct State {
     expiry: BTreeSet<(Timestamp, String)>,
     revision: Revision,
     compacted: Revision,
+    /// The replaced versions not compacted yet, as `(revision that replaced it, bytes)` in
+    /// revision order (a deletion's tombstone counts as replaced by itself): a compaction to
+    /// `R` drops exactly the entries at or before `R`.
+    replaced: VecDeque<(Revision, usize)>,
+    /// The sum of `replaced`'s bytes.
+    history_bytes: usize,
+}
+
+/// What one version costs besides its key and value.
+const VERSION_OVERHEAD: usize = std::mem::size_of::<Version>();
+
+/// The bytes the history counts for one version of `key`.
+fn version_bytes(key: &str, kv: Option<&KeyValue>) -> usize {
+    VERSION_OVERHEAD + kv.map_or(0, |kv| key.len() + kv.value.len())
 }
 
 struct Version {
@@ -56,7 +74,7 @@ impl MemoryBackend {
                 ..State::default()
             }),
             // No write is at or below the initial revision: the ring is complete from 0.
-            hub: WatchHub::new(history.watch_window, 0),
+            hub: WatchHub::new(&history, 0),
             clock,
             history,
         }
@@ -65,6 +83,14 @@ impl MemoryBackend {
     /// The hub this backend publishes to (shared with an in-process watch cache).
     pub fn hub(&self) -> &Arc<WatchHub> {
         &self.hub
+    }
+
+    /// The bytes of history kept for lists at older revisions: the versions replaced or
+    /// deleted and not compacted yet (keys, values and a fixed overhead each). At most
+    /// [`HistoryOptions::keep_bytes`] after each write, or one version when that alone is
+    /// larger.
+    pub fn history_bytes(&self) -> usize {
+        self.lock().history_bytes
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -103,6 +129,9 @@ impl MemoryBackend {
         }
         if let Some(t) = expires_at {
             st.expiry.insert((t, key.to_owned()));
+        }
+        if let Some(p) = &prev {
+            st.record_replaced(revision, version_bytes(key, Some(p)));
         }
         st.keys.entry(key.to_owned()).or_default().push(Version {
             kv: Some(kv.clone()),
@@ -144,6 +173,11 @@ impl MemoryBackend {
         if let Some(t) = prev_expiry {
             st.expiry.remove(&(t, key.to_owned()));
         }
+        // The deleted version and the tombstone go with the same compaction.
+        st.record_replaced(
+            revision,
+            version_bytes(key, Some(&prev)) + version_bytes(key, None),
+        );
         st.keys.entry(key.to_owned()).or_default().push(Version {
             kv: None,
             revision,
@@ -156,8 +190,26 @@ impl MemoryBackend {
         Ok(Deleted { prev, revision })
     }
 
+    /// Compacts when the history has outgrown [`HistoryOptions::keep_revisions`] or
+    /// [`HistoryOptions::keep_bytes`] (amortised like the revision bound: past the bytes, it
+    /// compacts down to seven eighths of them, so a compaction, which visits every key, runs
+    /// once per eighth of the bound written).
     fn maybe_compact(&self, st: &mut State) {
-        if let Some(target) = self.history.auto_compact_target(st.revision, st.compacted) {
+        let by_revisions = self.history.auto_compact_target(st.revision, st.compacted);
+        let by_bytes = (st.history_bytes > self.history.keep_bytes).then(|| {
+            let keep = self.history.keep_bytes - self.history.keep_bytes / 8;
+            let mut left = st.history_bytes;
+            let mut target = st.compacted;
+            for &(rev, bytes) in &st.replaced {
+                if left <= keep {
+                    break;
+                }
+                left -= bytes;
+                target = rev;
+            }
+            target
+        });
+        if let Some(target) = by_revisions.max(by_bytes) {
             compact_state(st, target);
         }
     }
@@ -204,11 +256,25 @@ impl MemoryBackend {
     }
 }
 
+impl State {
+    /// Counts a version replaced (or a deletion) at `revision` in the history's bytes.
+    fn record_replaced(&mut self, revision: Revision, bytes: usize) {
+        self.replaced.push_back((revision, bytes));
+        self.history_bytes += bytes;
+    }
+}
+
 /// Drops every version that no read at or after `target` can see.
 fn compact_state(st: &mut State, target: Revision) {
     let target = target.min(st.revision);
     if target <= st.compacted {
         return;
+    }
+    while let Some(&(rev, bytes)) = st.replaced.front()
+        && rev <= target
+    {
+        st.replaced.pop_front();
+        st.history_bytes -= bytes;
     }
     st.keys.retain(|_, versions| {
         // The newest version at or before `target` stays (it is the state at `target`) unless

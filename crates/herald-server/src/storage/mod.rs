@@ -76,8 +76,8 @@ pub use backend::Backend;
 pub use error::{Result, StorageError};
 pub use hub::{CachedEvent, CachedWatchStream, ENCODINGS, WatchHub, WatchProgress};
 pub use memory::MemoryBackend;
-pub use options::{HistoryOptions, SqliteOptions};
-pub use sqlite::{CommitMetrics, DataDirLock, LOCK_FILE, RETRY_READY, SqliteBackend};
+pub use options::{DEFAULT_HISTORY_BYTES, HistoryOptions, SqliteOptions};
+pub use sqlite::{CommitMetrics, DataDirLock, LOCK_FILE, RESERVE_FILE, RETRY_READY, SqliteBackend};
 pub use sweeper::spawn_sweeper;
 pub use types::{
     Deleted, INITIAL_REVISION, KeyValue, ListOptions, ListResult, Revision, WatchEvent, WatchStream,

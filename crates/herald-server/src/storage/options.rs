@@ -4,24 +4,49 @@ use std::time::Duration;
 
 use super::Revision;
 
-/// How much history a backend keeps.
+/// The default of [`HistoryOptions::watch_window_bytes`] and
+/// [`HistoryOptions::keep_bytes`]: 256 MiB.
+///
+/// Why this much: a typical stored event is 0.5–1.5 KB, so the 65,536 events of the default
+/// [`HistoryOptions::watch_window`] take 100–250 MB counted as the watch cache counts them
+/// (an update counts its previous value too, and each encoding a watcher asks for adds about
+/// the value's size again). The count stays the bound that applies to ordinary traffic,
+/// and the bytes bound applies only to large events: 2,500 updates of 1 MB, which held
+/// 2.6 GB, now hold at most 256 MiB.
+pub const DEFAULT_HISTORY_BYTES: usize = 256 << 20;
+
+/// How much history a backend keeps, in events or revisions and in bytes: whichever bound
+/// is reached first moves the window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HistoryOptions {
     /// Events held in memory by the [`WatchHub`](super::WatchHub) ring for watch replay and live
     /// fan-out (default 65,536). A watch from an older revision, or a watcher that falls further
-    /// behind, gets `Expired`.
+    /// behind, gets `Expired` (HTTP 410).
     pub watch_window: usize,
+    /// Bytes the [`WatchHub`](super::WatchHub) ring holds, encodings of its events included
+    /// (default [`DEFAULT_HISTORY_BYTES`]; see [`WatchHub::bytes`](super::WatchHub::bytes) for
+    /// what is counted). Past it the oldest events are evicted, as past `watch_window`; the
+    /// newest event always stays.
+    pub watch_window_bytes: usize,
     /// Revisions of history kept for lists at older revisions (default 100,000). When the
     /// history grows past this by an eighth, the backend compacts it back to this size; a list
     /// at a compacted revision gets `Expired`.
     pub keep_revisions: u64,
+    /// Bytes of replaced and deleted values an in-memory history keeps for lists at older
+    /// revisions (default [`DEFAULT_HISTORY_BYTES`]): the
+    /// [`MemoryBackend`](super::MemoryBackend) compacts its oldest history away when it grows
+    /// past this, and a list at a compacted revision gets `Expired`. The SQLite backend keeps
+    /// that history on disk, not in memory, so this bound does not apply to it.
+    pub keep_bytes: usize,
 }
 
 impl Default for HistoryOptions {
     fn default() -> Self {
         HistoryOptions {
             watch_window: 65_536,
+            watch_window_bytes: DEFAULT_HISTORY_BYTES,
             keep_revisions: 100_000,
+            keep_bytes: DEFAULT_HISTORY_BYTES,
         }
     }
 }
@@ -66,6 +91,16 @@ pub struct SqliteOptions {
     /// Expired keys deleted per transaction by a TTL sweep (default 1,000); a sweep runs
     /// transactions until nothing due is left, so writers interleave with a large expiry.
     pub sweep_batch: usize,
+    /// Bytes held in reserve in the data directory (the file `herald.reserve`, default
+    /// 32 MiB; 0 turns it off) and, with [`SqliteOptions::max_db_bytes`], at the end of the
+    /// quota. When the disk or the quota is full, the store releases the reserve so that
+    /// deletes and TTL expiry can still free space, and refuses creates and updates until
+    /// twice the reserve is free again. Without a reserve, a full disk refuses deletes too.
+    pub reserve_bytes: u64,
+    /// The most bytes the database may take (like etcd's `--quota-backend-bytes`; default
+    /// `None`, no quota): past it the store is full as on a full disk (see
+    /// [`SqliteOptions::reserve_bytes`]). Bounds the database file, not its WAL.
+    pub max_db_bytes: Option<u64>,
 }
 
 impl Default for SqliteOptions {
@@ -77,6 +112,8 @@ impl Default for SqliteOptions {
             max_linger: Duration::ZERO,
             read_connections: 4,
             sweep_batch: 1_000,
+            reserve_bytes: 32 << 20,
+            max_db_bytes: None,
         }
     }
 }

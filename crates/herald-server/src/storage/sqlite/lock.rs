@@ -71,13 +71,15 @@ impl DataDirLock {
         {
             return Err(locked(&owner));
         }
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(|e| io("cannot open the lock file", e))?;
+        let file = super::files::private(
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false),
+        )
+        .open(&path)
+        .map_err(|e| io("cannot open the lock file", e))?;
         #[cfg(unix)]
         let id = {
             let id = held::FileId::of(&file.metadata().map_err(|e| io("cannot stat", e))?);

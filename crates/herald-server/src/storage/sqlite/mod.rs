@@ -1,11 +1,14 @@
 //! The SQLite backend: Herald's embedded default store.
 
+mod files;
 mod lock;
 mod read;
 mod schema;
+mod space;
 mod writer;
 
 pub use self::lock::{DataDirLock, LOCK_FILE};
+pub use self::space::RESERVE_FILE;
 pub use self::writer::CommitMetrics;
 
 use std::path::{Path, PathBuf};
@@ -59,7 +62,8 @@ pub const DB_FILE: &str = "herald.db";
 /// - **History**: replaced versions stay in the log for
 ///   [`HistoryOptions::keep_revisions`](crate::storage::HistoryOptions) revisions, for lists at
 ///   older revisions; the watch ring
-///   ([`HistoryOptions::watch_window`](crate::storage::HistoryOptions) events) and the current
+///   ([`HistoryOptions::watch_window`](crate::storage::HistoryOptions) events and
+///   [`HistoryOptions::watch_window_bytes`](crate::storage::HistoryOptions) bytes) and the current
 ///   state are reloaded from the log on open, so watches from revisions before a restart still
 ///   replay.
 ///
@@ -77,6 +81,8 @@ pub struct SqliteBackend {
     hub: Arc<WatchHub>,
     counters: Arc<Counters>,
     failure: LastFailure,
+    /// Whether the store is out of space (see the `space` module).
+    space: Arc<space::SpaceState>,
     commit_metrics: CommitMetrics,
     clock: Arc<dyn Clock>,
     sweep_batch: usize,
@@ -88,16 +94,19 @@ pub struct SqliteBackend {
 }
 
 impl SqliteBackend {
-    /// Opens (creating if needed) the store in `dir` (the directory is created too). Blocks
-    /// while it opens the files and preloads the watch ring; call it before serving.
+    /// Opens (creating if needed) the store in `dir` (the directory is created too, `0700`;
+    /// its files are created `0600`). Blocks while it opens the files and preloads the watch
+    /// ring; call it before serving.
     pub fn open(dir: impl AsRef<Path>, clock: Arc<dyn Clock>, opts: SqliteOptions) -> Result<Self> {
         let dir = dir.as_ref();
-        std::fs::create_dir_all(dir).map_err(|e| StorageError::DataDir {
+        files::create_dir(dir).map_err(|e| StorageError::DataDir {
             dir: dir.display().to_string(),
             reason: e.to_string(),
         })?;
         let lock = DataDirLock::acquire(dir)?;
         let path = dir.join(DB_FILE);
+        files::create_file(&path)
+            .map_err(|e| StorageError::Backend(format!("cannot create {}: {e}", path.display())))?;
         let conn = schema::open_writer(&path)?;
         let counters = Arc::new(Counters::default());
         counters
@@ -106,10 +115,13 @@ impl SqliteBackend {
         counters
             .compacted
             .store(schema::meta(&conn, "compacted")?, Ordering::Release);
-        let window = opts.history.watch_window.max(1);
-        let (floor, history) = schema::recent_events(&conn, window)?;
+        let (floor, history) = schema::recent_events(
+            &conn,
+            opts.history.watch_window.max(1),
+            opts.history.watch_window_bytes,
+        )?;
         let hub = WatchHub::with_state(
-            window,
+            &opts.history,
             floor,
             counters.revision.load(Ordering::Acquire),
             history,
@@ -118,6 +130,8 @@ impl SqliteBackend {
         let readers = Arc::new(ReadPool::new(path.clone(), opts.read_connections)?);
         let (tx, rx) = mpsc::channel(opts.queue_capacity.max(1));
         let commit_metrics = CommitMetrics::default();
+        let space = space::Space::open(dir, &conn, &opts)?;
+        let space_state = Arc::clone(&space.state);
         let checkpoint_conn = schema::open_checkpointer(&path)?;
         let (wake, wake_rx) = std::sync::mpsc::sync_channel(1);
         let checkpointer = std::thread::Builder::new()
@@ -134,6 +148,7 @@ impl SqliteBackend {
             checkpoint: wake,
             commits: 0,
             metrics: commit_metrics.clone(),
+            space,
         };
         let writer = std::thread::Builder::new()
             .name("herald-sqlite-writer".into())
@@ -148,6 +163,7 @@ impl SqliteBackend {
             hub,
             counters,
             failure: LastFailure::default(),
+            space: space_state,
             commit_metrics,
             clock,
             sweep_batch: opts.sweep_batch.max(1),
@@ -387,13 +403,17 @@ impl Backend for SqliteBackend {
         .boxed()
     }
 
-    /// Not ready when the writer thread has stopped, or for [`RETRY_READY`] after a write
-    /// failed in the database. Then it is ready again, so that a load balancer sends it the
+    /// Not ready when the writer thread has stopped, while the store is out of space (see
+    /// [`SqliteOptions::reserve_bytes`]), or for [`RETRY_READY`] after a write failed in the
+    /// database. Then it is ready again, so that a load balancer sends it the
     /// writes that show whether the store recovered (a server nobody writes to could not find
     /// out); a write that succeeds makes it ready at once.
     fn health(&self) -> std::result::Result<(), String> {
         if self.tx.as_ref().is_none_or(|tx| tx.is_closed()) {
             return Err(self.writer_stopped_message());
+        }
+        if let Some(why) = self.space.full() {
+            return Err(why);
         }
         let failed_at = self.failure.at_ms.load(Ordering::Relaxed);
         let ago = self.clock.now().as_millisecond().saturating_sub(failed_at);

@@ -32,7 +32,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
-use crate::storage::{KeyValue, Result, Revision, StorageError, WatchEvent};
+use crate::storage::{CachedEvent, KeyValue, Result, Revision, StorageError, WatchEvent};
 
 /// The schema version this code writes (`meta.schema`); version 1 (no entry) had a
 /// key-ordered `kv` table and a `log` of previous values, and is migrated on open.
@@ -195,11 +195,13 @@ pub(super) fn kv_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<KeyValue> {
     })
 }
 
-/// The last `window` writes as watch events (oldest first) and the revision after which they
-/// are complete, to preload the watch ring after a restart.
+/// The last `window` writes as watch events (oldest first), no more of them than fit in
+/// `max_bytes` as the watch cache counts them ([`CachedEvent::size_of`], at least one), and
+/// the revision after which they are complete, to preload the watch ring after a restart.
 pub(super) fn recent_events(
     conn: &Connection,
     window: usize,
+    max_bytes: usize,
 ) -> Result<(Revision, Vec<WatchEvent>)> {
     let revision = revision(conn)?;
     let compacted = meta(conn, "compacted")?;
@@ -221,9 +223,9 @@ pub(super) fn recent_events(
     })?;
     let mut events = Vec::new();
     let mut oldest = revision;
+    let mut bytes = 0usize;
     for row in rows {
         let (rev, key, value, create_rev, prev_rev) = row?;
-        oldest = rev;
         let prev = match prev_rev {
             Some(p) => prev_stmt
                 .query_row([p], kv_from_row)
@@ -248,7 +250,16 @@ pub(super) fn recent_events(
             _ => None,
         };
         match ev {
-            Some(ev) => events.push(ev),
+            Some(ev) => {
+                bytes = bytes.saturating_add(CachedEvent::size_of(&ev));
+                if bytes > max_bytes && !events.is_empty() {
+                    // Every write after this one is loaded: the ring is complete after it.
+                    events.reverse();
+                    return Ok((rev, events));
+                }
+                oldest = rev;
+                events.push(ev);
+            }
             None => {
                 // A row whose previous version is missing means the log is not what this code
                 // wrote; replay cannot be trusted before it.

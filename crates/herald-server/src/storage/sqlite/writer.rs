@@ -13,7 +13,9 @@
 //!
 //! A rejected operation (exists, conflict, not found) writes nothing and does not disturb the
 //! others in its batch. A database error (I/O, disk full) rolls the whole batch back and every
-//! caller in it gets the error; nothing from the batch is visible or published.
+//! caller in it gets the error; nothing from the batch is visible or published. Out of space,
+//! the batch is tried once more with its creates and updates refused, so that its deletes and
+//! expiries can still free space (see `space`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -25,6 +27,9 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use rusqlite::{CachedStatement, Connection, params};
 use tokio::sync::{mpsc, oneshot};
 
+use rusqlite::OptionalExtension as _;
+
+use super::space::{RELIEF_CHUNK, Space};
 use crate::storage::{
     Deleted, HistoryOptions, KeyValue, Result, Revision, StorageError, WatchEvent, WatchHub,
 };
@@ -115,6 +120,8 @@ pub(super) struct Writer {
     pub checkpoint: std::sync::mpsc::SyncSender<()>,
     pub commits: u64,
     pub metrics: CommitMetrics,
+    /// The reserve and the full state (see `space`).
+    pub space: Space,
 }
 
 /// How many commits pass between checkpoint requests to the checkpointer thread.
@@ -213,6 +220,32 @@ impl Writer {
     /// that has its acknowledgement and then reads `/metrics` always sees its commit.
     fn commit(&mut self, batch: &mut Vec<Request>) -> Duration {
         let started = tokio::time::Instant::now();
+        let results = match self.attempt(batch, self.space.is_full()) {
+            Ok(results) => results,
+            // Out of space: release the reserve and commit what frees space (see `space`).
+            Err(StorageError::NoSpace(cause)) if !self.space.is_full() => {
+                self.space.enter_full(&self.conn, &cause);
+                self.attempt(batch, true)
+                    .unwrap_or_else(|e| self.fail_all(batch, e))
+            }
+            Err(e) => self.fail_all(batch, e),
+        };
+        if self.space.is_full() {
+            self.relieve();
+        }
+        let took = started.elapsed();
+        self.metrics.batch_size.observe(batch.len() as f64);
+        self.metrics.duration_seconds.observe(took.as_secs_f64());
+        for (req, res) in batch.drain(..).zip(results) {
+            // A caller that stopped waiting is fine: a committed write is durable anyway.
+            let _ = req.reply.send(res);
+        }
+        took
+    }
+
+    /// Commits the batch in one transaction and publishes it, creates and updates refused
+    /// when `refuse_growth`; on a database failure rolls it back and returns the error.
+    fn attempt(&mut self, batch: &[Request], refuse_growth: bool) -> Result<Vec<Result<Reply>>> {
         let mut txn = Txn {
             revision: self.counters.revision.load(Ordering::Acquire),
             compacted: self.counters.compacted.load(Ordering::Acquire),
@@ -220,7 +253,7 @@ impl Writer {
             hub_compact: None,
             written: HashMap::with_capacity(batch.len()),
         };
-        let results = match self.apply_all(batch, &mut txn) {
+        match self.apply_all(batch, &mut txn, refuse_growth) {
             Ok(results) => {
                 // The watch cache first: a revision read from the counters is then always
                 // already in it.
@@ -234,37 +267,102 @@ impl Writer {
                 if let Some(rev) = txn.hub_compact {
                     self.hub.compact(rev);
                 }
-                results
+                Ok(results)
             }
             Err(e) => {
                 tracing::error!(error = %e, writes = batch.len(), "write batch rolled back");
-                if let Err(rb) = self.conn.execute_batch("ROLLBACK") {
-                    tracing::debug!(error = %rb, "rollback after failed batch");
-                }
-                batch.iter().map(|_| Err(e.clone())).collect()
+                self.rollback();
+                Err(e)
             }
-        };
-        let took = started.elapsed();
-        self.metrics.batch_size.observe(batch.len() as f64);
-        self.metrics.duration_seconds.observe(took.as_secs_f64());
-        for (req, res) in batch.drain(..).zip(results) {
-            // A caller that stopped waiting is fine: a committed write is durable anyway.
-            let _ = req.reply.send(res);
         }
-        took
+    }
+
+    fn rollback(&self) {
+        if !self.conn.is_autocommit()
+            && let Err(rb) = self.conn.execute_batch("ROLLBACK")
+        {
+            tracing::debug!(error = %rb, "rollback after failed batch");
+        }
+    }
+
+    /// Every caller of the batch gets `e` (out of space: what to do about it).
+    fn fail_all(&self, batch: &[Request], e: StorageError) -> Vec<Result<Reply>> {
+        let e = match e {
+            StorageError::NoSpace(_) => self.space.refusal(),
+            e => e,
+        };
+        batch.iter().map(|_| Err(e.clone())).collect()
+    }
+
+    /// While full: compacts one chunk of the replaced history (its pages go to SQLite's free
+    /// list), checkpoints so the WAL is reused from its start, and leaves the full state if
+    /// there is room again.
+    fn relieve(&mut self) {
+        if let Err(e) = self.compact_chunk() {
+            tracing::warn!(error = %e, "cannot compact the history while the store is full");
+            self.rollback();
+        }
+        if let Err(e) = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(()))
+        {
+            tracing::debug!(error = %e, "checkpoint while the store is full");
+        }
+        self.space.try_leave(&self.conn);
+    }
+
+    /// Compacts the history up to the [`RELIEF_CHUNK`]-th oldest replaced version (or all of
+    /// it), in one transaction.
+    fn compact_chunk(&mut self) -> Result<()> {
+        let target: Option<Revision> = self
+            .conn
+            .prepare_cached(
+                "SELECT next_rev FROM versions WHERE next_rev IS NOT NULL
+                 ORDER BY next_rev LIMIT 1 OFFSET ?1",
+            )?
+            .query_row([RELIEF_CHUNK - 1], |r| r.get(0))
+            .optional()?;
+        let mut txn = Txn {
+            revision: self.counters.revision.load(Ordering::Acquire),
+            compacted: self.counters.compacted.load(Ordering::Acquire),
+            events: Vec::new(),
+            hub_compact: None,
+            written: HashMap::new(),
+        };
+        let target = target.unwrap_or(txn.revision);
+        if target <= txn.compacted {
+            return Ok(());
+        }
+        self.conn.execute_batch("BEGIN IMMEDIATE")?;
+        self.compact(target, &mut txn)?;
+        self.conn.execute_batch("COMMIT")?;
+        self.counters
+            .compacted
+            .store(txn.compacted, Ordering::Release);
+        Ok(())
     }
 
     /// Applies the batch in one transaction; `Err` only for database failures (then the
-    /// transaction is still open and must be rolled back).
-    fn apply_all(&mut self, batch: &[Request], txn: &mut Txn) -> Result<Vec<Result<Reply>>> {
+    /// transaction is still open and must be rolled back). With `refuse_growth`, creates and
+    /// updates are answered [`StorageError::NoSpace`] without touching the database.
+    fn apply_all(
+        &mut self,
+        batch: &[Request],
+        txn: &mut Txn,
+        refuse_growth: bool,
+    ) -> Result<Vec<Result<Reply>>> {
         self.conn.execute_batch("BEGIN IMMEDIATE")?;
         let mut results = Vec::with_capacity(batch.len());
         // Taken from the statement cache once per batch, not once per create: a cache lookup
         // hashes and compares the SQL text and puts the statement back on drop.
         let mut insert_new = None;
         for req in batch {
+            if refuse_growth && matches!(req.op, Op::Create { .. } | Op::Update { .. }) {
+                results.push(Err(self.space.refusal()));
+                continue;
+            }
             let r = self.apply(&req.op, txn, &mut insert_new);
-            if let Err(StorageError::Backend(_)) = &r {
+            if let Err(StorageError::Backend(_) | StorageError::NoSpace(_)) = &r {
                 return r.map(|_| Vec::new());
             }
             results.push(r);
