@@ -30,11 +30,14 @@ use prometheus_client::metrics::histogram::Histogram;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::api::browser::{BrowserLayer, BrowserOptions};
 use crate::api::events::EventsApi;
 use crate::api::health::{HealthChecks, check_fn};
+use crate::api::limits::{LimitsLayer, RequestLimitOptions};
+use crate::api::listen::{self, ConnectionOptions};
 use crate::api::metrics::{Metrics, metrics_handler};
 use crate::api::output::OutputLayer;
-use crate::api::{self, ApiState};
+use crate::api::{self, ApiState, Guards};
 use crate::registry::{EventRegistry, RegistryOptions};
 use crate::storage::{
     Backend, CachedWatchStream, Deleted, HistoryOptions, KeyValue, ListOptions, ListResult,
@@ -55,7 +58,8 @@ pub enum StoreKind {
 }
 
 /// Everything [`Server::start`] needs. `Default` is: memory store, `127.0.0.1:6443`,
-/// 1 h event TTL, default history, the system clock.
+/// 1 h event TTL, default history, kube-apiserver's connection timeouts and inflight
+/// limits, the Host check on loopback, the system clock.
 #[derive(Clone)]
 pub struct ServerOptions {
     /// The store.
@@ -73,6 +77,13 @@ pub struct ServerOptions {
     pub sweep_interval: Duration,
     /// Periodic watch bookmarks (default 60 s) and the default watch duration.
     pub registry: RegistryOptions,
+    /// Connection timeouts and the connection bound (lowered at start to fit the process's
+    /// open-files limit, see [`ConnectionOptions::fitted`]).
+    pub connections: ConnectionOptions,
+    /// Inflight limits and the request deadline.
+    pub limits: RequestLimitOptions,
+    /// The Host check of a loopback server and the Content-Type check of writes.
+    pub browser: BrowserOptions,
     /// The clock of TTLs, creation timestamps and Table ages.
     pub clock: Arc<dyn Clock>,
 }
@@ -85,6 +96,9 @@ impl std::fmt::Debug for ServerOptions {
             .field("event_ttl", &self.event_ttl)
             .field("history", &self.history)
             .field("sweep_interval", &self.sweep_interval)
+            .field("connections", &self.connections)
+            .field("limits", &self.limits)
+            .field("browser", &self.browser)
             .finish_non_exhaustive()
     }
 }
@@ -99,6 +113,9 @@ impl Default for ServerOptions {
             sqlite: SqliteOptions::default(),
             sweep_interval: Duration::from_secs(1),
             registry: RegistryOptions::default(),
+            connections: ConnectionOptions::default(),
+            limits: RequestLimitOptions::default(),
+            browser: BrowserOptions::default(),
             clock: Arc::new(SystemClock),
         }
     }
@@ -232,11 +249,6 @@ impl Server {
         let store = backend.clone();
         let health =
             HealthChecks::default().with_readiness(check_fn("storage", move || store.health()));
-        let app = api::router_with_output(
-            ApiState::new(clock).with_health(health),
-            events.merge(metrics_route),
-            OutputLayer::default().counting(metrics.clone()),
-        );
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
             .map_err(|error| ServerError::Bind {
@@ -244,6 +256,26 @@ impl Server {
                 error,
             })?;
         let addr = listener.local_addr().map_err(ServerError::Io)?;
+        let guards = Guards {
+            browser: BrowserLayer::new(addr, &config.browser),
+            limits: LimitsLayer::new(&config.limits, Some(metrics.clone())),
+        };
+        let app = api::router_with_guards(
+            ApiState::new(clock).with_health(health),
+            events.merge(metrics_route),
+            OutputLayer::default().counting(metrics.clone()),
+            guards,
+        );
+        let open_files = listen::open_files_limit();
+        let connections = config.connections.clone().fitted(open_files);
+        if connections.max_connections < config.connections.max_connections {
+            tracing::warn!(
+                max_connections = connections.max_connections,
+                asked = config.connections.max_connections,
+                open_files,
+                "the open-files limit allows fewer connections than asked; raise it (ulimit -n) to serve more"
+            );
+        }
         if let Some(s) = sqlite {
             // Only a description for the error a second opener prints; the lock is held
             // either way.
@@ -253,8 +285,13 @@ impl Server {
             }
         }
         let token = shutdown.clone();
+        let served = metrics.clone();
+        tracing::info!(%addr, "herald API listening");
         let task = tokio::spawn(async move {
-            api::serve(listener, app, async move { token.cancelled().await }).await
+            listen::serve(listener, app, connections, served, async move {
+                token.cancelled().await
+            })
+            .await
         });
         Ok(Server {
             addr,

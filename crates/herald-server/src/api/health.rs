@@ -17,6 +17,18 @@ use super::ApiState;
 use super::error::{StatusError, path_not_found};
 use super::path::ApiPath;
 
+/// Whether `path` is a health endpoint: `/healthz`, `/livez`, `/readyz` or one of their
+/// `/{check}` sub-paths. These are exempt from the inflight limits (as kube-apiserver's
+/// `probes` flow schema exempts them) and are what a connection over the connection bound
+/// still answers.
+pub fn is_health_path(path: &str) -> bool {
+    ["/healthz", "/livez", "/readyz"].iter().any(|p| {
+        path.strip_prefix(p).is_some_and(|rest| {
+            rest.is_empty() || (rest.starts_with('/') && !rest[1..].contains('/'))
+        })
+    })
+}
+
 /// A named health check. `check` must be cheap and non-blocking (it runs on every probe).
 pub trait HealthCheck: Send + Sync + 'static {
     /// The check's name, shown as `[+]name ok`.

@@ -1,5 +1,6 @@
-//! Prometheus metrics of the API: requests by verb and code, open watches, and storage
-//! write latency.
+//! Prometheus metrics of the API: requests by verb and code, open watches, requests in
+//! flight and those turned away at the inflight limits, open connections and those over the
+//! connection bound or closed by a timeout, and storage write latency.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicI64;
@@ -24,6 +25,31 @@ pub struct RequestLabels {
     pub code: u16,
 }
 
+/// Labels of `herald_apiserver_current_inflight_requests` and
+/// `herald_apiserver_dropped_requests_total` (kube-apiserver's names and label).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct InflightLabels {
+    /// `readOnly` (GET, HEAD, OPTIONS) or `mutating` (every other method).
+    pub request_kind: &'static str,
+}
+
+/// Labels of `herald_apiserver_connections_over_limit_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OverLimitLabels {
+    /// `health_only`: served the health endpoints only (one request, then closed);
+    /// `closed`: closed at once (the health-only connections were taken too).
+    pub outcome: &'static str,
+}
+
+/// Labels of `herald_apiserver_connections_timed_out_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TimedOutLabels {
+    /// `header`: a request's headers (or the first request of a connection) did not arrive
+    /// in time; `idle`: a kept-alive connection waited too long for its next request;
+    /// `handshake`: the connection's handshake did not finish in time.
+    pub phase: &'static str,
+}
+
 /// The server's metrics. The label sets are bounded (a fixed verb vocabulary × HTTP codes).
 pub struct Metrics {
     registry: Registry,
@@ -35,6 +61,16 @@ pub struct Metrics {
     pub watches_total: Counter,
     /// Seconds spent in storage writes (create/update/delete), as seen by the registry.
     pub write_seconds: Histogram,
+    /// Requests being served that count against an inflight limit, by kind.
+    pub inflight: Family<InflightLabels, Gauge<i64, AtomicI64>>,
+    /// Requests answered 429 because their inflight limit was reached, by kind.
+    pub dropped: Family<InflightLabels, Counter>,
+    /// Connections open (health-only connections over the bound included).
+    pub connections: Gauge<i64, AtomicI64>,
+    /// Connections accepted while the connection bound was reached, by what became of them.
+    pub connections_over_limit: Family<OverLimitLabels, Counter>,
+    /// Connections closed by the header, idle or handshake timeout.
+    pub connections_timed_out: Family<TimedOutLabels, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -70,12 +106,47 @@ impl Default for Metrics {
             "Latency of durable storage writes",
             write_seconds.clone(),
         );
+        let inflight = Family::<InflightLabels, Gauge<i64, AtomicI64>>::default();
+        registry.register(
+            "apiserver_current_inflight_requests",
+            "Requests being served that count against --max-requests-inflight or --max-mutating-requests-inflight",
+            inflight.clone(),
+        );
+        let dropped = Family::<InflightLabels, Counter>::default();
+        registry.register(
+            "apiserver_dropped_requests",
+            "Requests answered 429 at an inflight limit",
+            dropped.clone(),
+        );
+        let connections = Gauge::<i64, AtomicI64>::default();
+        registry.register(
+            "apiserver_open_connections",
+            "HTTP connections open",
+            connections.clone(),
+        );
+        let connections_over_limit = Family::<OverLimitLabels, Counter>::default();
+        registry.register(
+            "apiserver_connections_over_limit",
+            "Connections accepted while --max-connections were open",
+            connections_over_limit.clone(),
+        );
+        let connections_timed_out = Family::<TimedOutLabels, Counter>::default();
+        registry.register(
+            "apiserver_connections_timed_out",
+            "Connections closed by the header, idle or handshake timeout",
+            connections_timed_out.clone(),
+        );
         Metrics {
             registry,
             requests,
             watches,
             watches_total,
             write_seconds,
+            inflight,
+            dropped,
+            connections,
+            connections_over_limit,
+            connections_timed_out,
         }
     }
 }

@@ -25,12 +25,16 @@
 // errors are the cold path, so the size of `ApiError` is not worth a box.
 #![allow(clippy::result_large_err)]
 
+pub mod browser;
 pub mod compression;
 pub mod discovery;
 pub mod error;
 pub mod events;
 pub mod field_validation;
 pub mod health;
+mod hold;
+pub mod limits;
+pub mod listen;
 pub mod metrics;
 pub mod negotiate;
 pub mod openapi;
@@ -161,8 +165,42 @@ pub fn router_with_output(state: ApiState, extra: Router, output: output::Output
     finish_with(static_routes(state).merge(extra), output)
 }
 
-/// Serves `app` on `listener` until `shutdown` completes, then finishes in-flight requests
-/// (graceful shutdown; long-lived watches must end on their own or via their handlers).
+/// The checks every request of a served API passes inside the [`output`] layer, outermost
+/// first: the [`browser`] checks (Host, Content-Type), then the [`limits`] (inflight, the
+/// request deadline).
+#[derive(Debug, Clone)]
+pub struct Guards {
+    /// Host and Content-Type checks.
+    pub browser: browser::BrowserLayer,
+    /// Inflight limits and the request deadline.
+    pub limits: limits::LimitsLayer,
+}
+
+/// [`finish_with`] with `guards` between the output layer and the routes, so their refusals
+/// (403, 415, 429, 504) get the standard headers and are counted like any other answer.
+pub fn finish_guarded(router: Router, output: output::OutputLayer, guards: Guards) -> Router {
+    router
+        .fallback(|| async { StatusError(error::path_not_found()) })
+        .method_not_allowed_fallback(|| async { StatusError(error::method_not_allowed()) })
+        .layer(guards.limits)
+        .layer(guards.browser)
+        .layer(output)
+}
+
+/// [`router_with_output`] with `guards` (what the server serves).
+pub fn router_with_guards(
+    state: ApiState,
+    extra: Router,
+    output: output::OutputLayer,
+    guards: Guards,
+) -> Router {
+    finish_guarded(static_routes(state).merge(extra), output, guards)
+}
+
+/// Serves `app` on `listener` with the default [`listen::ConnectionOptions`] (kube-apiserver's
+/// header and idle timeouts, the connection bound) until `shutdown` completes, then finishes
+/// in-flight requests (graceful shutdown; long-lived watches must end on their own or via
+/// their handlers). [`listen::serve`] takes the options and the metrics.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     app: Router,
@@ -171,7 +209,13 @@ pub async fn serve(
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, "herald API listening");
     }
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
+    let metrics = Arc::new(metrics::Metrics::default());
+    listen::serve(
+        listener,
+        app,
+        listen::ConnectionOptions::default(),
+        metrics,
+        shutdown,
+    )
+    .await
 }
