@@ -8,6 +8,9 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
+use herald_server::api::browser::BrowserOptions;
+use herald_server::api::limits::{self, RequestLimitOptions};
+use herald_server::api::listen::{self, ConnectionOptions};
 use herald_server::registry::RegistryOptions;
 use herald_server::server::{Server, ServerError, ServerOptions, StoreKind};
 use herald_server::storage::{HistoryOptions, StorageError};
@@ -76,7 +79,7 @@ enum Command {
     /// Ctrl-C or SIGTERM stops it cleanly: open watches end, requests in flight finish, the
     /// store closes.
     #[command(
-        after_help = "Examples:\n  herald serve\n  herald serve --listen 127.0.0.1:7443 --data /var/lib/herald\n  herald serve --store memory --event-ttl 10m\n\nThen: herald kubeconfig > herald.kubeconfig && kubectl --kubeconfig herald.kubeconfig get events -A"
+        after_help = "Examples:\n  herald serve\n  herald serve --listen 127.0.0.1:7443 --data /var/lib/herald\n  herald serve --store memory --event-ttl 10m\n  herald serve --max-requests-inflight 800 --request-timeout 2m   # kube-apiserver's flags\n\nThen: herald kubeconfig > herald.kubeconfig && kubectl --kubeconfig herald.kubeconfig get events -A"
     )]
     Serve(ServeArgs),
     /// Print a kubeconfig that points kubectl at a herald server.
@@ -86,7 +89,7 @@ enum Command {
     Kubeconfig(kubeconfig::KubeconfigArgs),
     /// Put load on an events API server and summarise throughput, latency and watch lag.
     #[command(
-        after_help = "Examples:\n  herald bench --clients 64 --duration 30s\n  herald bench --rate 10000 --watchers 1000 --duration 20s\n  herald bench --encoding protobuf --watchers 100 --list   # as kube's components speak\n  herald bench --group events.k8s.io --list\n  herald bench --verb patch --watchers 10   # repeats counted as client-go's recorders patch them\n  herald bench --server http://127.0.0.1:7443 --requests 100000 --list -o json\n\nCompare runs only from a quiet start: on a 2-core VM, a run started right after another was\nup to a fifth slower than one started after a 20 s pause (the last run's writes still flushing)."
+        after_help = "Examples:\n  herald bench --clients 64 --duration 30s\n  herald bench --rate 10000 --watchers 1000 --duration 20s\n  herald bench --encoding protobuf --watchers 100 --list   # as kube's components speak\n  herald bench --group events.k8s.io --list\n  herald bench --verb patch --watchers 10   # repeats counted as client-go's recorders patch them\n  herald bench --server http://127.0.0.1:7443 --requests 100000 --list -o json\n  herald bench --duration 10m --clients 16 --rate 500 --verb mixed --watchers 2000 --slow-clients 200 --series 30s --server-pid PID   # the soak\n\nCompare runs only from a quiet start: on a 2-core VM, a run started right after another was\nup to a fifth slower than one started after a 20 s pause (the last run's writes still flushing)."
     )]
     Bench(bench::BenchArgs),
     /// Record an event through the real recording pipeline (once, or as a storm).
@@ -160,6 +163,29 @@ struct ServeArgs {
     /// than the window gets 410 Expired, and clients re-list.
     #[arg(long, default_value = "256Mi", value_parser = parse_bytes)]
     watch_cache_bytes: usize,
+    /// How long a request other than a watch may take, reading its body included, before it
+    /// is answered 504 Timeout (kube-apiserver's --request-timeout), e.g. 60s or 2m.
+    #[arg(long, default_value = "60s", value_parser = parse_positive_duration)]
+    request_timeout: Duration,
+    /// Read-only requests served at once (watches and health probes are not counted); over
+    /// it, 429 TooManyRequests with Retry-After, never a queue ("0": no limit). As
+    /// kube-apiserver's.
+    #[arg(long, default_value_t = limits::DEFAULT_MAX_REQUESTS_INFLIGHT)]
+    max_requests_inflight: usize,
+    /// Creates, updates, patches and deletes served at once; over it, 429 TooManyRequests
+    /// with Retry-After ("0": no limit). As kube-apiserver's.
+    #[arg(long, default_value_t = limits::DEFAULT_MAX_MUTATING_REQUESTS_INFLIGHT)]
+    max_mutating_requests_inflight: usize,
+    /// Connections served at once (lowered to fit the open-files limit, which serve raises
+    /// to its hard limit); over it, new connections answer only /healthz, /livez and
+    /// /readyz until others close.
+    #[arg(long, default_value_t = listen::DEFAULT_MAX_CONNECTIONS, value_parser = parse_max_connections)]
+    max_connections: usize,
+    /// A name the Host header may carry besides localhost, 127.0.0.1 and [::1] when serving
+    /// on a loopback address (repeatable), e.g. an /etc/hosts alias of 127.0.0.1. Other names
+    /// are refused (403) so that web pages cannot reach the server by DNS rebinding.
+    #[arg(long = "allow-host", value_name = "NAME")]
+    allow_hosts: Vec<String>,
 }
 
 /// Parses a size in bytes as Kubernetes writes quantities: a whole number, optionally with a
@@ -190,6 +216,22 @@ fn parse_bytes(s: &str) -> Result<usize, String> {
         .and_then(|n| n.checked_mul(unit))
         .and_then(|n| usize::try_from(n).ok())
         .ok_or_else(|| format!("{s:?} is not a size; use a value like 256Mi, 1Gi or 500M"))
+}
+
+/// Parses a duration that must not be zero.
+fn parse_positive_duration(s: &str) -> Result<Duration, String> {
+    match parse_duration(s)? {
+        d if d.is_zero() => Err("must be longer than 0, e.g. 60s".to_string()),
+        d => Ok(d),
+    }
+}
+
+/// Parses `--max-connections`: at least 1.
+fn parse_max_connections(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err("must be a whole number of at least 1".to_string()),
+    }
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -234,6 +276,8 @@ fn main() -> ExitCode {
         Command::Kubeconfig(args) => kubeconfig::render(&args).and_then(|k| stdout::print(&k)),
         Command::Bench(args) => {
             no_huge_pages();
+            // Thousands of watchers and slow clients are as many file descriptors.
+            listen::raise_open_files_limit();
             bench::run(args)
         }
         Command::Emit(args) => client_logs().and_then(|()| emit::run(args)),
@@ -280,6 +324,8 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
         .init();
     no_huge_pages();
+    // As Go programs (kube-apiserver) do: every connection is a file descriptor.
+    listen::raise_open_files_limit();
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async move {
         let store = match args.store {
@@ -300,6 +346,19 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 watch_window_bytes: args.watch_cache_bytes,
                 keep_bytes: args.watch_cache_bytes,
                 ..HistoryOptions::default()
+            },
+            connections: ConnectionOptions {
+                max_connections: args.max_connections,
+                ..ConnectionOptions::default()
+            },
+            limits: RequestLimitOptions {
+                max_requests_inflight: args.max_requests_inflight,
+                max_mutating_requests_inflight: args.max_mutating_requests_inflight,
+                request_timeout: args.request_timeout,
+            },
+            browser: BrowserOptions {
+                allowed_hosts: args.allow_hosts.clone(),
+                ..BrowserOptions::default()
             },
             ..ServerOptions::default()
         };

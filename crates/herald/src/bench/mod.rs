@@ -10,6 +10,7 @@ mod conn;
 mod encoding;
 mod list;
 mod plot;
+mod soak;
 mod summary;
 mod target;
 mod timeline;
@@ -108,6 +109,23 @@ pub struct BenchArgs {
     /// Also chart throughput and latency over time to this file (.svg or .png).
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
+    /// Soak: connections that trickle their request beside the load (half send header
+    /// lines, half a create's body, one piece every --slow-every); each reopens when the
+    /// server ends it, and the summary says how long they lived.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=100_000))]
+    slow_clients: u32,
+    /// How often a slow client sends its next piece.
+    #[arg(long, default_value = "1s", value_parser = crate::parse_duration)]
+    slow_every: Duration,
+    /// Soak: report /healthz latency (probed every 250 ms on fresh connections: p50, p99,
+    /// failures) and, with --server-pid, the server's resident memory, per interval of this
+    /// length, e.g. 30s.
+    #[arg(long, value_name = "INTERVAL", value_parser = crate::parse_duration)]
+    series: Option<Duration>,
+    /// The server's process id, when it runs on this machine: its resident memory (VmRSS in
+    /// /proc/PID/status) goes into the --series.
+    #[arg(long, value_name = "PID")]
+    server_pid: Option<u32>,
 }
 
 /// Runs the bench and prints the summary.
@@ -221,7 +239,15 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
         namespace: args.namespace.clone(),
         run: run.clone(),
     });
-    if args.verb == Verb::Patch {
+    if args.series.is_some_and(|d| d.is_zero()) || args.slow_every.is_zero() {
+        usage_bail!("--series and --slow-every must be longer than 0, e.g. 30s and 1s");
+    }
+    if args.server_pid.is_some() && args.series.is_none() {
+        usage_bail!(
+            "--server-pid is sampled once per --series interval: add --series, e.g. --series 30s"
+        );
+    }
+    if args.verb.patches() {
         progress.set_message(format!("creating the {} events to patch", args.clients));
         tokio::select! {
             created = create_patch_targets(addr, &requests, args.clients, clock.as_ref()) => created?,
@@ -276,6 +302,19 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
     let load_stop = interrupt.child_token();
     let live = Arc::new(Live::default());
     let start = Instant::now();
+    let soak = (args.slow_clients > 0 || args.series.is_some()).then(|| {
+        soak::Soak::start(
+            addr,
+            soak::SoakOptions {
+                slow_clients: args.slow_clients,
+                slow_every: args.slow_every,
+                series: args.series,
+                server_pid: args.server_pid,
+                namespace: args.namespace.clone(),
+            },
+            start,
+        )
+    });
     let timeline = Arc::new(Timeline::new(start, args.duration));
     let clients = args.clients as usize;
     let mut tasks = Vec::with_capacity(clients);
@@ -324,6 +363,10 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
         }
     }
     let elapsed = start.elapsed();
+    let soak = match soak {
+        Some(s) => Some(s.finish().await),
+        None => None,
+    };
 
     let mut latency = histogram();
     let mut errors = BTreeMap::new();
@@ -415,6 +458,7 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
         list,
         interrupted: interrupt.is_cancelled(),
         timeline: timeline.points(elapsed),
+        soak,
     })
 }
 
@@ -658,10 +702,17 @@ impl ClientCtx {
             let now = self.clock.now();
             seq += 1;
             out.sent += 1;
-            let r = match self.verb {
+            // Mixed writes: odd requests create events 1, 3, 5… (event 0 is the one patched),
+            // even ones patch with repeats 1, 2, 3…
+            let create = match self.verb {
+                Verb::Create => Some(seq - 1),
+                Verb::Patch => None,
+                Verb::Mixed => (seq % 2 == 1).then_some(seq),
+            };
+            let r = match create {
                 // Event `seq - 1`: the first is event 0.
-                Verb::Create => {
-                    let Some(body) = self.requests.create(self.client, seq - 1, now) else {
+                Some(event) => {
+                    let Some(body) = self.requests.create(self.client, event, now) else {
                         // Never for the bodies the workloads build; counted rather than hidden.
                         *out.errors.entry("encode".to_string()).or_insert(0) += 1;
                         self.live.failed.fetch_add(1, Ordering::Relaxed);
@@ -672,8 +723,13 @@ impl ClientCtx {
                 }
                 // Repeat `seq`: the first is repeat 1 (the create was the event's first
                 // occurrence).
-                Verb::Patch => {
-                    let patch = self.requests.patch(self.client, seq, now);
+                None => {
+                    let repeat = if self.verb == Verb::Mixed {
+                        seq / 2
+                    } else {
+                        seq
+                    };
+                    let patch = self.requests.patch(self.client, repeat, now);
                     conn.request_as(
                         http::Method::PATCH,
                         &patch_path,
@@ -688,11 +744,10 @@ impl ClientCtx {
                 .saturating_duration_since(scheduled)
                 .as_micros()
                 .min(u64::MAX as u128) as u64;
-            let success = self.verb.success();
-            let ok = matches!(&r, Ok((status, _)) if *status == success);
+            let ok = matches!(&r, Ok((status, _)) if self.verb.succeeded(*status));
             self.timeline.record(done, micros, ok);
             match r {
-                Ok((status, _)) if status == success => {
+                Ok((status, _)) if self.verb.succeeded(status) => {
                     out.latency.saturating_record(micros);
                     out.succeeded += 1;
                     self.live.ok.fetch_add(1, Ordering::Relaxed);

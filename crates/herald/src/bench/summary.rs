@@ -8,6 +8,7 @@ use indicatif::DecimalBytes;
 use serde::Serialize;
 
 use super::encoding::Encoding;
+use super::soak::SoakSummary;
 use super::timeline::Point;
 use super::workload::{Group, Verb, Workload};
 
@@ -125,6 +126,8 @@ pub struct Summary {
     pub interrupted: bool,
     /// Throughput and latency per time bucket (what `--plot` charts).
     pub timeline: Vec<Point>,
+    /// The soak's slow clients and series (`--slow-clients`, `--series`), when asked for.
+    pub soak: Option<SoakSummary>,
 }
 
 impl Summary {
@@ -203,7 +206,53 @@ impl Summary {
                 l.items, l.bytes, l.status, l.millis
             );
         }
+        if let Some(soak) = &self.soak {
+            render_soak(&mut s, soak);
+        }
         s
+    }
+}
+
+/// The soak's lines: the slow clients, then one line per interval of the series.
+fn render_soak(s: &mut String, soak: &SoakSummary) {
+    if let Some(slow) = &soak.slow {
+        let secs = |ms: f64| ms / 1000.0;
+        let _ = writeln!(
+            s,
+            "  slow        {} clients, {} connections; ended by the server: {} slow headers after p50 {:.1}s max {:.1}s, {} slow bodies after p50 {:.1}s max {:.1}s",
+            slow.clients,
+            slow.connections,
+            slow.ended_headers,
+            secs(slow.headers_lifetime_ms.p50),
+            secs(slow.headers_lifetime_ms.max),
+            slow.ended_bodies,
+            secs(slow.bodies_lifetime_ms.p50),
+            secs(slow.bodies_lifetime_ms.max),
+        );
+    }
+    if soak.series.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "  series      {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9}   (every {:.0}s)",
+        "t", "healthz p50", "p99", "max", "ok/failed", "rss", "slow open", soak.interval_seconds
+    );
+    for p in &soak.series {
+        let rss = p
+            .rss_bytes
+            .map_or("-".to_string(), |b| DecimalBytes(b).to_string());
+        let _ = writeln!(
+            s,
+            "              {:>6.0}s {:>9.2}ms {:>8.2}ms {:>8.2}ms {:>10} {:>10} {:>9}",
+            p.t_seconds,
+            p.healthz_ms.p50,
+            p.healthz_ms.p99,
+            p.healthz_ms.max,
+            format!("{}/{}", p.healthz_ok, p.healthz_failed),
+            rss,
+            p.slow_open
+        );
     }
 }
 
@@ -239,6 +288,7 @@ mod tests {
             list: None,
             interrupted: false,
             timeline: Vec::new(),
+            soak: None,
         };
         assert!(
             s.render()
@@ -270,6 +320,7 @@ mod tests {
             list: None,
             interrupted: false,
             timeline: Vec::new(),
+            soak: None,
         };
         assert!(
             s.render()
@@ -286,6 +337,73 @@ mod tests {
         );
         let json = serde_json::to_value(&s).unwrap();
         assert_eq!(json["verb"], "create");
+    }
+
+    #[test]
+    fn the_soak_series_has_a_line_per_interval() {
+        use super::super::soak::{SlowSummary, SoakPoint};
+        let soak = SoakSummary {
+            slow: Some(SlowSummary {
+                clients: 200,
+                connections: 400,
+                ended_headers: 150,
+                ended_bodies: 90,
+                headers_lifetime_ms: Percentiles {
+                    p50: 32_000.0,
+                    max: 32_400.0,
+                    ..Percentiles::default()
+                },
+                bodies_lifetime_ms: Percentiles {
+                    p50: 60_000.0,
+                    max: 60_900.0,
+                    ..Percentiles::default()
+                },
+            }),
+            interval_seconds: 30.0,
+            series: vec![
+                SoakPoint {
+                    t_seconds: 30.0,
+                    healthz_ok: 120,
+                    healthz_failed: 0,
+                    healthz_ms: Percentiles {
+                        p50: 0.4,
+                        p99: 2.5,
+                        max: 3.0,
+                        ..Percentiles::default()
+                    },
+                    rss_bytes: Some(52_000_000),
+                    slow_open: 200,
+                },
+                SoakPoint {
+                    t_seconds: 60.0,
+                    healthz_ok: 119,
+                    healthz_failed: 1,
+                    ..SoakPoint::default()
+                },
+            ],
+        };
+        let mut s = String::new();
+        render_soak(&mut s, &soak);
+        assert!(
+            s.contains("200 clients, 400 connections; ended by the server: 150 slow headers after p50 32.0s max 32.4s, 90 slow bodies after p50 60.0s max 60.9s"),
+            "{s}"
+        );
+        let lines: Vec<&str> = s.lines().collect();
+        assert!(
+            lines[1].contains("healthz p50") && lines[1].contains("(every 30s)"),
+            "{s}"
+        );
+        let first: Vec<&str> = lines[2].split_whitespace().collect();
+        assert_eq!(
+            first,
+            [
+                "30s", "0.40ms", "2.50ms", "3.00ms", "120/0", "52.00", "MB", "200"
+            ],
+            "{s}"
+        );
+        let second: Vec<&str> = lines[3].split_whitespace().collect();
+        assert_eq!(second[4..], ["119/1", "-", "0"], "{s}");
+        assert_eq!(s.lines().count(), 4, "{s}");
     }
 
     #[test]

@@ -43,6 +43,9 @@ pub enum Verb {
     /// sends its first and then one every 30 minutes. Each client creates its event before
     /// the load starts.
     Patch,
+    /// Both, alternately: each client creates a new event, then patches its own event with
+    /// a repeat's count, and so on (the writes of a soak).
+    Mixed,
 }
 
 impl Verb {
@@ -51,6 +54,7 @@ impl Verb {
         match self {
             Verb::Create => "create",
             Verb::Patch => "patch",
+            Verb::Mixed => "mixed",
         }
     }
 
@@ -59,6 +63,7 @@ impl Verb {
         match self {
             Verb::Create => "creates",
             Verb::Patch => "patches",
+            Verb::Mixed => "writes",
         }
     }
 
@@ -67,15 +72,23 @@ impl Verb {
         match self {
             Verb::Create => "created",
             Verb::Patch => "patched",
+            Verb::Mixed => "written",
         }
     }
 
-    /// The status a successful request is answered with.
-    pub fn success(self) -> http::StatusCode {
+    /// Whether `status` answers a request of this verb with success: 201 Created for a
+    /// create, 200 OK for a patch (either for mixed writes).
+    pub fn succeeded(self, status: http::StatusCode) -> bool {
         match self {
-            Verb::Create => http::StatusCode::CREATED,
-            Verb::Patch => http::StatusCode::OK,
+            Verb::Create => status == http::StatusCode::CREATED,
+            Verb::Patch => status == http::StatusCode::OK,
+            Verb::Mixed => status == http::StatusCode::CREATED || status == http::StatusCode::OK,
         }
+    }
+
+    /// Whether this verb's clients patch an event of their own (created before the load).
+    pub fn patches(self) -> bool {
+        matches!(self, Verb::Patch | Verb::Mixed)
     }
 }
 
