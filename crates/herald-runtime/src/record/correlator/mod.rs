@@ -106,8 +106,8 @@
 mod aggregator;
 mod dedup;
 mod flush;
-mod keys;
-mod lru;
+pub(crate) mod keys;
+pub(crate) mod lru;
 mod similar;
 mod spam;
 

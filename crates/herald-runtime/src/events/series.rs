@@ -1,0 +1,304 @@
+//! Series: client-go's client-side deduplication of isomorphic events (tools/events), with a
+//! bounded cache and exact final counts.
+//!
+//! ```text
+//! occurrence ─► isomorphic key ─► cache (LRU by last observation, bound = finish.max_keys)
+//!   new key            ─► create (the event; with series when the queue merged ≥ 2)
+//!   2nd occurrence     ─► patch {"series":{"count":N,"lastObservedTime":…}}
+//!   later occurrences  ─► counted in memory (outcome `series` once a write carries them)
+//!   every `heartbeat`  ─► re-patch every open series (its TTL on the server does not run out)
+//!   idle `finish.quiet`─► final patch if the server's count is short (paced by the
+//!                         trailing-write budget), then forgotten: the next occurrence creates
+//!                         a new Event
+//!   at the bound       ─► the least recently observed entry is finished at once (final patch
+//!                         when its count is short), counted in `evicted`
+//!   shutdown           ─► a final patch for every series whose count is short
+//! ```
+
+use std::time::Duration;
+
+use hashbrown::DefaultHashBuilder;
+use herald_core::clock::{Clock, add_saturating, elapsed};
+use herald_core::flow::TokenBucket;
+use jiff::Timestamp;
+use k8s_openapi::api::events::v1::{Event, EventSeries};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use prometheus_client::metrics::counter::Counter;
+use std::sync::Arc;
+
+use super::event::{Occurrence, isomorphic_key, micro, series_patch};
+use super::stats::SeriesCounters;
+use crate::record::TrailingFlushOptions;
+use crate::record::correlator::keys::KeyBuf;
+use crate::record::correlator::lru::Lru;
+use crate::record::pipeline::SinkLogic;
+use crate::record::writer::{KeyedWriter, Tally, Write, WriteOp};
+
+/// How an events.k8s.io/v1 sink keeps series. `Default` is client-go's timing (6 minutes to
+/// finish, 30 minutes between heartbeats) with Herald's bounds and exact counts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SeriesOptions {
+    /// When a series ends, and the budget of its final writes — the trailing-write budget of
+    /// the core/v1 recorder ([`TrailingFlushOptions`]), read for series:
+    /// - `quiet` (default 6 minutes, client-go's `finishTime`): a series with no occurrence
+    ///   for this long is finished: its final count is written if the server's is short, and
+    ///   it is forgotten (the next isomorphic occurrence creates a new Event). A single event
+    ///   is forgotten after the same time, with no API call.
+    /// - `max_keys` (default 4096): the bound of the series cache (single events included;
+    ///   client-go's map is unbounded). At the bound the least recently observed entry is
+    ///   finished at once, budget or not (final write when its count is short), and counted
+    ///   in [`SeriesStats::evicted`]; `0` means unbounded.
+    /// - `settle_within` (default 15 minutes): final writes are paced at
+    ///   [`rate()`](TrailingFlushOptions::rate) per second (4096 / 540 s ≈ 7.6 by default),
+    ///   so every stored count is exact within `settle_within` of the series' last occurrence
+    ///   (plus the write's own time); client-go finishes 6–12 minutes after it.
+    pub finish: TrailingFlushOptions,
+    /// Every open series (two occurrences or more) is patched again this often with its
+    /// current count, so its TTL on the server does not run out (client-go's `refreshTime`,
+    /// 30 minutes; the first heartbeat comes one period after the sink starts).
+    pub heartbeat: Duration,
+    /// Leave the references' `resourceVersion` out of the isomorphic key (default `false`:
+    /// client-go keeps it, so events about a live object, whose resourceVersion changes with
+    /// every update, rarely form a series).
+    pub ignore_resource_version: bool,
+}
+
+impl Default for SeriesOptions {
+    fn default() -> Self {
+        Self {
+            finish: TrailingFlushOptions {
+                quiet: Duration::from_secs(6 * 60),
+                settle_within: Duration::from_secs(15 * 60),
+                max_keys: 4096,
+            },
+            heartbeat: Duration::from_secs(30 * 60),
+            ignore_resource_version: false,
+        }
+    }
+}
+
+/// One isomorphic key.
+#[derive(Debug)]
+struct Entry {
+    /// The first occurrence (its name, note and eventTime are what the server keeps).
+    event: Event,
+    /// Occurrences so far (saturating).
+    count: i32,
+    /// The latest occurrence.
+    last_observed: Timestamp,
+    /// The count carried by the last write handed to the writer.
+    written: i32,
+    /// Delivered items whose occurrences no write handed out carries yet (settled with the
+    /// write that does).
+    held: u64,
+}
+
+impl Entry {
+    /// The event as the next write sends it: the first occurrence with the current series
+    /// (none for a single occurrence).
+    fn to_write(&self) -> Event {
+        let mut e = self.event.clone();
+        e.series = (self.count >= 2).then(|| EventSeries {
+            count: self.count,
+            last_observed_time: MicroTime(micro(self.last_observed)),
+        });
+        e
+    }
+
+    /// A write of the current count, carrying the held occurrences; `plain` delivered items
+    /// are settled by it as created or patched.
+    fn write(&mut self, op_create: bool, plain: u64) -> Write<Event> {
+        let event = self.to_write();
+        let op = match (&event.series, op_create) {
+            (Some(series), false) => WriteOp::Patch(Some(series_patch(series))),
+            _ => WriteOp::Create,
+        };
+        self.written = self.count;
+        let tally = Tally {
+            plain,
+            series: std::mem::take(&mut self.held),
+            ..Tally::default()
+        };
+        Write { event, op, tally }
+    }
+
+    fn is_short(&self) -> bool {
+        self.count > self.written
+    }
+}
+
+/// The per-sink series logic the shared sink task runs.
+pub(crate) struct SeriesLogic {
+    cache: Lru<Entry>,
+    key: KeyBuf,
+    hasher: DefaultHashBuilder,
+    opts: SeriesOptions,
+    clock: Arc<dyn Clock>,
+    budget: TokenBucket,
+    next_heartbeat: Timestamp,
+    counters: SeriesCounters,
+}
+
+impl SeriesLogic {
+    pub(crate) fn new(
+        opts: SeriesOptions,
+        clock: Arc<dyn Clock>,
+        counters: SeriesCounters,
+    ) -> Self {
+        let rate = opts.finish.rate();
+        let qps = if rate.is_finite() {
+            rate as f32
+        } else {
+            f32::INFINITY
+        };
+        let next_heartbeat = add_saturating(clock.now(), opts.heartbeat);
+        Self {
+            cache: Lru::new(opts.finish.max_keys),
+            key: KeyBuf::default(),
+            hasher: DefaultHashBuilder::default(),
+            budget: TokenBucket::new(qps, 1),
+            opts,
+            clock,
+            next_heartbeat,
+            counters,
+        }
+    }
+
+    fn submit_final(writer: &mut KeyedWriter<Event>, entry: &mut Entry) {
+        writer.counters().trailing_flush();
+        writer.submit(entry.write(false, 0));
+    }
+
+    fn heartbeat(&mut self, writer: &mut KeyedWriter<Event>) {
+        let idxs: Vec<usize> = self.cache.indices_lru_first().collect();
+        for idx in idxs {
+            let e = self.cache.value_mut(idx);
+            if e.count >= 2 {
+                writer.submit(e.write(false, 0));
+                inc(&self.counters.heartbeat_writes);
+            }
+        }
+    }
+
+    /// Finishes the series idle since `now − quiet`, least recently observed first, as far as
+    /// the budget allows final writes.
+    fn finish_due(&mut self, now: Timestamp, writer: &mut KeyedWriter<Event>) {
+        while let Some(idx) = self.cache.indices_lru_first().next() {
+            let e = self.cache.value(idx);
+            if add_saturating(e.last_observed, self.opts.finish.quiet) > now {
+                break;
+            }
+            if e.is_short() {
+                if !self.budget.try_accept_at(now) {
+                    break;
+                }
+                Self::submit_final(writer, self.cache.value_mut(idx));
+            }
+            let (_, _, e) = self.cache.remove(idx);
+            if e.count >= 2 {
+                inc(&self.counters.finished);
+            }
+        }
+    }
+}
+
+fn inc(c: &Counter) {
+    c.inc();
+}
+
+impl SinkLogic for SeriesLogic {
+    type Item = Occurrence;
+    type Event = Event;
+
+    fn handle(&mut self, occ: Occurrence, writer: &mut KeyedWriter<Event>) -> bool {
+        let ignore_rv = self.opts.ignore_resource_version;
+        self.key.build(|k| isomorphic_key(&occ.event, ignore_rv, k));
+        let m = i32::try_from(occ.count).unwrap_or(i32::MAX);
+        if let Some(idx) = self.cache.get_key(&mut self.key, &self.hasher) {
+            let e = self.cache.value_mut(idx);
+            e.count = e.count.saturating_add(m);
+            e.last_observed = e.last_observed.max(occ.last_observed);
+            if e.written < 2 {
+                // The second occurrence: start the series on the server.
+                writer.submit(e.write(false, 1));
+                inc(&self.counters.started);
+            } else {
+                e.held += 1;
+            }
+            // The entry became the most recently observed; the oldest may have changed.
+            return true;
+        }
+        let mut entry = Entry {
+            event: occ.event,
+            count: m,
+            last_observed: occ.last_observed,
+            written: 0,
+            held: 0,
+        };
+        if m >= 2 {
+            inc(&self.counters.started);
+        }
+        writer.submit(entry.write(true, 1));
+        let hash = self.key.hash(&self.hasher);
+        let (_, evicted) = self.cache.insert(hash, &self.key.bytes, entry);
+        if let Some(mut old) = evicted {
+            inc(&self.counters.evicted);
+            if old.is_short() {
+                Self::submit_final(writer, &mut old);
+            }
+        }
+        true
+    }
+
+    fn written(&mut self, _stored: &Event) {}
+
+    fn next_timer_in(&self) -> Option<Duration> {
+        let now = self.clock.now();
+        let mut at = self.next_heartbeat;
+        if let Some(idx) = self.cache.indices_lru_first().next() {
+            let e = self.cache.value(idx);
+            let mut due = add_saturating(e.last_observed, self.opts.finish.quiet);
+            if e.is_short() {
+                let token = self
+                    .budget
+                    .time_until_available(now)
+                    .map_or(at, |d| add_saturating(now, d));
+                due = due.max(token);
+            }
+            at = at.min(due);
+        }
+        Some(elapsed(now, at))
+    }
+
+    fn on_timer(&mut self, writer: &mut KeyedWriter<Event>) {
+        let now = self.clock.now();
+        if now >= self.next_heartbeat {
+            self.heartbeat(writer);
+            while self.next_heartbeat <= now {
+                self.next_heartbeat = add_saturating(self.next_heartbeat, self.opts.heartbeat);
+            }
+        }
+        self.finish_due(now, writer);
+    }
+
+    fn drain(&mut self, writer: &mut KeyedWriter<Event>) -> bool {
+        let mut any = false;
+        let idxs: Vec<usize> = self.cache.indices_lru_first().collect();
+        for idx in idxs {
+            let e = self.cache.value_mut(idx);
+            if e.is_short() {
+                Self::submit_final(writer, e);
+                any = true;
+            }
+        }
+        any
+    }
+
+    fn forget(&mut self) -> u64 {
+        let mut held = 0;
+        while let Some((_, _, e)) = self.cache.pop_lru() {
+            held += e.held;
+        }
+        held
+    }
+}
