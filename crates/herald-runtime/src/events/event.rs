@@ -257,6 +257,63 @@ mod tests {
         assert_eq!(key("a", "1", true), key("a", "2", true));
     }
 
+    /// client-go TestRecordEventToSink: whatever the order of a plain write and a series write
+    /// of one event, exactly one event is stored, and it is the one the table says.
+    #[tokio::test(start_paused = true)]
+    async fn record_event_to_sink_table() {
+        use crate::record::MemorySink;
+        use crate::record::writer::{RetryOptions, Tally, Write, WriteOp, write_with_retries};
+        use rand::SeedableRng;
+        use tokio_util::sync::CancellationToken;
+
+        let t: Timestamp = "2023-01-01T12:00:00Z".parse().unwrap();
+        let mut plain = make_event(spec("m", "1"), "c1", "i1", t, t.as_nanosecond());
+        plain.metadata.name = Some("test".into());
+        plain.metadata.namespace = Some("default".into());
+        let mut isomorphic = plain.clone();
+        isomorphic.series = Some(EventSeries {
+            count: 2,
+            last_observed_time: MicroTime(t),
+        });
+        let plain_write = Write {
+            event: plain.clone(),
+            op: WriteOp::Create,
+            tally: Tally::default(),
+        };
+        let series_write = Write {
+            event: isomorphic.clone(),
+            op: WriteOp::Patch(None),
+            tally: Tally::default(),
+        };
+        let cases = [
+            (vec![&plain_write], &plain),
+            (vec![&plain_write, &series_write], &isomorphic),
+            (vec![&series_write, &plain_write], &isomorphic),
+            (vec![&series_write], &isomorphic),
+        ];
+        for (i, (writes, expected)) in cases.into_iter().enumerate() {
+            let sink = MemorySink::new();
+            let metrics = crate::record::Metrics::default();
+            let counters = metrics.new_sink("t");
+            let mut rng = rand::rngs::SmallRng::seed_from_u64(1);
+            for w in writes {
+                write_with_retries(
+                    &sink,
+                    w,
+                    &RetryOptions::default(),
+                    &counters,
+                    &CancellationToken::new(),
+                    &mut rng,
+                )
+                .await;
+            }
+            let mut stored = sink.events_v1();
+            assert_eq!(stored.len(), 1, "case {i}");
+            stored[0].metadata.resource_version = None;
+            assert_eq!(&stored[0], expected, "case {i}");
+        }
+    }
+
     #[test]
     fn series_patch_is_exactly_series() {
         let t: Timestamp = "2023-01-01T12:00:00.123456789Z".parse().unwrap();

@@ -52,11 +52,13 @@
 mod broadcaster;
 mod event;
 mod recorder;
+mod selector;
 mod series;
 mod stats;
 
 pub use broadcaster::{EventBroadcaster, EventBroadcasterOptions};
 pub use recorder::EventRecorder;
+pub use selector::{UnknownVersion, field_selector};
 pub use series::SeriesOptions;
 pub use stats::{SeriesMetrics, SeriesStats};
 

@@ -65,6 +65,8 @@ pub use correlator::{
 };
 pub use event::{EventSource, EventType, object_reference};
 pub use recorder::Recorder;
-pub use sink::{EventSink, KubeSink, MemorySink, RetryClass, SinkCall, SinkError, SinkOp};
+pub use sink::{
+    EventSink, EventsApi, KubeSink, MemorySink, RetryClass, SinkCall, SinkError, SinkOp,
+};
 pub use stats::{Metrics, RecordStats, SinkOutcome, SinkStats};
 pub use writer::RetryOptions;
