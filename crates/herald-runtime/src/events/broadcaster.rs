@@ -91,6 +91,14 @@ pub struct EventBroadcaster {
     inner: Arc<Inner>,
 }
 
+impl std::fmt::Debug for EventBroadcaster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventBroadcaster")
+            .field("options", &self.inner.opts)
+            .finish_non_exhaustive()
+    }
+}
+
 struct Inner {
     opts: EventBroadcasterOptions,
     pipeline: Pipeline<Occurrence>,

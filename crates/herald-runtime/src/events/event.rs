@@ -115,9 +115,12 @@ fn ref_fields(r: Option<&ObjectReference>) -> RefFields<'_> {
 }
 
 /// The fields an occurrence merges on in the incoming queue: the isomorphic key's fields
-/// plus what a merged occurrence can keep only one copy of (note, annotations, namespace).
-/// Only time and name are ignored.
-fn identity(e: &Event) -> ([&str; 7], RefFields<'_>, RefFields<'_>) {
+/// (with the references' resourceVersion) plus the annotations and namespace. The note is
+/// not among them, as it is not in the isomorphic key: a series keeps its first occurrence's
+/// note whatever the later ones say, so occurrences that differ only in their note belong to
+/// the same series and merge (a storm of changing notes takes one queue slot instead of
+/// overflowing the queue). Time and name are ignored too.
+fn identity(e: &Event) -> ([&str; 6], RefFields<'_>, RefFields<'_>) {
     (
         [
             s(&e.type_),
@@ -125,7 +128,6 @@ fn identity(e: &Event) -> ([&str; 7], RefFields<'_>, RefFields<'_>) {
             s(&e.reason),
             s(&e.reporting_controller),
             s(&e.reporting_instance),
-            s(&e.note),
             s(&e.metadata.namespace),
         ],
         ref_fields(e.regarding.as_ref()),

@@ -49,14 +49,18 @@
 //! # }
 //! ```
 
+mod adapter;
 mod broadcaster;
 mod event;
+mod kube_compat;
 mod recorder;
 mod selector;
 mod series;
 mod stats;
 
+pub use adapter::{AdaptedRecorder, EventBroadcasterAdapter, EventsApiChoice, serves_events_v1};
 pub use broadcaster::{EventBroadcaster, EventBroadcasterOptions};
+pub use kube_compat::Recorder;
 pub use recorder::EventRecorder;
 pub use selector::{UnknownVersion, field_selector};
 pub use series::SeriesOptions;

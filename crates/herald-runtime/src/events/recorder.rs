@@ -19,8 +19,9 @@ use crate::record::{EventType, object_reference};
 /// Every method returns at once: the event is queued for the broadcaster's watchers and
 /// sinks, or — when the queue is full of other events, or the broadcaster is shut down — it
 /// is dropped, counted in the broadcaster's stats and logged (one summary line per ten
-/// seconds at most). An occurrence identical to one still queued (same isomorphic key, note
-/// and annotations) is merged into it and counted in its series.
+/// seconds at most). An occurrence of the same series as one still queued (same isomorphic
+/// key and annotations; the note may differ, as in a series) is merged into it and counted
+/// in its series; watchers see the queued occurrence once.
 ///
 /// The `regarding` and `related` references are built like client-go's (kind, apiVersion,
 /// namespace, name, uid and the object's resourceVersion).
