@@ -6,8 +6,10 @@
 mod support;
 
 use herald_runtime::events::{
-    EventBroadcaster, EventBroadcasterOptions, EventType, KubeEventsSink,
+    EventBroadcaster, EventBroadcasterAdapter, EventBroadcasterOptions, EventType, EventsApiChoice,
+    KubeEventsSink, Recorder,
 };
+use herald_runtime::record::BroadcasterOptions;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -222,4 +224,114 @@ async fn emit_api_events_k8s_io_and_get_show_the_series_count() {
     assert_eq!(web2["action"], "Mounting", "{web2}");
     assert_eq!(web2["reportingController"], "herald-emit", "{web2}");
     assert_eq!(web2["reportingInstance"], "herald-emit", "{web2}");
+}
+
+/// Against herald serve: the adapter finds events.k8s.io/v1 in discovery and writes series;
+/// forced to core/v1 it writes core/v1 counts; the kube-rs drop-in writes a series. kubectl
+/// reads each back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_adapter_both_ways_and_the_kube_rs_drop_in_against_herald_serve() {
+    let server = Herald::memory().await;
+    let client = server.kube_client();
+    let repeat = |n: usize, f: &dyn Fn()| (0..n).for_each(|_| f());
+
+    let adapter = EventBroadcasterAdapter::new(client.clone()).await;
+    assert_eq!(adapter.api(), EventsApiChoice::EventsV1);
+    let r = adapter.new_recorder("adapter-controller", "adapter-0");
+    repeat(40, &|| {
+        r.eventf(
+            &pod("via-adapter"),
+            None::<&Node>,
+            EventType::Warning,
+            "BackOff",
+            "Restarting",
+            format_args!("back-off"),
+        )
+    });
+    adapter.shutdown().await;
+    assert_eq!(adapter.stats().unaccounted(0), 0);
+
+    let legacy = EventBroadcasterAdapter::for_api(
+        EventsApiChoice::CoreV1,
+        client.clone(),
+        EventBroadcasterOptions::default(),
+        BroadcasterOptions::default(),
+    );
+    let r = legacy.new_recorder("legacy-controller", "legacy-0");
+    repeat(7, &|| {
+        r.eventf(
+            &pod("via-legacy"),
+            None::<&Node>,
+            EventType::Normal,
+            "Pulled",
+            "Pulling",
+            format_args!("pulled"),
+        )
+    });
+    legacy.shutdown().await;
+
+    let reporter = kube::runtime::events::Reporter {
+        controller: "kube-rs-controller".into(),
+        instance: Some("kube-rs-0".into()),
+    };
+    let recorder = Recorder::new(client.clone(), reporter);
+    let reference = kube::Resource::object_ref(&pod("via-kube-rs"), &());
+    for i in 0..25 {
+        recorder
+            .publish(
+                &kube::runtime::events::Event {
+                    type_: kube::runtime::events::EventType::Warning,
+                    reason: "FailedSync".into(),
+                    note: Some(format!("sync {i} failed")),
+                    action: "Reconciling".into(),
+                    secondary: None,
+                },
+                &reference,
+            )
+            .await
+            .expect("publish");
+    }
+    recorder.shutdown().await;
+    assert_eq!(recorder.stats().unaccounted(0), 0);
+
+    let k = Kubectl::new(&server).await;
+    let v1 = k
+        .run(&[
+            "get",
+            "events.v1.events.k8s.io",
+            "-n",
+            "series",
+            "-o",
+            "json",
+        ])
+        .await
+        .json();
+    let by = |name: &str| {
+        v1["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .find(|e| e["regarding"]["name"] == name)
+            .unwrap_or_else(|| panic!("no event about {name}: {v1}"))
+            .clone()
+    };
+    assert_eq!(by("via-adapter")["series"]["count"], 40);
+    assert_eq!(by("via-adapter")["action"], "Restarting");
+    let kube_rs = by("via-kube-rs");
+    assert_eq!(kube_rs["series"]["count"], 25);
+    assert_eq!(kube_rs["reportingInstance"], "kube-rs-0");
+    assert_eq!(kube_rs["note"], "sync 0 failed");
+    let core = k
+        .run(&["get", "events", "-n", "series", "-o", "json"])
+        .await
+        .json();
+    let legacy_event = core["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .find(|e| e["involvedObject"]["name"] == "via-legacy")
+        .unwrap_or_else(|| panic!("no core/v1 event: {core}"))
+        .clone();
+    assert_eq!(legacy_event["count"], 7, "{legacy_event}");
+    assert_eq!(legacy_event["source"]["component"], "legacy-controller");
 }
