@@ -5,13 +5,13 @@ use std::collections::BTreeMap;
 use std::hash::{BuildHasher, Hash, Hasher};
 
 use hashbrown::DefaultHashBuilder;
-use herald_core::naming::{event_name, event_namespace};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::{Event, EventSeries};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 
 use crate::record::correlator::KeyBuilder;
+use crate::record::event::new_event_meta;
 use crate::record::queue::Mergeable;
 use crate::record::writer::WritableEvent;
 
@@ -45,16 +45,8 @@ pub(crate) fn make_event(
     t: Timestamp,
     name_nanos: i128,
 ) -> Event {
-    let namespace = event_namespace(spec.regarding.namespace.as_deref()).to_string();
-    let stamp = Timestamp::from_nanosecond(name_nanos).unwrap_or(t);
-    let name = event_name(spec.regarding.name.as_deref().unwrap_or(""), stamp);
     Event {
-        metadata: ObjectMeta {
-            name: Some(name),
-            namespace: Some(namespace),
-            annotations: spec.annotations,
-            ..ObjectMeta::default()
-        },
+        metadata: new_event_meta(&spec.regarding, spec.annotations, t, name_nanos),
         event_time: Some(MicroTime(micro(t))),
         series: None,
         reporting_controller: Some(reporting_controller.to_string()),

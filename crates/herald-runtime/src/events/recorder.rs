@@ -113,15 +113,15 @@ impl EventRecorder {
         R: Resource,
         R::DynamicType: Default,
     {
-        self.record(EventSpec {
-            regarding: reference(regarding),
-            related: related.map(reference),
-            annotations: None,
-            type_: type_.as_str(),
+        self.record(
+            reference(regarding),
+            related.map(reference),
+            None,
+            type_.as_str(),
             reason,
             action,
-            note: note.to_string(),
-        });
+            note.to_string(),
+        );
     }
 
     /// [`eventf`](Self::eventf) with `annotations` on the Event object itself (client-go's
@@ -143,15 +143,15 @@ impl EventRecorder {
         R: Resource,
         R::DynamicType: Default,
     {
-        self.record(EventSpec {
-            regarding: reference(regarding),
-            related: related.map(reference),
-            annotations: Some(annotations),
-            type_: type_.as_str(),
+        self.record(
+            reference(regarding),
+            related.map(reference),
+            Some(annotations),
+            type_.as_str(),
             reason,
             action,
-            note: note.to_string(),
-        });
+            note.to_string(),
+        );
     }
 
     /// Records an event about existing references, used as they are (for instance with a
@@ -165,15 +165,15 @@ impl EventRecorder {
         action: &str,
         note: &str,
     ) {
-        self.record(EventSpec {
-            regarding: regarding.clone(),
-            related: related.cloned(),
-            annotations: None,
-            type_: type_.as_str(),
+        self.record(
+            regarding.clone(),
+            related.cloned(),
+            None,
+            type_.as_str(),
             reason,
             action,
-            note: note.to_string(),
-        });
+            note.to_string(),
+        );
     }
 
     /// Records an event whose type is only known as a string (from a command line or a config
@@ -190,18 +190,37 @@ impl EventRecorder {
         action: &str,
         note: &str,
     ) {
-        self.record(EventSpec {
-            regarding: regarding.clone(),
-            related: related.cloned(),
+        self.record(
+            regarding.clone(),
+            related.cloned(),
             annotations,
             type_,
             reason,
             action,
-            note: note.to_string(),
-        });
+            note.to_string(),
+        );
     }
 
-    fn record(&self, spec: EventSpec<'_>) {
+    #[allow(clippy::too_many_arguments)]
+    fn record(
+        &self,
+        regarding: ObjectReference,
+        related: Option<ObjectReference>,
+        annotations: Option<BTreeMap<String, String>>,
+        type_: &str,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        let spec = EventSpec {
+            regarding,
+            related,
+            annotations,
+            type_,
+            reason,
+            action,
+            note,
+        };
         let inner = &*self.inner;
         let reason = spec.reason;
         let Some((t, name_nanos)) = inner.intake.admit(spec.type_, reason) else {
