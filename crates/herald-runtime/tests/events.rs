@@ -911,3 +911,84 @@ async fn storm_of_a_million_isomorphic_events_counts_exactly() {
     assert!(s.api_calls() <= 3, "{s:?}");
     assert_eq!(s.failed + s.dropped_shutdown, 0);
 }
+
+mod property {
+    use super::*;
+    use herald_core::flow::ExponentialBackoff;
+    use proptest::prelude::*;
+
+    /// One step of a random stream: an occurrence about one of 4 pods with one of 2 reasons
+    /// and one of 3 notes, after a pause of 0 s to 20 min (so series start, get heartbeats,
+    /// finish and restart).
+    fn step() -> impl Strategy<Value = (u8, u8, u8, u64)> {
+        (
+            0u8..4,
+            0u8..2,
+            0u8..3,
+            prop_oneof![Just(0u64), 0u64..120, 0u64..1200],
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 32, .. ProptestConfig::default() })]
+
+        /// For random streams with queue merges, a small series cache (evictions), random
+        /// transient sink failures (retried): every occurrence is accounted, and the stored
+        /// events' counts (series.count, or 1 without a series) add up to the occurrences
+        /// emitted — the counts are exact after shutdown.
+        #[test]
+        fn stored_series_counts_add_up_to_the_occurrences(
+            stream in proptest::collection::vec(step(), 1..200),
+            fail_every in 0u32..5,
+            max_keys in 1usize..8,
+        ) {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .start_paused(true)
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let mut opts = options();
+                opts.queue_capacity = 16;
+                opts.series.finish.max_keys = max_keys;
+                opts.retry.backoff =
+                    ExponentialBackoff::new(Duration::from_millis(5), Duration::from_millis(100));
+                let b = EventBroadcaster::new(opts);
+                let n = Arc::new(AtomicU32::new(0));
+                let n2 = n.clone();
+                let sink = MemorySink::new();
+                b.start_recording_to_sink(sink.with_faults(move |_: &SinkCall| {
+                    let k = n2.fetch_add(1, Ordering::Relaxed);
+                    (fail_every > 0 && k.is_multiple_of(fail_every + 1))
+                        .then(|| SinkError::status(503, "ServiceUnavailable", "try later"))
+                }));
+                let r = b.new_recorder("c", "i");
+                let pods: Vec<Pod> = (0..4).map(|i| pod(&format!("p{i}"), "ns", "u")).collect();
+                for &(p, reason, note, pause) in &stream {
+                    if pause > 0 {
+                        tokio::time::sleep(Duration::from_secs(pause)).await;
+                    }
+                    r.eventf(
+                        &pods[p as usize],
+                        None::<&Node>,
+                        EventType::Warning,
+                        ["BackOff", "FailedMount"][reason as usize],
+                        "Act",
+                        format_args!("note {note}"),
+                    );
+                }
+                b.shutdown().await;
+                let stats = b.stats();
+                assert_eq!(stats.unaccounted(0), 0, "{stats:?}");
+                let s = &stats.sinks[0];
+                assert_eq!(s.failed + s.dropped_shutdown, 0, "{s:?}");
+                let stored: i64 = sink
+                    .events_v1()
+                    .iter()
+                    .map(|e| i64::from(series_count(e).unwrap_or(1)))
+                    .sum();
+                assert_eq!(stored, stream.len() as i64, "{stats:?}");
+            });
+        }
+    }
+}

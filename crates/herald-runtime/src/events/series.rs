@@ -55,7 +55,8 @@ pub struct SeriesOptions {
     pub finish: TrailingFlushOptions,
     /// Every open series (two occurrences or more) is patched again this often with its
     /// current count, so its TTL on the server does not run out (client-go's `refreshTime`,
-    /// 30 minutes; the first heartbeat comes one period after the sink starts).
+    /// 30 minutes; the first heartbeat comes one period after the sink starts). Zero turns
+    /// heartbeats off.
     pub heartbeat: Duration,
     /// Leave the references' `resourceVersion` out of the isomorphic key (default `false`:
     /// client-go keeps it, so events about a live object, whose resourceVersion changes with
@@ -135,7 +136,8 @@ pub(crate) struct SeriesLogic {
     opts: SeriesOptions,
     clock: Arc<dyn Clock>,
     budget: TokenBucket,
-    next_heartbeat: Timestamp,
+    /// `None` when heartbeats are off.
+    next_heartbeat: Option<Timestamp>,
     counters: SeriesCounters,
 }
 
@@ -151,7 +153,8 @@ impl SeriesLogic {
         } else {
             f32::INFINITY
         };
-        let next_heartbeat = add_saturating(clock.now(), opts.heartbeat);
+        let next_heartbeat =
+            (!opts.heartbeat.is_zero()).then(|| add_saturating(clock.now(), opts.heartbeat));
         Self {
             cache: Lru::new(opts.finish.max_keys),
             key: KeyBuf::default(),
@@ -254,29 +257,33 @@ impl SinkLogic for SeriesLogic {
 
     fn next_timer_in(&self) -> Option<Duration> {
         let now = self.clock.now();
-        let mut at = self.next_heartbeat;
-        if let Some(idx) = self.cache.indices_lru_first().next() {
+        let finish = self.cache.indices_lru_first().next().and_then(|idx| {
             let e = self.cache.value(idx);
-            let mut due = add_saturating(e.last_observed, self.opts.finish.quiet);
-            if e.is_short() {
-                let token = self
-                    .budget
-                    .time_until_available(now)
-                    .map_or(at, |d| add_saturating(now, d));
-                due = due.max(token);
+            let due = add_saturating(e.last_observed, self.opts.finish.quiet);
+            if !e.is_short() {
+                return Some(due);
             }
-            at = at.min(due);
-        }
+            // A final write waits for a token too (never, at a zero rate).
+            let token = self.budget.time_until_available(now)?;
+            Some(due.max(add_saturating(now, token)))
+        });
+        let at = match (self.next_heartbeat, finish) {
+            (Some(h), Some(f)) => h.min(f),
+            (h, f) => h.or(f)?,
+        };
         Some(elapsed(now, at))
     }
 
     fn on_timer(&mut self, writer: &mut KeyedWriter<Event>) {
         let now = self.clock.now();
-        if now >= self.next_heartbeat {
+        if let Some(mut next) = self.next_heartbeat
+            && now >= next
+        {
             self.heartbeat(writer);
-            while self.next_heartbeat <= now {
-                self.next_heartbeat = add_saturating(self.next_heartbeat, self.opts.heartbeat);
+            while next <= now {
+                next = add_saturating(next, self.opts.heartbeat);
             }
+            self.next_heartbeat = Some(next);
         }
         self.finish_due(now, writer);
     }
