@@ -23,7 +23,6 @@ use herald_core::flow::TokenBucket;
 use jiff::Timestamp;
 use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-use prometheus_client::metrics::counter::Counter;
 use std::sync::Arc;
 
 use super::event::{Occurrence, isomorphic_key, micro, series_patch};
@@ -107,11 +106,12 @@ impl Entry {
     }
 
     /// A write of the current count, carrying the held occurrences; `plain` delivered items
-    /// are settled by it as created or patched.
-    fn write(&mut self, op_create: bool, plain: u64) -> Write<Event> {
+    /// are settled by it as created or patched. A patch of a single occurrence (no series)
+    /// cannot happen: it would be a create.
+    fn write(&mut self, via: Via, plain: u64) -> Write<Event> {
         let event = self.to_write();
-        let op = match (&event.series, op_create) {
-            (Some(series), false) => WriteOp::Patch(Some(series_patch(series))),
+        let op = match (&event.series, via) {
+            (Some(series), Via::Patch) => WriteOp::Patch(Some(series_patch(series))),
             _ => WriteOp::Create,
         };
         self.written = self.count;
@@ -126,6 +126,15 @@ impl Entry {
     fn is_short(&self) -> bool {
         self.count > self.written
     }
+}
+
+/// How an entry's write goes to the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Via {
+    /// The first write of a new entry.
+    Create,
+    /// Any later write (a 404 makes it a create in the writer).
+    Patch,
 }
 
 /// The per-sink series logic the shared sink task runs.
@@ -169,7 +178,7 @@ impl SeriesLogic {
 
     fn submit_final(writer: &mut KeyedWriter<Event>, entry: &mut Entry) {
         writer.counters().trailing_flush();
-        writer.submit(entry.write(false, 0));
+        writer.submit(entry.write(Via::Patch, 0));
     }
 
     fn heartbeat(&mut self, writer: &mut KeyedWriter<Event>) {
@@ -177,8 +186,8 @@ impl SeriesLogic {
         for idx in idxs {
             let e = self.cache.value_mut(idx);
             if e.count >= 2 {
-                writer.submit(e.write(false, 0));
-                inc(&self.counters.heartbeat_writes);
+                writer.submit(e.write(Via::Patch, 0));
+                self.counters.heartbeat_writes.inc();
             }
         }
     }
@@ -199,14 +208,10 @@ impl SeriesLogic {
             }
             let (_, _, e) = self.cache.remove(idx);
             if e.count >= 2 {
-                inc(&self.counters.finished);
+                self.counters.finished.inc();
             }
         }
     }
-}
-
-fn inc(c: &Counter) {
-    c.inc();
 }
 
 impl SinkLogic for SeriesLogic {
@@ -223,8 +228,8 @@ impl SinkLogic for SeriesLogic {
             e.last_observed = e.last_observed.max(occ.last_observed);
             if e.written < 2 {
                 // The second occurrence: start the series on the server.
-                writer.submit(e.write(false, 1));
-                inc(&self.counters.started);
+                writer.submit(e.write(Via::Patch, 1));
+                self.counters.started.inc();
             } else {
                 e.held += 1;
             }
@@ -239,13 +244,13 @@ impl SinkLogic for SeriesLogic {
             held: 0,
         };
         if m >= 2 {
-            inc(&self.counters.started);
+            self.counters.started.inc();
         }
-        writer.submit(entry.write(true, 1));
+        writer.submit(entry.write(Via::Create, 1));
         let hash = self.key.hash(&self.hasher);
         let (_, evicted) = self.cache.insert(hash, &self.key.bytes, entry);
         if let Some(mut old) = evicted {
-            inc(&self.counters.evicted);
+            self.counters.evicted.inc();
             if old.is_short() {
                 Self::submit_final(writer, &mut old);
             }
