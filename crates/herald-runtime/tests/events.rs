@@ -992,3 +992,74 @@ mod property {
         }
     }
 }
+
+/// The optional spam filter per (reporting controller, regarding): new events beyond the
+/// burst are skipped (counted), while an open series keeps counting every occurrence.
+#[tokio::test(start_paused = true)]
+async fn spam_filter_option_limits_new_events_not_series() {
+    let mut opts = options();
+    opts.series.spam_filter = Some(SpamFilterOptions {
+        burst: 2,
+        ..SpamFilterOptions::default()
+    });
+    let broadcaster = EventBroadcaster::new(opts);
+    let sink = MemorySink::new();
+    broadcaster.start_recording_to_sink(sink.clone());
+    let r = broadcaster.new_recorder("c", "i");
+    let p = pod("p", "ns", "u");
+    let rec = |reason: &str| {
+        r.eventf(
+            &p,
+            None::<&Node>,
+            EventType::Warning,
+            reason,
+            "Act",
+            format_args!("n"),
+        )
+    };
+    for reason in ["A", "B", "C", "D"] {
+        rec(reason);
+        settle(Duration::from_millis(10)).await;
+    }
+    for _ in 0..9 {
+        rec("A"); // A's series: never filtered
+        settle(Duration::from_millis(10)).await;
+    }
+    // Another object has its own bucket.
+    r.eventf(
+        &pod("q", "ns", "u"),
+        None::<&Node>,
+        EventType::Warning,
+        "C",
+        "Act",
+        format_args!("n"),
+    );
+    broadcaster.shutdown().await;
+    let stored = sink.events_v1();
+    let reasons: Vec<_> = stored
+        .iter()
+        .map(|e| {
+            (
+                e.regarding.as_ref().unwrap().name.clone().unwrap(),
+                e.reason.clone().unwrap(),
+                series_count(e),
+            )
+        })
+        .collect();
+    assert_eq!(reasons.len(), 3, "{reasons:?}");
+    assert!(
+        reasons.contains(&("p".into(), "A".into(), Some(10))),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons.contains(&("p".into(), "B".into(), None)),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons.contains(&("q".into(), "C".into(), None)),
+        "{reasons:?}"
+    );
+    let stats = broadcaster.stats();
+    assert_eq!(stats.sinks[0].skipped, 2); // C and D about p
+    assert_eq!(stats.unaccounted(0), 0);
+}

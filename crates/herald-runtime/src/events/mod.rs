@@ -63,7 +63,7 @@ pub use broadcaster::{EventBroadcaster, EventBroadcasterOptions};
 pub use kube_compat::Recorder;
 pub use recorder::EventRecorder;
 pub use selector::{UnknownVersion, field_selector};
-pub use series::SeriesOptions;
+pub use series::{SeriesOptions, SpamFilterOptions};
 pub use stats::{SeriesMetrics, SeriesStats};
 
 pub use crate::record::sink::{EventSink, MemorySink, SinkError};

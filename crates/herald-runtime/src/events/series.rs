@@ -30,7 +30,9 @@ use super::stats::SeriesCounters;
 use crate::record::TrailingFlushOptions;
 use crate::record::correlator::keys::KeyBuf;
 use crate::record::correlator::lru::Lru;
+use crate::record::correlator::spam::SpamFilter;
 use crate::record::pipeline::SinkLogic;
+use crate::record::stats::SinkOutcome;
 use crate::record::writer::{KeyedWriter, Tally, Write, WriteOp};
 
 /// How an events.k8s.io/v1 sink keeps series. `Default` is client-go's timing (6 minutes to
@@ -61,6 +63,36 @@ pub struct SeriesOptions {
     /// client-go keeps it, so events about a live object, whose resourceVersion changes with
     /// every update, rarely form a series).
     pub ignore_resource_version: bool,
+    /// A spam filter per (reporting controller, regarding object) on *new* events (default
+    /// `None`: client-go's tools/events has none). Occurrences of an open series are never
+    /// filtered (they cost no write); an occurrence that would create an event while its
+    /// key's bucket is empty is not written and is counted as `skipped` (its count is lost,
+    /// which is the point of the filter).
+    pub spam_filter: Option<SpamFilterOptions>,
+}
+
+/// The spam filter of [`SeriesOptions::spam_filter`]: one token bucket per (reporting
+/// controller, regarding object without its resourceVersion). `Default` is the core/v1
+/// recorder's (client-go's) budget: a burst of 25 new events, then one per 5 minutes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpamFilterOptions {
+    /// New events a key may create at once.
+    pub burst: u32,
+    /// Tokens per second after the burst.
+    pub qps: f32,
+    /// Buckets kept (least recently used evicted; an evicted key starts with a full bucket
+    /// again, as in client-go). `0` means unbounded.
+    pub max_keys: usize,
+}
+
+impl Default for SpamFilterOptions {
+    fn default() -> Self {
+        Self {
+            burst: 25,
+            qps: 1.0 / 300.0,
+            max_keys: 4096,
+        }
+    }
 }
 
 impl Default for SeriesOptions {
@@ -73,6 +105,7 @@ impl Default for SeriesOptions {
             },
             heartbeat: Duration::from_secs(30 * 60),
             ignore_resource_version: false,
+            spam_filter: None,
         }
     }
 }
@@ -145,6 +178,7 @@ pub(crate) struct SeriesLogic {
     opts: SeriesOptions,
     clock: Arc<dyn Clock>,
     budget: TokenBucket,
+    spam: Option<SpamFilter>,
     /// `None` when heartbeats are off.
     next_heartbeat: Option<Timestamp>,
     counters: SeriesCounters,
@@ -169,6 +203,10 @@ impl SeriesLogic {
             key: KeyBuf::default(),
             hasher: DefaultHashBuilder::default(),
             budget: TokenBucket::new(qps, 1),
+            spam: opts
+                .spam_filter
+                .as_ref()
+                .map(|o| SpamFilter::new(o.max_keys, o.qps, o.burst)),
             opts,
             clock,
             next_heartbeat,
@@ -235,6 +273,26 @@ impl SinkLogic for SeriesLogic {
             }
             // The entry became the most recently observed; the oldest may have changed.
             return true;
+        }
+        if let Some(spam) = &mut self.spam {
+            spam.key.build(|k| {
+                k.push(occ.event.reporting_controller.as_deref().unwrap_or(""));
+                let r = occ.event.regarding.clone().unwrap_or_default();
+                for part in [
+                    &r.kind,
+                    &r.namespace,
+                    &r.name,
+                    &r.uid,
+                    &r.api_version,
+                    &r.field_path,
+                ] {
+                    k.push(part.as_deref().unwrap_or(""));
+                }
+            });
+            if !spam.try_accept_key(&self.hasher, occ.last_observed) {
+                writer.counters().outcome(SinkOutcome::Skipped, 1);
+                return false;
+            }
         }
         let mut entry = Entry {
             event: occ.event,

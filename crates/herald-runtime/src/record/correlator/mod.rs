@@ -109,7 +109,7 @@ mod flush;
 pub(crate) mod keys;
 pub(crate) mod lru;
 mod similar;
-mod spam;
+pub(crate) mod spam;
 
 use std::collections::BTreeMap;
 use std::fmt;
