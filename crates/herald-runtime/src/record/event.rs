@@ -86,6 +86,25 @@ pub(crate) struct EventSpec<'a> {
     pub annotations: Option<BTreeMap<String, String>>,
 }
 
+/// The metadata of a new event about `reference` (both recorders): namespace from the
+/// reference (or `default`), name `<object>.<hex name_nanos>` (a UUID when that is not a
+/// valid name), and `annotations`.
+pub(crate) fn new_event_meta(
+    reference: &ObjectReference,
+    annotations: Option<BTreeMap<String, String>>,
+    t: Timestamp,
+    name_nanos: i128,
+) -> ObjectMeta {
+    let namespace = event_namespace(reference.namespace.as_deref()).to_string();
+    let stamp = Timestamp::from_nanosecond(name_nanos).unwrap_or(t);
+    ObjectMeta {
+        name: Some(event_name(reference.name.as_deref().unwrap_or(""), stamp)),
+        namespace: Some(namespace),
+        annotations,
+        ..ObjectMeta::default()
+    }
+}
+
 /// Builds the event client-go's `makeEvent` builds, at time `t` (one clock read per event):
 /// namespace from the reference (or `default`), name `<object>.<hex name_nanos>` (UUID when
 /// that is not a valid name), count 1, first = last timestamp = `t`. `name_nanos` is `t` in
@@ -96,16 +115,8 @@ pub(crate) fn make_event(
     t: Timestamp,
     name_nanos: i128,
 ) -> Event {
-    let namespace = event_namespace(spec.reference.namespace.as_deref()).to_string();
-    let stamp = Timestamp::from_nanosecond(name_nanos).unwrap_or(t);
-    let name = event_name(spec.reference.name.as_deref().unwrap_or(""), stamp);
     Event {
-        metadata: ObjectMeta {
-            name: Some(name),
-            namespace: Some(namespace),
-            annotations: spec.annotations,
-            ..ObjectMeta::default()
-        },
+        metadata: new_event_meta(&spec.reference, spec.annotations, t, name_nanos),
         involved_object: spec.reference,
         reason: Some(spec.reason.to_string()),
         message: Some(spec.message),

@@ -48,13 +48,14 @@
 
 mod broadcaster;
 pub mod correlator;
-mod drop_log;
-mod event;
-mod queue;
-mod recorder;
+pub(crate) mod drop_log;
+pub(crate) mod event;
+pub(crate) mod pipeline;
+pub(crate) mod queue;
+pub(crate) mod recorder;
 pub mod sink;
-mod stats;
-mod writer;
+pub(crate) mod stats;
+pub(crate) mod writer;
 
 pub use broadcaster::{BroadcasterOptions, EventBroadcaster, WatchHandle};
 pub use correlator::{
@@ -64,6 +65,8 @@ pub use correlator::{
 };
 pub use event::{EventSource, EventType, object_reference};
 pub use recorder::Recorder;
-pub use sink::{EventSink, KubeSink, MemorySink, RetryClass, SinkCall, SinkError, SinkOp};
+pub use sink::{
+    EventSink, EventsApi, KubeSink, MemorySink, RetryClass, SinkCall, SinkError, SinkOp,
+};
 pub use stats::{Metrics, RecordStats, SinkOutcome, SinkStats};
 pub use writer::RetryOptions;

@@ -15,6 +15,10 @@
 //! is behind; an idle pipeline sees every event individually, exactly as client-go does.
 //!
 //! Bound: at most `capacity` events, each of bounded size; a merge allocates nothing.
+//!
+//! The queue is shared by both recorders: it is generic over [`Mergeable`], which says what
+//! "identical" means and how a merge counts (core/v1: `count` and `lastTimestamp`;
+//! events.k8s.io/v1: the occurrence count and the last observation).
 
 use std::collections::VecDeque;
 use std::hash::{BuildHasher, Hash, Hasher};
@@ -37,15 +41,44 @@ pub(crate) enum Push {
     Closed,
 }
 
-pub(crate) struct IncomingQueue {
-    state: Mutex<State>,
+/// An item the incoming queue can merge: one with an identity and a count of occurrences.
+pub(crate) trait Mergeable: Send + 'static {
+    /// Hashes the identity (every field [`same_identity`](Self::same_identity) compares).
+    fn identity_hash(&self, hasher: &DefaultHashBuilder) -> u64;
+    /// True when `other` is the same occurrence as `self` but for its time and name.
+    fn same_identity(&self, other: &Self) -> bool;
+    /// Folds `newer` (an identical occurrence) into `self`: its occurrences add up, its time
+    /// moves forward.
+    fn absorb(&mut self, newer: Self);
+}
+
+impl Mergeable for Event {
+    fn identity_hash(&self, hasher: &DefaultHashBuilder) -> u64 {
+        identity_hash(hasher, self)
+    }
+
+    fn same_identity(&self, other: &Self) -> bool {
+        same_identity(self, other)
+    }
+
+    fn absorb(&mut self, newer: Self) {
+        let add = newer.count.unwrap_or(1).max(1);
+        self.count = Some(self.count.unwrap_or(1).saturating_add(add));
+        if newer.last_timestamp > self.last_timestamp {
+            self.last_timestamp = newer.last_timestamp;
+        }
+    }
+}
+
+pub(crate) struct IncomingQueue<T = Event> {
+    state: Mutex<State<T>>,
     notify: Notify,
     capacity: usize,
     hasher: DefaultHashBuilder,
 }
 
-struct State {
-    slots: VecDeque<Slot>,
+struct State<T> {
+    slots: VecDeque<Slot<T>>,
     /// Sequence number of `slots[0]`.
     head: u64,
     /// Sequence numbers of queued slots, hashed by their identity.
@@ -53,12 +86,12 @@ struct State {
     closed: bool,
 }
 
-struct Slot {
+struct Slot<T> {
     hash: u64,
-    event: Event,
+    event: T,
 }
 
-impl IncomingQueue {
+impl<T: Mergeable> IncomingQueue<T> {
     /// A queue holding at most `capacity` (≥ 1) distinct events.
     pub(crate) fn new(capacity: usize) -> Self {
         let capacity = capacity.max(1);
@@ -75,13 +108,13 @@ impl IncomingQueue {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
+    fn lock(&self) -> MutexGuard<'_, State<T>> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Adds `event` without ever blocking on room.
-    pub(crate) fn push(&self, event: Event) -> Push {
-        let hash = identity_hash(&self.hasher, &event);
+    pub(crate) fn push(&self, event: T) -> Push {
+        let hash = event.identity_hash(&self.hasher);
         let mut st = self.lock();
         if st.closed {
             return Push::Closed;
@@ -92,15 +125,10 @@ impl IncomingQueue {
             } = &mut *st;
             let found = index.find(hash, |&seq| {
                 let slot = &slots[(seq - *head) as usize];
-                slot.hash == hash && same_identity(&slot.event, &event)
+                slot.hash == hash && slot.event.same_identity(&event)
             });
             if let Some(&seq) = found {
-                let slot = &mut slots[(seq - *head) as usize];
-                let add = event.count.unwrap_or(1).max(1);
-                slot.event.count = Some(slot.event.count.unwrap_or(1).saturating_add(add));
-                if event.last_timestamp > slot.event.last_timestamp {
-                    slot.event.last_timestamp = event.last_timestamp;
-                }
+                slots[(seq - *head) as usize].event.absorb(event);
                 return Push::Merged;
             }
         }
@@ -120,7 +148,7 @@ impl IncomingQueue {
 
     /// The oldest event, waiting for one; `None` once closed and empty.
     /// Meant for a single consumer.
-    pub(crate) async fn pop(&self) -> Option<Event> {
+    pub(crate) async fn pop(&self) -> Option<T> {
         loop {
             let notified = self.notify.notified();
             {
@@ -211,7 +239,7 @@ mod tests {
 
     #[tokio::test]
     async fn merges_identical_and_drops_only_distinct_when_full() {
-        let q = IncomingQueue::new(2);
+        let q = IncomingQueue::<Event>::new(2);
         assert_eq!(q.push(ev("a", "m", 1)), Push::Queued);
         assert_eq!(q.push(ev("a", "m", 2)), Push::Merged);
         assert_eq!(q.push(ev("b", "m", 2)), Push::Queued);
@@ -248,7 +276,7 @@ mod tests {
 
     #[tokio::test]
     async fn index_survives_wraparound() {
-        let q = IncomingQueue::new(3);
+        let q = IncomingQueue::<Event>::new(3);
         for round in 0..50 {
             for i in 0..3 {
                 assert_eq!(q.push(ev(&format!("o{i}"), "m", round)), Push::Queued);

@@ -6,12 +6,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use herald_core::clock::Clock;
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Resource;
 
 use super::drop_log::{DropCause, DropLog};
 use super::event::{EventSource, EventSpec, EventType, make_event, object_reference};
-use super::queue::{IncomingQueue, Push};
+use super::queue::{IncomingQueue, Mergeable, Push};
 use super::stats::Metrics;
 
 /// Records events about Kubernetes objects. Cheap to clone; every clone feeds the same
@@ -49,15 +51,62 @@ pub struct Recorder {
 }
 
 pub(crate) struct RecorderInner {
+    pub(crate) intake: Intake<Event>,
+    pub(crate) source: EventSource,
+}
+
+/// The recorder's side of a pipeline, shared by both recorders: it counts every occurrence,
+/// refuses invalid types, stamps names and queues without blocking.
+pub(crate) struct Intake<T> {
     /// Last nanosecond stamp used in an event name, shared by every recorder of a
     /// broadcaster: names stay unique even when the clock does not move between two events.
     pub(crate) last_name_nanos: Arc<AtomicI64>,
     /// Rate-limited warnings for drops, shared by every recorder of a broadcaster.
     pub(crate) drop_log: Arc<DropLog>,
-    pub(crate) queue: Arc<IncomingQueue>,
+    pub(crate) queue: Arc<IncomingQueue<T>>,
     pub(crate) metrics: Metrics,
     pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) source: EventSource,
+}
+
+impl<T: Mergeable> Intake<T> {
+    /// Counts one emitted occurrence. An invalid type (anything but exactly `Normal` or
+    /// `Warning`) is counted as `dropped_invalid`, logged, and answered `None`; otherwise the
+    /// clock is read once and the time and the event name's nanosecond stamp (strictly
+    /// increasing per broadcaster) are returned.
+    pub(crate) fn admit(&self, type_: &str, reason: &str) -> Option<(Timestamp, i128)> {
+        self.metrics.emitted();
+        if EventType::parse(type_).is_none() {
+            self.metrics.dropped_invalid();
+            tracing::error!(
+                r#type = type_,
+                reason,
+                "Unsupported event type: only Normal and Warning are valid; event dropped"
+            );
+            return None;
+        }
+        let t = self.clock.now();
+        // i64 nanoseconds cover the years 1678..2262; clamp outside.
+        let now_nanos = i64::try_from(t.as_nanosecond()).unwrap_or(i64::MAX);
+        let name_nanos = next_name_nanos(&self.last_name_nanos, now_nanos);
+        Some((t, i128::from(name_nanos)))
+    }
+
+    /// Queues `item` without blocking; a merge, a full queue or a closed one is counted (and
+    /// drops are logged, rate-limited).
+    pub(crate) fn push(&self, item: T, reason: &str) {
+        match self.queue.push(item) {
+            Push::Queued => {}
+            Push::Merged => self.metrics.merged(),
+            Push::Full => {
+                self.metrics.dropped_queue_full();
+                self.drop_log.dropped(DropCause::QueueFull, reason);
+            }
+            Push::Closed => {
+                self.metrics.dropped_shutdown();
+                self.drop_log.dropped(DropCause::Shutdown, reason);
+            }
+        }
+    }
 }
 
 impl fmt::Debug for Recorder {
@@ -181,20 +230,9 @@ impl Recorder {
         annotations: Option<BTreeMap<String, String>>,
     ) {
         let inner = &*self.inner;
-        inner.metrics.emitted();
-        if EventType::parse(type_).is_none() {
-            inner.metrics.dropped_invalid();
-            tracing::error!(
-                r#type = type_,
-                reason,
-                "Unsupported event type: only Normal and Warning are valid; event dropped"
-            );
+        let Some((t, name_nanos)) = inner.intake.admit(type_, reason) else {
             return;
-        }
-        let t = inner.clock.now();
-        // i64 nanoseconds cover the years 1678..2262; clamp outside.
-        let now_nanos = i64::try_from(t.as_nanosecond()).unwrap_or(i64::MAX);
-        let name_nanos = next_name_nanos(&inner.last_name_nanos, now_nanos);
+        };
         let event = make_event(
             EventSpec {
                 reference,
@@ -205,20 +243,9 @@ impl Recorder {
             },
             &inner.source,
             t,
-            i128::from(name_nanos),
+            name_nanos,
         );
-        match inner.queue.push(event) {
-            Push::Queued => {}
-            Push::Merged => inner.metrics.merged(),
-            Push::Full => {
-                inner.metrics.dropped_queue_full();
-                inner.drop_log.dropped(DropCause::QueueFull, reason);
-            }
-            Push::Closed => {
-                inner.metrics.dropped_shutdown();
-                inner.drop_log.dropped(DropCause::Shutdown, reason);
-            }
-        }
+        inner.intake.push(event, reason);
     }
 }
 

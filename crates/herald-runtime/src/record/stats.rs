@@ -46,16 +46,21 @@ pub enum SinkOutcome {
     Failed,
     /// Still unwritten when the shutdown deadline passed.
     DroppedShutdown,
+    /// events.k8s.io only: counted into an ongoing series in memory (the third occurrence of
+    /// an isomorphic event and later ones); its occurrence rode in a later series write
+    /// (heartbeat, finish, eviction or shutdown) that succeeded.
+    Series,
 }
 
 impl SinkOutcome {
-    const ALL: [SinkOutcome; 6] = [
+    const ALL: [SinkOutcome; 7] = [
         SinkOutcome::Created,
         SinkOutcome::Patched,
         SinkOutcome::Aggregated,
         SinkOutcome::Skipped,
         SinkOutcome::Failed,
         SinkOutcome::DroppedShutdown,
+        SinkOutcome::Series,
     ];
 
     fn label(self) -> &'static str {
@@ -66,6 +71,7 @@ impl SinkOutcome {
             SinkOutcome::Skipped => "skipped",
             SinkOutcome::Failed => "failed",
             SinkOutcome::DroppedShutdown => "dropped_shutdown",
+            SinkOutcome::Series => "series",
         }
     }
 
@@ -93,8 +99,12 @@ struct SinkLabels {
 }
 
 /// The broadcaster's counters. Cheap to clone (shared handles).
+///
+/// Both recorders use this type: [`record`](crate::record)'s broadcaster registers its
+/// counters as `herald_record_*`, [`events`](crate::events)'s as `herald_events_*`.
 #[derive(Clone, Debug)]
 pub struct Metrics {
+    prefix: &'static str,
     emitted: Counter,
     recorder: Family<OutcomeLabels, Counter>,
     merged: Counter,
@@ -109,7 +119,15 @@ pub struct Metrics {
 }
 
 impl Default for Metrics {
+    /// The core/v1 recorder's counters (`herald_record_*`).
     fn default() -> Self {
+        Self::with_prefix("herald_record")
+    }
+}
+
+impl Metrics {
+    /// Counters registered under `<prefix>_*`.
+    pub(crate) fn with_prefix(prefix: &'static str) -> Self {
         let recorder = Family::<OutcomeLabels, Counter>::default();
         let get = |outcome: &str| {
             recorder
@@ -120,6 +138,7 @@ impl Default for Metrics {
                 .clone()
         };
         Self {
+            prefix,
             emitted: Counter::default(),
             merged: get("merged"),
             dropped_invalid: get("dropped_invalid"),
@@ -133,33 +152,33 @@ impl Default for Metrics {
             next_sink: Arc::default(),
         }
     }
-}
 
-impl Metrics {
-    /// Registers every counter under `herald_record_*` in `registry`.
+    /// Registers every counter under this broadcaster's prefix (`herald_record_*` or
+    /// `herald_events_*`) in `registry`.
     pub fn register(&self, registry: &mut Registry) {
+        let p = self.prefix;
         registry.register(
-            "herald_record_emitted",
+            format!("{p}_emitted"),
             "Events handed to a recorder",
             self.emitted.clone(),
         );
         registry.register(
-            "herald_record_recorder_outcomes",
+            format!("{p}_recorder_outcomes"),
             "Events the recorder itself settled: merged into a queued identical event, or dropped (invalid, queue full, shutdown)",
             self.recorder.clone(),
         );
         registry.register(
-            "herald_record_sink_outcomes",
-            "Per sink, what happened to each delivered event: created, patched, aggregated, skipped, failed, dropped_shutdown",
+            format!("{p}_sink_outcomes"),
+            "Per sink, what happened to each delivered event: created, patched, aggregated, skipped, series, failed, dropped_shutdown",
             self.sink_outcomes.clone(),
         );
         registry.register(
-            "herald_record_writes",
+            format!("{p}_writes"),
             "API calls made by sinks, by operation and result (ok, error, not_found)",
             self.writes.clone(),
         );
         registry.register(
-            "herald_record_retries",
+            format!("{p}_retries"),
             "Write attempts that were retried",
             self.retries.clone(),
         );
@@ -271,7 +290,7 @@ pub(crate) struct SinkCounters {
 struct SinkCountersInner {
     name: String,
     delivered: AtomicU64,
-    outcomes: [Counter; 6],
+    outcomes: [Counter; 7],
     creates_ok: Counter,
     creates_err: Counter,
     patches_ok: Counter,
@@ -282,6 +301,10 @@ struct SinkCountersInner {
 }
 
 impl SinkCounters {
+    /// The sink's label in the metrics.
+    pub(crate) fn name(&self) -> &str {
+        &self.inner.name
+    }
     pub(crate) fn delivered(&self) {
         self.inner.delivered.fetch_add(1, Ordering::Relaxed);
     }
@@ -319,6 +342,7 @@ impl SinkCounters {
             skipped: o(SinkOutcome::Skipped),
             failed: o(SinkOutcome::Failed),
             dropped_shutdown: o(SinkOutcome::DroppedShutdown),
+            series: o(SinkOutcome::Series),
             create_calls: i.creates_ok.get() + i.creates_err.get(),
             patch_calls: i.patches_ok.get() + i.patches_err.get() + i.patches_not_found.get(),
             failed_calls: i.creates_err.get() + i.patches_err.get() + i.patches_not_found.get(),
@@ -383,6 +407,9 @@ pub struct SinkStats {
     pub failed: u64,
     /// Outcome: unwritten at the shutdown deadline.
     pub dropped_shutdown: u64,
+    /// Outcome (events.k8s.io only): counted into a series in memory, its count carried by a
+    /// later series write that succeeded (see [`SinkOutcome::Series`]).
+    pub series: u64,
     /// API create calls made (each attempt counts).
     pub create_calls: u64,
     /// API patch calls made (each attempt counts).
@@ -408,6 +435,7 @@ impl SinkStats {
             + self.skipped
             + self.failed
             + self.dropped_shutdown
+            + self.series
     }
 
     /// Every API call this sink made.

@@ -1,12 +1,16 @@
 //! Writing correlated events to a sink: one write with retries, and the per-key writer that
 //! keeps writes for one event strictly ordered while writes for different events run
 //! concurrently.
+//!
+//! Shared by both recorders: the writer is generic over the event type ([`WritableEvent`]:
+//! core/v1 for [`record`](crate::record), events.k8s.io/v1 for [`events`](crate::events)).
 
 use herald_core::flow::{ExponentialBackoff, JitterMode};
 use k8s_openapi::api::core::v1::Event;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use std::collections::{HashMap, VecDeque};
+use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinSet;
@@ -39,6 +43,28 @@ impl Default for RetryOptions {
     }
 }
 
+/// An event type the shared writer can write: named by its metadata (namespace and name),
+/// created whole, patched with bytes.
+pub(crate) trait WritableEvent:
+    kube::Resource<DynamicType = ()> + Clone + Send + Sync + fmt::Debug + 'static
+{
+    /// The patch sent for a [`WriteOp::Patch`] that carries no bytes.
+    fn fallback_patch(&self) -> Vec<u8>;
+
+    /// Whether a create that follows a patch answered 404 and meets `AlreadyExists` is tried
+    /// again (from the patch) instead of given up: client-go's events.k8s.io rule for series
+    /// writes ("its create raced with the original"). core/v1 gives up.
+    fn retry_already_exists_after_patch() -> bool {
+        false
+    }
+}
+
+impl WritableEvent for Event {
+    fn fallback_patch(&self) -> Vec<u8> {
+        fallback_patch(self)
+    }
+}
+
 /// How many events a write settles when it completes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Tally {
@@ -48,6 +74,9 @@ pub(crate) struct Tally {
     pub aggregated: u64,
     /// Events the spam filter held back whose count the write carries (outcome skipped).
     pub carried: u64,
+    /// Events counted into an events.k8s.io series in memory whose count the write carries
+    /// (outcome series).
+    pub series: u64,
 }
 
 impl Tally {
@@ -55,10 +84,11 @@ impl Tally {
         self.plain += o.plain;
         self.aggregated += o.aggregated;
         self.carried += o.carried;
+        self.series += o.series;
     }
 
     fn all(self) -> u64 {
-        self.plain + self.aggregated + self.carried
+        self.plain + self.aggregated + self.carried + self.series
     }
 
     fn settle(self, counters: &SinkCounters, end: WriteEnd) {
@@ -73,6 +103,7 @@ impl Tally {
         counters.outcome(written, self.plain);
         counters.outcome(SinkOutcome::Aggregated, self.aggregated);
         counters.outcome(SinkOutcome::Skipped, self.carried);
+        counters.outcome(SinkOutcome::Series, self.series);
     }
 
     pub(crate) fn dropped(self, counters: &SinkCounters) {
@@ -93,13 +124,13 @@ pub(crate) enum WriteOp {
 /// One pending write: the full event (sent whole by a create, named by a patch) and what to
 /// send.
 #[derive(Debug, Clone)]
-pub(crate) struct Write {
-    pub event: Event,
+pub(crate) struct Write<E = Event> {
+    pub event: E,
     pub op: WriteOp,
     pub tally: Tally,
 }
 
-impl Write {
+impl Write<Event> {
     /// The write client-go's `recordToSink` would make for a correlated event: a patch when
     /// the count is above one and there is something to patch, a create otherwise.
     pub(crate) fn for_event(event: Event, patch: Option<Vec<u8>>, tally: Tally) -> Self {
@@ -116,11 +147,13 @@ impl Write {
         };
         Write { event, op, tally }
     }
+}
 
+impl<E> Write<E> {
     /// Folds a newer write for the same event into this one. Counts in patches are absolute,
     /// so the newer state wins; a create that has not been sent stays a create (of the newer
     /// state), so the object is never patched before it exists.
-    fn coalesce(&mut self, newer: Write) {
+    fn coalesce(&mut self, newer: Write<E>) {
         let mut tally = self.tally;
         tally.add(newer.tally);
         let keep_create = self.op == WriteOp::Create;
@@ -134,18 +167,18 @@ impl Write {
 
 /// The end of one write.
 #[derive(Debug)]
-pub(crate) enum WriteResult {
+pub(crate) enum WriteResult<E = Event> {
     /// Stored by a create (a patch answered 404 ends here too); the server's object.
-    Created(Box<Event>),
+    Created(Box<E>),
     /// Stored by a patch; the server's object.
-    Patched(Box<Event>),
+    Patched(Box<E>),
     /// Given up (the error has been logged).
     Failed,
 }
 
-impl WriteResult {
+impl<E> WriteResult<E> {
     /// The stored object, when the write succeeded.
-    pub(crate) fn stored(&self) -> Option<&Event> {
+    pub(crate) fn stored(&self) -> Option<&E> {
         match self {
             WriteResult::Created(e) | WriteResult::Patched(e) => Some(e),
             WriteResult::Failed => None,
@@ -187,17 +220,17 @@ fn fallback_patch(event: &Event) -> Vec<u8> {
 
 /// One attempt, as client-go's `recordEvent`: patch when updating, and create when not
 /// updating or when the patch target is gone (404), with an empty resourceVersion.
-async fn attempt(
-    sink: &dyn EventSink,
-    w: &Write,
+async fn attempt<E: WritableEvent>(
+    sink: &dyn EventSink<E>,
+    w: &Write<E>,
     counters: &SinkCounters,
-) -> Result<WriteResult, SinkError> {
+) -> Result<WriteResult<E>, SinkError> {
     if let WriteOp::Patch(patch) = &w.op {
         let owned;
         let patch = match patch {
             Some(p) => p.as_slice(),
             None => {
-                owned = fallback_patch(&w.event);
+                owned = w.event.fallback_patch();
                 owned.as_slice()
             }
         };
@@ -215,7 +248,7 @@ async fn attempt(
         }
     }
     let mut ev = w.event.clone();
-    ev.metadata.resource_version = None;
+    ev.meta_mut().resource_version = None;
     match sink.create(&ev).await {
         Ok(e) => {
             counters.call(ApiCall::Created);
@@ -230,14 +263,14 @@ async fn attempt(
 
 /// Writes `w` with retries. Stops retrying once `stop` is cancelled (the current attempt
 /// finishes; a retry sleep is cut short and the write is given up).
-pub(crate) async fn write_with_retries(
-    sink: &dyn EventSink,
-    w: &Write,
+pub(crate) async fn write_with_retries<E: WritableEvent>(
+    sink: &dyn EventSink<E>,
+    w: &Write<E>,
     opts: &RetryOptions,
     counters: &SinkCounters,
     stop: &CancellationToken,
     rng: &mut SmallRng,
-) -> WriteResult {
+) -> WriteResult<E> {
     let max = opts.max_attempts.max(1);
     let mut tries = 0u32;
     loop {
@@ -247,35 +280,44 @@ pub(crate) async fn write_with_retries(
             Err(e) => e,
         };
         tries += 1;
-        let wait = match err.retry_class() {
+        let class = if matches!(w.op, WriteOp::Patch(_))
+            && err.is_already_exists()
+            && E::retry_already_exists_after_patch()
+        {
+            RetryClass::Retry(None)
+        } else {
+            err.retry_class()
+        };
+        let name = &w.event.meta().name;
+        let wait = match class {
             RetryClass::GiveUpQuietly => {
-                tracing::debug!(event = ?w.event.metadata.name, error = %err, "Server rejected event (will not retry!)");
+                tracing::debug!(event = ?name, error = %err, "Server rejected event (will not retry!)");
                 return WriteResult::Failed;
             }
             RetryClass::GiveUp => {
-                tracing::error!(event = ?w.event.metadata.name, error = %err, "Server rejected event (will not retry!)");
+                tracing::error!(event = ?name, error = %err, "Server rejected event (will not retry!)");
                 return WriteResult::Failed;
             }
             RetryClass::Retry(after) => after,
         };
         if tries >= max {
-            tracing::error!(event = ?w.event.metadata.name, error = %err, attempts = tries, "Unable to write event (retry limit exceeded!)");
+            tracing::error!(event = ?name, error = %err, attempts = tries, "Unable to write event (retry limit exceeded!)");
             return WriteResult::Failed;
         }
         if stop.is_cancelled() {
-            tracing::warn!(event = ?w.event.metadata.name, error = %err, "Unable to write event (broadcaster is shut down)");
+            tracing::warn!(event = ?name, error = %err, "Unable to write event (broadcaster is shut down)");
             return WriteResult::Failed;
         }
         let delay = opts
             .backoff
             .delay(tries - 1, rng)
             .max(wait.unwrap_or_default());
-        tracing::debug!(event = ?w.event.metadata.name, error = %err, ?delay, "Unable to write event (may retry after sleeping)");
+        tracing::debug!(event = ?name, error = %err, ?delay, "Unable to write event (may retry after sleeping)");
         counters.retry();
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
             _ = stop.cancelled() => {
-                tracing::warn!(event = ?w.event.metadata.name, error = %err, "Unable to write event (broadcaster is shut down)");
+                tracing::warn!(event = ?name, error = %err, "Unable to write event (broadcaster is shut down)");
                 return WriteResult::Failed;
             }
         }
@@ -285,23 +327,27 @@ pub(crate) async fn write_with_retries(
 /// The identity a write targets on the server: namespace and name.
 pub(crate) type WriteKey = (String, String);
 
-pub(crate) fn write_key(e: &Event) -> WriteKey {
+pub(crate) fn write_key<E: kube::Resource>(e: &E) -> WriteKey {
+    let m = e.meta();
     (
-        e.metadata.namespace.clone().unwrap_or_default(),
-        e.metadata.name.clone().unwrap_or_default(),
+        m.namespace.clone().unwrap_or_default(),
+        m.name.clone().unwrap_or_default(),
     )
 }
 
-enum Slot {
+enum Slot<E> {
     /// Waiting for a concurrency slot.
-    Waiting(Write),
+    Waiting(Write<E>),
     /// A write is in flight (settling `tally`); `next` follows it.
-    Running { tally: Tally, next: Option<Write> },
+    Running {
+        tally: Tally,
+        next: Option<Write<E>>,
+    },
 }
 
 /// A completed write as the sink task sees it.
-pub(crate) struct Completed {
-    pub result: WriteResult,
+pub(crate) struct Completed<E = Event> {
+    pub result: WriteResult<E>,
 }
 
 /// Runs writes with bounded concurrency, strictly ordered per [`WriteKey`], coalescing a
@@ -310,23 +356,23 @@ pub(crate) struct Completed {
 /// Bounds: at most `max_concurrent` writes in flight; at most `max_keys` keys with a write in
 /// flight or queued — at that bound [`KeyedWriter::is_full`] is true and the caller stops
 /// taking input until a write completes (back-pressure, nothing dropped).
-pub(crate) struct KeyedWriter {
-    sink: Arc<dyn EventSink>,
+pub(crate) struct KeyedWriter<E: WritableEvent = Event> {
+    sink: Arc<dyn EventSink<E>>,
     opts: Arc<RetryOptions>,
     counters: SinkCounters,
     stop: CancellationToken,
-    slots: HashMap<WriteKey, Slot>,
+    slots: HashMap<WriteKey, Slot<E>>,
     ready: VecDeque<WriteKey>,
-    running: JoinSet<(WriteKey, Completed)>,
+    running: JoinSet<(WriteKey, Completed<E>)>,
     running_ids: HashMap<tokio::task::Id, WriteKey>,
     max_concurrent: usize,
     max_keys: usize,
     seed: u64,
 }
 
-impl KeyedWriter {
+impl<E: WritableEvent> KeyedWriter<E> {
     pub(crate) fn new(
-        sink: Arc<dyn EventSink>,
+        sink: Arc<dyn EventSink<E>>,
         opts: Arc<RetryOptions>,
         counters: SinkCounters,
         stop: CancellationToken,
@@ -348,6 +394,11 @@ impl KeyedWriter {
         }
     }
 
+    /// The sink's counters (for outcomes settled outside a write).
+    pub(crate) fn counters(&self) -> &SinkCounters {
+        &self.counters
+    }
+
     pub(crate) fn is_full(&self) -> bool {
         self.slots.len() >= self.max_keys
     }
@@ -357,7 +408,7 @@ impl KeyedWriter {
     }
 
     /// Queues `w` behind any write for the same key.
-    pub(crate) fn submit(&mut self, w: Write) {
+    pub(crate) fn submit(&mut self, w: Write<E>) {
         let key = write_key(&w.event);
         match self.slots.get_mut(&key) {
             Some(Slot::Waiting(p)) | Some(Slot::Running { next: Some(p), .. }) => p.coalesce(w),
@@ -403,7 +454,7 @@ impl KeyedWriter {
 
     /// The next completed write, with its events settled in the counters; `None` when
     /// nothing is in flight.
-    pub(crate) async fn next_completed(&mut self) -> Option<Completed> {
+    pub(crate) async fn next_completed(&mut self) -> Option<Completed<E>> {
         loop {
             let (key, done) = match self.running.join_next_with_id().await? {
                 Ok((id, (key, done))) => {
@@ -604,6 +655,7 @@ mod tests {
             plain: 1,
             aggregated: 0,
             carried: 0,
+            series: 0,
         };
         let t2 = Tally { carried: 3, ..t1 };
         let mut a = Write::for_event(event("k", 1, None), None, t1);
@@ -619,6 +671,7 @@ mod tests {
                 plain: 2,
                 aggregated: 0,
                 carried: 3,
+                series: 0,
             }
         );
     }

@@ -2,7 +2,8 @@
 //! `EventBroadcaster` → `EventCorrelator` (aggregation, counting, spam filter) → `KubeSink` —
 //! once or as a storm (`--repeat N --rate R`), then shuts the pipeline down (which writes the
 //! counts the spam filter held back, so the stored count is exact) and reports what the
-//! pipeline did and how many API writes it cost.
+//! pipeline did and how many API writes it cost. With `--api events.k8s.io` it records
+//! events.k8s.io/v1 events through `herald_runtime::events` instead (series).
 
 mod sink;
 mod summary;
@@ -11,7 +12,10 @@ use std::io::IsTerminal as _;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use herald_runtime::record::{BroadcasterOptions, EventBroadcaster, EventSource, KubeSink};
+use herald_runtime::events::{EventBroadcasterOptions, EventRecorder};
+use herald_runtime::record::{
+    BroadcasterOptions, EventBroadcaster, EventSource, KubeSink, Recorder,
+};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, ApiResource, DynamicObject};
 use tokio_util::sync::CancellationToken;
@@ -46,6 +50,17 @@ impl Type {
     }
 }
 
+/// Which events API to record to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EventsApi {
+    /// core/v1 events (`count`, `firstTimestamp`, `lastTimestamp`): client-go's tools/record.
+    #[value(name = "v1", alias = "core")]
+    CoreV1,
+    /// events.k8s.io/v1 events (repeats counted in `series`): client-go's tools/events.
+    #[value(name = "events.k8s.io", alias = "events.k8s.io/v1")]
+    EventsV1,
+}
+
 /// Summary formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Output {
@@ -72,6 +87,12 @@ pub struct EmitArgs {
     /// What happened, for people
     #[arg(long, default_value = "")]
     message: String,
+    /// The events API to write: v1 (core) or events.k8s.io (series)
+    #[arg(long, value_enum, default_value_t = EventsApi::CoreV1)]
+    api: EventsApi,
+    /// What was done (events.k8s.io only: its `action`)
+    #[arg(long, default_value = "Emit")]
+    action: String,
     /// Record the event this many times (a storm)
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     repeat: u64,
@@ -79,10 +100,11 @@ pub struct EmitArgs {
     /// takes them]
     #[arg(long, value_name = "PER_SECOND", value_parser = crate::parse_rate)]
     rate: Option<f64>,
-    /// The reporting component (source.component)
+    /// The reporting component (source.component; events.k8s.io: reportingController)
     #[arg(long, default_value = "herald-emit")]
     source: String,
-    /// The reporting instance (source.host) [default: none]
+    /// The reporting instance (source.host; events.k8s.io: reportingInstance, which
+    /// defaults to the component) [default: none]
     #[arg(
         long,
         value_name = "HOST",
@@ -128,23 +150,46 @@ async fn emit(args: &EmitArgs, for_arg: &ForArg) -> anyhow::Result<(Summary, Opt
         herald_core::naming::event_namespace(reference.namespace.as_deref()).to_string();
 
     let interrupt = crate::interrupt::on_ctrl_c();
-    let broadcaster = EventBroadcaster::new(BroadcasterOptions::default());
     let last_error = Arc::new(Mutex::new(None));
     // Without kube's own retry layer, as KubeSink's docs ask: the recorder retries (and
     // counts every attempt), and the last error it saw is the reason given at the end.
     let sink = KubeSink::new(conn.client_without_retries()?).with_field_manager("herald-emit");
-    broadcaster.start_recording_to_named_sink("api", ErrorMemo::new(sink, last_error.clone()));
-    let recorder = broadcaster.new_recorder(EventSource::new(
-        args.source.clone(),
-        args.source_host.clone(),
-    ));
-
+    let sink = ErrorMemo::new(sink, last_error.clone());
     let progress = progress_bar(args.repeat);
-    record(args, &recorder, &reference, &progress, &interrupt).await;
-    progress.set_message("writing held-back counts");
-    // Shutdown writes what is queued and what the spam filter held back (the trailing
-    // flush), so the stored count equals the number of occurrences.
-    broadcaster.shutdown().await;
+    let stats = match args.api {
+        EventsApi::CoreV1 => {
+            let broadcaster = EventBroadcaster::new(BroadcasterOptions::default());
+            broadcaster.start_recording_to_named_sink("api", sink);
+            let recorder = broadcaster.new_recorder(EventSource::new(
+                args.source.clone(),
+                args.source_host.clone(),
+            ));
+            let one = Occurrence::CoreV1(&recorder);
+            record(args, one, &reference, &progress, &interrupt).await;
+            progress.set_message("writing held-back counts");
+            // Shutdown writes what is queued and what the spam filter held back (the
+            // trailing flush), so the stored count equals the number of occurrences.
+            broadcaster.shutdown().await;
+            broadcaster.stats()
+        }
+        EventsApi::EventsV1 => {
+            let broadcaster =
+                herald_runtime::events::EventBroadcaster::new(EventBroadcasterOptions::default());
+            broadcaster.start_recording_to_named_sink("api", sink);
+            let instance = if args.source_host.is_empty() {
+                args.source.clone()
+            } else {
+                args.source_host.clone()
+            };
+            let recorder = broadcaster.new_recorder(args.source.clone(), instance);
+            let one = Occurrence::EventsV1(&recorder);
+            record(args, one, &reference, &progress, &interrupt).await;
+            progress.set_message("writing the final series count");
+            // Shutdown writes what is queued and the series' final count.
+            broadcaster.shutdown().await;
+            broadcaster.stats()
+        }
+    };
     progress.finish_and_clear();
 
     let what = What {
@@ -154,16 +199,45 @@ async fn emit(args: &EmitArgs, for_arg: &ForArg) -> anyhow::Result<(Summary, Opt
         reason: args.reason.clone(),
         requested: args.repeat,
     };
-    let stats = broadcaster.stats();
     let summary = Summary::new(what, &stats, interrupt.is_cancelled());
     let last = last_error.lock().unwrap_or_else(|p| p.into_inner()).take();
     Ok((summary, summary::why_lost(&stats, last)))
 }
 
+/// The recorder of the chosen API.
+#[derive(Clone, Copy)]
+enum Occurrence<'a> {
+    CoreV1(&'a Recorder),
+    EventsV1(&'a EventRecorder),
+}
+
+impl Occurrence<'_> {
+    fn record(self, args: &EmitArgs, reference: &ObjectReference) {
+        match self {
+            Occurrence::CoreV1(r) => r.event_with_type_str(
+                reference,
+                None,
+                args.type_.as_str(),
+                &args.reason,
+                &args.message,
+            ),
+            Occurrence::EventsV1(r) => r.event_with_type_str(
+                reference,
+                None,
+                None,
+                args.type_.as_str(),
+                &args.reason,
+                &args.action,
+                &args.message,
+            ),
+        }
+    }
+}
+
 /// Hands `--repeat` occurrences to the recorder, paced by `--rate`, until done or Ctrl-C.
 async fn record(
     args: &EmitArgs,
-    recorder: &herald_runtime::record::Recorder,
+    recorder: Occurrence<'_>,
     reference: &ObjectReference,
     progress: &indicatif::ProgressBar,
     interrupt: &CancellationToken,
@@ -191,13 +265,7 @@ async fn record(
                 }
             }
         }
-        recorder.event_with_type_str(
-            reference,
-            None,
-            args.type_.as_str(),
-            &args.reason,
-            &args.message,
-        );
+        recorder.record(args, reference);
         if i % 256 == 0 || i + 1 == args.repeat {
             progress.set_position(i + 1);
         }

@@ -5,7 +5,6 @@ use std::sync::{Arc, Mutex};
 
 use herald_runtime::record::sink::SinkFuture;
 use herald_runtime::record::{EventSink, SinkError};
-use k8s_openapi::api::core::v1::Event;
 
 /// Delegates to `inner`, keeping the most recent error (one string: bounded).
 pub struct ErrorMemo<S> {
@@ -13,13 +12,13 @@ pub struct ErrorMemo<S> {
     last: Arc<Mutex<Option<String>>>,
 }
 
-impl<S: EventSink> ErrorMemo<S> {
+impl<S: Sync> ErrorMemo<S> {
     /// Wraps `inner`; `last` receives each error's message.
     pub fn new(inner: S, last: Arc<Mutex<Option<String>>>) -> Self {
         ErrorMemo { inner, last }
     }
 
-    fn watch<'a>(&'a self, fut: SinkFuture<'a>) -> SinkFuture<'a> {
+    fn watch<'a, E: 'a>(&'a self, fut: SinkFuture<'a, E>) -> SinkFuture<'a, E> {
         Box::pin(async move {
             let r = fut.await;
             if let Err(e) = &r {
@@ -34,16 +33,17 @@ fn remember(last: &Mutex<Option<String>>, e: &SinkError) {
     *last.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
 }
 
-impl<S: EventSink> EventSink for ErrorMemo<S> {
-    fn create<'a>(&'a self, event: &'a Event) -> SinkFuture<'a> {
+/// For both event APIs: `E` is a core/v1 or an events.k8s.io/v1 `Event`.
+impl<E: Send + Sync + 'static, S: EventSink<E>> EventSink<E> for ErrorMemo<S> {
+    fn create<'a>(&'a self, event: &'a E) -> SinkFuture<'a, E> {
         self.watch(self.inner.create(event))
     }
 
-    fn update<'a>(&'a self, event: &'a Event) -> SinkFuture<'a> {
+    fn update<'a>(&'a self, event: &'a E) -> SinkFuture<'a, E> {
         self.watch(self.inner.update(event))
     }
 
-    fn patch<'a>(&'a self, event: &'a Event, patch: &'a [u8]) -> SinkFuture<'a> {
+    fn patch<'a>(&'a self, event: &'a E, patch: &'a [u8]) -> SinkFuture<'a, E> {
         self.watch(self.inner.patch(event, patch))
     }
 }
@@ -52,6 +52,7 @@ impl<S: EventSink> EventSink for ErrorMemo<S> {
 mod tests {
     use super::*;
     use herald_runtime::record::MemorySink;
+    use k8s_openapi::api::core::v1::Event;
 
     #[tokio::test]
     async fn keeps_the_last_error_and_passes_results_through() {

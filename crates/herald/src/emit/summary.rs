@@ -32,6 +32,8 @@ pub struct Summary {
     pub aggregated: u64,
     /// Held back by the spam filter; carried in the count of a later write.
     pub skipped: u64,
+    /// events.k8s.io only: counted into a series in memory, carried by a later series write.
+    pub series: u64,
     /// Merged into an identical event still queued.
     pub merged: u64,
     /// Not written: invalid, queue full, or unwritten at the shutdown deadline.
@@ -84,6 +86,7 @@ impl Summary {
             patched: sink.patched,
             aggregated: sink.aggregated,
             skipped: sink.skipped,
+            series: sink.series,
             merged: stats.merged,
             dropped: stats.dropped_invalid
                 + stats.dropped_queue_full
@@ -123,16 +126,16 @@ impl Summary {
             p.paint(&self.object, Role::Object),
             self.namespace,
         );
+        // events.k8s.io has no aggregation or spam filter, but series.
+        let middle = if self.series > 0 {
+            format!("series {}", self.series)
+        } else {
+            format!("aggregated {}, skipped {}", self.aggregated, self.skipped)
+        };
         let _ = writeln!(
             s,
-            "pipeline:   created {}, patched {}, aggregated {}, skipped {}, merged {}, dropped {}, failed {}",
-            self.created,
-            self.patched,
-            self.aggregated,
-            self.skipped,
-            self.merged,
-            self.dropped,
-            self.failed
+            "pipeline:   created {}, patched {}, {middle}, merged {}, dropped {}, failed {}",
+            self.created, self.patched, self.merged, self.dropped, self.failed
         );
         let _ = writeln!(
             s,

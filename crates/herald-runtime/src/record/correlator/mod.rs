@@ -106,10 +106,10 @@
 mod aggregator;
 mod dedup;
 mod flush;
-mod keys;
-mod lru;
+pub(crate) mod keys;
+pub(crate) mod lru;
 mod similar;
-mod spam;
+pub(crate) mod spam;
 
 use std::collections::BTreeMap;
 use std::fmt;

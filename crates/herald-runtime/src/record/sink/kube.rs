@@ -1,15 +1,26 @@
-//! [`KubeSink`]: writes core/v1 events to any Kubernetes API server through `kube::Client`.
+//! [`KubeSink`]: writes core/v1 and events.k8s.io/v1 events to any Kubernetes API server
+//! through `kube::Client`.
 
+use std::fmt::Debug;
 use std::time::Duration;
 
+use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::Event;
+use k8s_openapi::api::events::v1::Event as EventsV1Event;
 use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use super::{EventSink, SinkError, SinkFuture};
 
 /// Writes events with `POST …/namespaces/{ns}/events`, strategic-merge
 /// `PATCH …/events/{name}` and `PUT`, like client-go's `EventSinkImpl` bound to all
 /// namespaces. Works against kube-apiserver and herald-server alike.
+///
+/// One sink writes both APIs: core/v1 (`/api/v1/…/events`, for [`record`](crate::record))
+/// and events.k8s.io/v1 (`/apis/events.k8s.io/v1/…/events`, for [`events`](crate::events),
+/// where it is also named [`KubeEventsSink`](crate::events::KubeEventsSink)). An event
+/// without a namespace goes to `default`.
 ///
 /// Each method is one HTTP request; the recorder owns retries. kube errors are classified
 /// into [`SinkError`]: a `Status` body keeps its code, reason, cause types and
@@ -50,8 +61,8 @@ impl KubeSink {
         self
     }
 
-    fn api(&self, event: &Event) -> Api<Event> {
-        let ns = event.metadata.namespace.as_deref().unwrap_or("default");
+    fn api<E: KubeEvent>(&self, event: &E) -> Api<E> {
+        let ns = event.meta().namespace.as_deref().unwrap_or("default");
         Api::namespaced(self.client.clone(), ns)
     }
 
@@ -63,9 +74,25 @@ impl KubeSink {
     }
 }
 
-fn name_of(event: &Event) -> Result<&str, SinkError> {
+/// An event type [`KubeSink`] writes.
+trait KubeEvent:
+    kube::Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+    + Clone
+    + Debug
+    + Serialize
+    + DeserializeOwned
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl KubeEvent for Event {}
+impl KubeEvent for EventsV1Event {}
+
+fn name_of<E: KubeEvent>(event: &E) -> Result<&str, SinkError> {
     event
-        .metadata
+        .meta()
         .name
         .as_deref()
         .filter(|n| !n.is_empty())
@@ -99,39 +126,65 @@ pub(crate) fn classify(err: kube::Error) -> SinkError {
     }
 }
 
+impl KubeSink {
+    async fn create_any<E: KubeEvent>(&self, event: &E) -> Result<E, SinkError> {
+        self.api(event)
+            .create(&self.post_params(), event)
+            .await
+            .map_err(classify)
+    }
+
+    async fn update_any<E: KubeEvent>(&self, event: &E) -> Result<E, SinkError> {
+        let name = name_of(event)?;
+        self.api(event)
+            .replace(name, &self.post_params(), event)
+            .await
+            .map_err(classify)
+    }
+
+    async fn patch_any<E: KubeEvent>(&self, event: &E, patch: &[u8]) -> Result<E, SinkError> {
+        let name = name_of(event)?;
+        let body: serde_json::Value = serde_json::from_slice(patch)
+            .map_err(|e| SinkError::RequestConstruction(format!("patch is not JSON: {e}")))?;
+        let params = PatchParams {
+            field_manager: self.field_manager.clone(),
+            ..PatchParams::default()
+        };
+        self.api(event)
+            .patch(name, &params, &Patch::Strategic(body))
+            .await
+            .map_err(classify)
+    }
+}
+
 impl EventSink for KubeSink {
     fn create<'a>(&'a self, event: &'a Event) -> SinkFuture<'a> {
-        Box::pin(async move {
-            self.api(event)
-                .create(&self.post_params(), event)
-                .await
-                .map_err(classify)
-        })
+        Box::pin(self.create_any(event))
     }
 
     fn update<'a>(&'a self, event: &'a Event) -> SinkFuture<'a> {
-        Box::pin(async move {
-            let name = name_of(event)?;
-            self.api(event)
-                .replace(name, &self.post_params(), event)
-                .await
-                .map_err(classify)
-        })
+        Box::pin(self.update_any(event))
     }
 
     fn patch<'a>(&'a self, event: &'a Event, patch: &'a [u8]) -> SinkFuture<'a> {
-        Box::pin(async move {
-            let name = name_of(event)?;
-            let body: serde_json::Value = serde_json::from_slice(patch)
-                .map_err(|e| SinkError::RequestConstruction(format!("patch is not JSON: {e}")))?;
-            let params = PatchParams {
-                field_manager: self.field_manager.clone(),
-                ..PatchParams::default()
-            };
-            self.api(event)
-                .patch(name, &params, &Patch::Strategic(body))
-                .await
-                .map_err(classify)
-        })
+        Box::pin(self.patch_any(event, patch))
+    }
+}
+
+impl EventSink<EventsV1Event> for KubeSink {
+    fn create<'a>(&'a self, event: &'a EventsV1Event) -> SinkFuture<'a, EventsV1Event> {
+        Box::pin(self.create_any(event))
+    }
+
+    fn update<'a>(&'a self, event: &'a EventsV1Event) -> SinkFuture<'a, EventsV1Event> {
+        Box::pin(self.update_any(event))
+    }
+
+    fn patch<'a>(
+        &'a self,
+        event: &'a EventsV1Event,
+        patch: &'a [u8],
+    ) -> SinkFuture<'a, EventsV1Event> {
+        Box::pin(self.patch_any(event, patch))
     }
 }

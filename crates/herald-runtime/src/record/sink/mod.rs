@@ -14,21 +14,25 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Event;
 
 pub use self::kube::KubeSink;
-pub use self::memory::{MemorySink, SinkCall, SinkOp};
+pub use self::memory::{EventsApi, MemorySink, SinkCall, SinkOp};
 
 /// A boxed future returned by [`EventSink`] methods (keeps the trait dyn-compatible).
-pub type SinkFuture<'a> = Pin<Box<dyn Future<Output = Result<Event, SinkError>> + Send + 'a>>;
+pub type SinkFuture<'a, E = Event> =
+    Pin<Box<dyn Future<Output = Result<E, SinkError>> + Send + 'a>>;
 
-/// Writes core/v1 events to an API server (or anything shaped like one).
+/// Writes events to an API server (or anything shaped like one): core/v1 events (`E`'s
+/// default, used by [`record`](crate::record)) or events.k8s.io/v1 events (used by
+/// [`events`](crate::events)). One trait for both, so sinks, retries, ordering and accounting
+/// are shared by the two recorders.
 ///
 /// Each call is one attempt; it returns the object as the server stored it.
-pub trait EventSink: Send + Sync + 'static {
+pub trait EventSink<E = Event>: Send + Sync + 'static {
     /// Creates `event` in its namespace (POST).
-    fn create<'a>(&'a self, event: &'a Event) -> SinkFuture<'a>;
-    /// Replaces `event` (PUT). The recorder never calls this; it exists for completeness.
-    fn update<'a>(&'a self, event: &'a Event) -> SinkFuture<'a>;
+    fn create<'a>(&'a self, event: &'a E) -> SinkFuture<'a, E>;
+    /// Replaces `event` (PUT). The recorders never call this; it exists for completeness.
+    fn update<'a>(&'a self, event: &'a E) -> SinkFuture<'a, E>;
     /// Applies a strategic-merge `patch` to the event named like `event` (PATCH).
-    fn patch<'a>(&'a self, event: &'a Event, patch: &'a [u8]) -> SinkFuture<'a>;
+    fn patch<'a>(&'a self, event: &'a E, patch: &'a [u8]) -> SinkFuture<'a, E>;
 }
 
 /// Why a sink call failed. The variants are the recorder's decision table.
@@ -86,6 +90,11 @@ impl SinkError {
     /// `IsKeyNotFoundError`): a patch target that expired, so the recorder creates instead.
     pub fn is_not_found(&self) -> bool {
         matches!(self, SinkError::Status { code: 404, .. })
+    }
+
+    /// True for a `Status` with reason `AlreadyExists` (HTTP 409).
+    pub fn is_already_exists(&self) -> bool {
+        matches!(self, SinkError::Status { reason, .. } if reason == "AlreadyExists")
     }
 
     /// The recorder's decision for this error. Transport errors, unexpected objects, 429

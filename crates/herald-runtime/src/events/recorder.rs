@@ -1,0 +1,238 @@
+//! [`EventRecorder`]: the non-blocking call a controller makes to report an
+//! events.k8s.io/v1 event.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::Resource;
+
+use super::event::{EventSpec, Occurrence, make_event};
+use crate::record::recorder::Intake;
+use crate::record::{EventType, object_reference};
+
+/// Records events.k8s.io/v1 events about Kubernetes objects (client-go's
+/// `tools/events.EventRecorder`). Cheap to clone; every clone feeds the same
+/// [`EventBroadcaster`](super::EventBroadcaster).
+///
+/// Every method returns at once: the event is queued for the broadcaster's watchers and
+/// sinks, or — when the queue is full of other events, or the broadcaster is shut down — it
+/// is dropped, counted in the broadcaster's stats and logged (one summary line per ten
+/// seconds at most). An occurrence of the same series as one still queued (same isomorphic
+/// key and annotations; the note may differ, as in a series) is merged into it and counted
+/// in its series; watchers see the queued occurrence once.
+///
+/// The `regarding` and `related` references are built like client-go's (kind, apiVersion,
+/// namespace, name, uid and the object's resourceVersion).
+///
+/// ```
+/// use herald_runtime::events::*;
+/// use k8s_openapi::api::core::v1::{Node, Pod};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let broadcaster = EventBroadcaster::new(EventBroadcasterOptions::default());
+/// let sink = MemorySink::new(); // KubeEventsSink::new(client) for a real API server
+/// broadcaster.start_recording_to_sink(sink.clone());
+/// let recorder = broadcaster.new_recorder("my-controller", "my-controller-7d4b9-xk2lp");
+///
+/// let mut pod = Pod::default();
+/// pod.metadata.name = Some("web-1".into());
+/// pod.metadata.namespace = Some("prod".into());
+/// for _ in 0..3 {
+///     recorder.eventf(&pod, None::<&Node>, EventType::Warning, "FailedMount", "Mounting",
+///         format_args!("MountVolume.SetUp failed for volume {:?}", "config"));
+/// }
+/// broadcaster.shutdown().await; // writes the final series count
+///
+/// let stored = sink.events_v1();
+/// assert_eq!(stored.len(), 1);
+/// assert_eq!(stored[0].series.as_ref().map(|s| s.count), Some(3));
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct EventRecorder {
+    inner: Arc<RecorderInner>,
+}
+
+pub(crate) struct RecorderInner {
+    pub(crate) intake: Intake<Occurrence>,
+    pub(crate) reporting_controller: String,
+    pub(crate) reporting_instance: String,
+}
+
+impl fmt::Debug for EventRecorder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EventRecorder")
+            .field("reporting_controller", &self.inner.reporting_controller)
+            .field("reporting_instance", &self.inner.reporting_instance)
+            .finish_non_exhaustive()
+    }
+}
+
+fn reference<K>(obj: &K) -> ObjectReference
+where
+    K: Resource,
+    K::DynamicType: Default,
+{
+    object_reference(obj, None)
+}
+
+impl EventRecorder {
+    pub(crate) fn new(inner: RecorderInner) -> Self {
+        Self {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// The `reportingController` this recorder stamps on its events.
+    pub fn reporting_controller(&self) -> &str {
+        &self.inner.reporting_controller
+    }
+
+    /// The `reportingInstance` this recorder stamps on its events.
+    pub fn reporting_instance(&self) -> &str {
+        &self.inner.reporting_instance
+    }
+
+    /// Records that `action` on `regarding` (and, optionally, on `related`) led to `reason`,
+    /// with a note formatted at the call site (client-go's `Eventf`):
+    /// `recorder.eventf(&pod, Some(&node), EventType::Warning, "FailedScheduling", "Scheduling",
+    /// format_args!("0/{n} nodes are available"))`.
+    pub fn eventf<K, R>(
+        &self,
+        regarding: &K,
+        related: Option<&R>,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: fmt::Arguments<'_>,
+    ) where
+        K: Resource,
+        K::DynamicType: Default,
+        R: Resource,
+        R::DynamicType: Default,
+    {
+        self.record(
+            reference(regarding),
+            related.map(reference),
+            None,
+            type_.as_str(),
+            reason,
+            action,
+            note.to_string(),
+        );
+    }
+
+    /// [`eventf`](Self::eventf) with `annotations` on the Event object itself (client-go's
+    /// `AnnotatedEventf`). Annotations are not part of the isomorphic key: a series keeps
+    /// those of its first occurrence.
+    #[allow(clippy::too_many_arguments)]
+    pub fn annotated_eventf<K, R>(
+        &self,
+        regarding: &K,
+        related: Option<&R>,
+        annotations: BTreeMap<String, String>,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: fmt::Arguments<'_>,
+    ) where
+        K: Resource,
+        K::DynamicType: Default,
+        R: Resource,
+        R::DynamicType: Default,
+    {
+        self.record(
+            reference(regarding),
+            related.map(reference),
+            Some(annotations),
+            type_.as_str(),
+            reason,
+            action,
+            note.to_string(),
+        );
+    }
+
+    /// Records an event about existing references, used as they are (for instance with a
+    /// `fieldPath` such as `spec.containers{web}`).
+    pub fn event_for_ref(
+        &self,
+        regarding: &ObjectReference,
+        related: Option<&ObjectReference>,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: &str,
+    ) {
+        self.record(
+            regarding.clone(),
+            related.cloned(),
+            None,
+            type_.as_str(),
+            reason,
+            action,
+            note.to_string(),
+        );
+    }
+
+    /// Records an event whose type is only known as a string (from a command line or a config
+    /// file). Anything but exactly `Normal` or `Warning` is dropped, counted as
+    /// `dropped_invalid` and logged, as client-go does.
+    #[allow(clippy::too_many_arguments)]
+    pub fn event_with_type_str(
+        &self,
+        regarding: &ObjectReference,
+        related: Option<&ObjectReference>,
+        annotations: Option<BTreeMap<String, String>>,
+        type_: &str,
+        reason: &str,
+        action: &str,
+        note: &str,
+    ) {
+        self.record(
+            regarding.clone(),
+            related.cloned(),
+            annotations,
+            type_,
+            reason,
+            action,
+            note.to_string(),
+        );
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn record(
+        &self,
+        regarding: ObjectReference,
+        related: Option<ObjectReference>,
+        annotations: Option<BTreeMap<String, String>>,
+        type_: &str,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        let spec = EventSpec {
+            regarding,
+            related,
+            annotations,
+            type_,
+            reason,
+            action,
+            note,
+        };
+        let inner = &*self.inner;
+        let reason = spec.reason;
+        let Some((t, name_nanos)) = inner.intake.admit(spec.type_, reason) else {
+            return;
+        };
+        let event = make_event(
+            spec,
+            &inner.reporting_controller,
+            &inner.reporting_instance,
+            t,
+            name_nanos,
+        );
+        inner.intake.push(Occurrence::new(event), reason);
+    }
+}

@@ -1,0 +1,345 @@
+//! The recording pipeline both recorders share: incoming queue → distributor → ordered fan-out
+//! → watchers and sink tasks → keyed writer, with one shutdown for all of it.
+//!
+//! ```text
+//! recorder ─► IncomingQueue<T> (bounded; identical occurrences merge)
+//!               └─► distributor task ─► watch::Broadcaster<Arc<T>> (ordered, waits for slow watchers)
+//!                                         ├─► event watchers (logging, your handlers)
+//!                                         └─► sink task per sink: SinkLogic ─► KeyedWriter ─► EventSink
+//! ```
+//!
+//! What differs between core/v1 and events.k8s.io/v1 is the item type `T` (what a merge
+//! means: [`Mergeable`]) and the [`SinkLogic`] of a sink task (the correlator for core/v1,
+//! series for events.k8s.io/v1). Everything else — bounds, back-pressure, retries, per-key
+//! order, accounting and shutdown — is this module and [`writer`](super::writer).
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicI64;
+use std::time::Duration;
+
+use herald_core::clock::Clock;
+use herald_core::watch::{
+    Broadcaster, BroadcasterBuilder, Distribution, FullChannelBehavior, Watcher,
+};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::broadcaster::WatchHandle;
+use super::drop_log::DropLog;
+use super::queue::{IncomingQueue, Mergeable};
+use super::recorder::Intake;
+use super::sink::EventSink;
+use super::stats::{Metrics, SinkOutcome};
+use super::writer::{KeyedWriter, RetryOptions, WritableEvent};
+
+/// The bounds of a [`Pipeline`] (copied from the broadcaster's options).
+#[derive(Clone)]
+pub(crate) struct PipelineOptions {
+    pub queue_capacity: usize,
+    pub watcher_queue: usize,
+    pub shutdown_timeout: Duration,
+    pub clock: Arc<dyn Clock>,
+}
+
+/// How a sink task writes: bounds of its [`KeyedWriter`] and its retries.
+#[derive(Clone)]
+pub(crate) struct WriterOptions {
+    pub retry: RetryOptions,
+    pub max_concurrent_writes: usize,
+    pub max_pending_writes: usize,
+}
+
+/// Queue, fan-out, drop log, counters and tasks of one broadcaster.
+pub(crate) struct Pipeline<T: Mergeable + Sync> {
+    queue: Arc<IncomingQueue<T>>,
+    fanout: Broadcaster<Arc<T>>,
+    pub(crate) metrics: Metrics,
+    /// Last nanosecond stamp used in an event name, shared by every recorder of a
+    /// broadcaster.
+    last_name_nanos: Arc<AtomicI64>,
+    drop_log: Arc<DropLog>,
+    tasks: TaskTracker,
+    /// Cancelled at the shutdown deadline: abandon whatever is still pending.
+    deadline: CancellationToken,
+    shutdown_started: tokio::sync::Mutex<bool>,
+    shutdown_timeout: Duration,
+}
+
+impl<T: Mergeable + Sync> Pipeline<T> {
+    /// Starts the distributor task. Must be called inside a tokio runtime.
+    pub(crate) fn new(opts: PipelineOptions, metrics: Metrics) -> Self {
+        let queue = Arc::new(IncomingQueue::new(opts.queue_capacity));
+        // The distributor task below already runs the fan-out off the recorder's threads, so
+        // the broadcaster needs no thread of its own: in-caller distribution keeps delivery on
+        // the tokio runtime (deterministic under paused time) and needs no extra OS thread.
+        let fanout =
+            BroadcasterBuilder::new(opts.watcher_queue, FullChannelBehavior::WaitIfChannelFull)
+                .incoming_capacity(opts.watcher_queue.max(1))
+                .distribution(Distribution::InCaller)
+                .build();
+        let p = Self {
+            queue: queue.clone(),
+            fanout: fanout.clone(),
+            metrics,
+            last_name_nanos: Arc::new(AtomicI64::new(0)),
+            drop_log: Arc::new(DropLog::new(opts.clock)),
+            tasks: TaskTracker::new(),
+            deadline: CancellationToken::new(),
+            shutdown_started: tokio::sync::Mutex::new(false),
+            shutdown_timeout: opts.shutdown_timeout,
+        };
+        p.tasks.spawn(distribute(queue, fanout));
+        p
+    }
+
+    /// The recorder's side of this pipeline, reading `clock`.
+    pub(crate) fn intake(&self, clock: Arc<dyn Clock>) -> Intake<T> {
+        Intake {
+            last_name_nanos: self.last_name_nanos.clone(),
+            drop_log: self.drop_log.clone(),
+            queue: self.queue.clone(),
+            metrics: self.metrics.clone(),
+            clock,
+        }
+    }
+
+    /// Tasks started by this pipeline that are still running.
+    pub(crate) fn running_tasks(&self) -> usize {
+        self.tasks.len()
+    }
+
+    fn watch(&self) -> Option<Watcher<Arc<T>>> {
+        match self.fanout.watch() {
+            Ok(w) => Some(w),
+            Err(e) => {
+                tracing::error!(error = %e, "Unable to start event watcher (will not retry!)");
+                None
+            }
+        }
+    }
+
+    /// Calls `handler` for every item recorded from now on, one at a time, in order.
+    pub(crate) fn start_event_watcher(
+        &self,
+        mut handler: impl FnMut(&T) + Send + 'static,
+    ) -> WatchHandle {
+        let stop = CancellationToken::new();
+        if let Some(mut watcher) = self.watch() {
+            let stop = stop.clone();
+            let deadline = self.deadline.clone();
+            self.tasks.spawn(async move {
+                loop {
+                    tokio::select! {
+                        biased;
+                        _ = stop.cancelled() => break,
+                        _ = deadline.cancelled() => break,
+                        item = watcher.recv() => match item {
+                            Some(e) => handler(&e),
+                            None => break,
+                        },
+                    }
+                }
+                watcher.stop();
+            });
+        }
+        WatchHandle::new(stop)
+    }
+
+    /// Starts a sink task: every item recorded from now on goes through the logic `logic`
+    /// builds (given the sink's metrics label), whose writes go to `sink`. Its metrics are
+    /// labelled `sink=name` (made unique with an index).
+    pub(crate) fn start_sink<L>(
+        &self,
+        name: &str,
+        sink: Arc<dyn EventSink<L::Event>>,
+        writer: &WriterOptions,
+        logic: impl FnOnce(&str) -> L,
+    ) -> WatchHandle
+    where
+        L: SinkLogic<Item = T>,
+    {
+        let stop = CancellationToken::new();
+        let Some(watcher) = self.watch() else {
+            return WatchHandle::new(stop);
+        };
+        let counters = self.metrics.new_sink(name);
+        let logic = logic(counters.name());
+        let writer = KeyedWriter::new(
+            sink,
+            Arc::new(writer.retry.clone()),
+            counters,
+            self.deadline.clone(),
+            writer.max_concurrent_writes,
+            writer.max_pending_writes,
+        );
+        let task = SinkTask {
+            logic,
+            writer,
+            watcher,
+            stop: stop.clone(),
+            deadline: self.deadline.clone(),
+            timer_at: None,
+            timer_stale: true,
+        };
+        self.tasks.spawn(task.run());
+        WatchHandle::new(stop)
+    }
+
+    /// Stops accepting items, delivers everything queued to every watcher, lets sinks write
+    /// what they hold for up to the shutdown timeout, then stops every task. Idempotent;
+    /// concurrent callers all return once it is done.
+    pub(crate) async fn shutdown(&self) {
+        let mut started = self.shutdown_started.lock().await;
+        if *started {
+            return;
+        }
+        *started = true;
+        self.queue.close();
+        self.tasks.close();
+        let timeout = self.shutdown_timeout;
+        if tokio::time::timeout(timeout, self.tasks.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                ?timeout,
+                "event broadcaster shutdown deadline passed; abandoning unwritten events"
+            );
+            self.deadline.cancel();
+            self.tasks.wait().await;
+        }
+    }
+}
+
+/// Moves items from the incoming queue into the fan-out, then shuts the fan-out down once
+/// the queue is closed and drained.
+async fn distribute<T: Mergeable + Sync>(
+    queue: Arc<IncomingQueue<T>>,
+    fanout: Broadcaster<Arc<T>>,
+) {
+    while let Some(event) = queue.pop().await {
+        if fanout.action(Arc::new(event)).await.is_err() {
+            break;
+        }
+    }
+    fanout.shutdown().await;
+}
+
+/// What a sink task does with the items it receives: the part of a sink that differs between
+/// the two recorders. The task calls it from one tokio task, one call at a time.
+pub(crate) trait SinkLogic: Send + 'static {
+    /// What the fan-out delivers.
+    type Item: Mergeable + Sync + Clone;
+    /// What the writer writes.
+    type Event: WritableEvent;
+
+    /// One delivered item (the task has counted it as delivered). Submits the writes it
+    /// needs and settles outcomes that need no write. Returns true when the next timer
+    /// ([`next_timer_in`](Self::next_timer_in)) may have moved.
+    fn handle(&mut self, item: Self::Item, writer: &mut KeyedWriter<Self::Event>) -> bool;
+
+    /// A write completed and the server stored `stored`.
+    fn written(&mut self, stored: &Self::Event);
+
+    /// How long until [`on_timer`](Self::on_timer) is due; `None` when nothing is pending.
+    fn next_timer_in(&self) -> Option<Duration>;
+
+    /// The timer fired: submit the writes that are due (within their budget).
+    fn on_timer(&mut self, writer: &mut KeyedWriter<Self::Event>);
+
+    /// The input has ended and every write is done: submit the last writes (counts still
+    /// held, whatever the budget). Returns false when there was nothing left to write.
+    fn drain(&mut self, writer: &mut KeyedWriter<Self::Event>) -> bool;
+
+    /// The task is abandoned (stopped or past the shutdown deadline): forget everything held
+    /// and return how many delivered items were held without a write (they are settled as
+    /// dropped at shutdown).
+    fn forget(&mut self) -> u64;
+}
+
+struct SinkTask<L: SinkLogic> {
+    logic: L,
+    writer: KeyedWriter<L::Event>,
+    watcher: Watcher<Arc<L::Item>>,
+    stop: CancellationToken,
+    deadline: CancellationToken,
+    /// When the logic's timer is next due (tokio time). Recomputed when it can have moved; a
+    /// deadline that proves early just takes nothing and is recomputed.
+    timer_at: Option<tokio::time::Instant>,
+    timer_stale: bool,
+}
+
+async fn sleep_until_or_never(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+impl<L: SinkLogic> SinkTask<L> {
+    async fn run(mut self) {
+        let mut input_open = true;
+        loop {
+            if !input_open && self.writer.is_idle() {
+                // The last writes are done: write what is still held, once, ignoring the
+                // budget (the process is going away).
+                if !self.logic.drain(&mut self.writer) {
+                    break;
+                }
+                continue;
+            }
+            if self.timer_stale {
+                self.timer_at = self
+                    .logic
+                    .next_timer_in()
+                    .map(|d| tokio::time::Instant::now() + d);
+                self.timer_stale = false;
+            }
+            let timer_at = self.timer_at;
+            tokio::select! {
+                biased;
+                _ = self.deadline.cancelled() => {
+                    self.abandon().await;
+                    break;
+                }
+                _ = self.stop.cancelled() => {
+                    self.abandon().await;
+                    break;
+                }
+                done = self.writer.next_completed(), if !self.writer.is_idle() => {
+                    if let Some(stored) = done.as_ref().and_then(|d| d.result.stored()) {
+                        self.logic.written(stored);
+                    }
+                }
+                item = self.watcher.recv(), if input_open && !self.writer.is_full() => {
+                    match item {
+                        Some(item) => {
+                            self.writer.counters().delivered();
+                            // The last watcher to see an item takes it without a copy.
+                            let item = Arc::unwrap_or_clone(item);
+                            if self.logic.handle(item, &mut self.writer) {
+                                self.timer_stale = true;
+                            }
+                        }
+                        None => input_open = false,
+                    }
+                }
+                _ = sleep_until_or_never(timer_at), if input_open && timer_at.is_some() => {
+                    self.timer_stale = true;
+                    self.logic.on_timer(&mut self.writer);
+                }
+            }
+        }
+        self.watcher.stop();
+    }
+
+    /// Gives up on every write in flight and everything still held: settled as dropped at
+    /// shutdown.
+    async fn abandon(&mut self) {
+        self.writer.abandon().await;
+        let held = self.logic.forget();
+        self.writer
+            .counters()
+            .outcome(SinkOutcome::DroppedShutdown, held);
+    }
+}
