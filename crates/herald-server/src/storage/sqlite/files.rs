@@ -15,17 +15,28 @@ const DIR_MODE: u32 = 0o700;
 #[cfg(unix)]
 const FILE_MODE: u32 = 0o600;
 
-/// Creates `dir` (and missing parents) owner-only, or warns if it exists and others can
-/// access it.
+/// Creates `dir` (and missing parents) owner-only if it does not exist.
 pub(super) fn create_dir(dir: &Path) -> io::Result<()> {
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true);
     #[cfg(unix)]
     {
-        use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
+        use std::os::unix::fs::DirBuilderExt as _;
         builder.mode(DIR_MODE);
-        builder.create(dir)?;
-        let mode = std::fs::metadata(dir)?.permissions().mode() & 0o777;
+    }
+    builder.create(dir)
+}
+
+/// Warns if other users can access `dir` (called once the store holds it, so that a refused
+/// second opener prints only its refusal).
+pub(super) fn warn_if_shared(dir: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let Ok(meta) = std::fs::metadata(dir) else {
+            return;
+        };
+        let mode = meta.permissions().mode() & 0o777;
         if mode & 0o077 != 0 {
             tracing::warn!(
                 dir = %dir.display(),
@@ -33,10 +44,7 @@ pub(super) fn create_dir(dir: &Path) -> io::Result<()> {
                 "the data directory can be accessed by other users; `chmod 700` it to keep the events private"
             );
         }
-        Ok(())
     }
-    #[cfg(not(unix))]
-    builder.create(dir)
 }
 
 /// `opts` creating owner-only files.

@@ -104,6 +104,7 @@ impl SqliteBackend {
             reason: e.to_string(),
         })?;
         let lock = DataDirLock::acquire(dir)?;
+        files::warn_if_shared(dir);
         let path = dir.join(DB_FILE);
         files::create_file(&path)
             .map_err(|e| StorageError::Backend(format!("cannot create {}: {e}", path.display())))?;

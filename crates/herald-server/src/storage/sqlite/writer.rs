@@ -24,10 +24,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use rusqlite::{CachedStatement, Connection, params};
+use rusqlite::{CachedStatement, Connection, OptionalExtension as _, params};
 use tokio::sync::{mpsc, oneshot};
-
-use rusqlite::OptionalExtension as _;
 
 use super::space::{RELIEF_CHUNK, Space};
 use crate::storage::{
@@ -295,8 +293,9 @@ impl Writer {
     }
 
     /// While full: compacts one chunk of the replaced history (its pages go to SQLite's free
-    /// list), checkpoints so the WAL is reused from its start, and leaves the full state if
-    /// there is room again.
+    /// list), checkpoints so the WAL is reused from its start (a passive checkpoint: it never
+    /// waits for readers, the next one finishes what it could not), and leaves the full state
+    /// if there is room again.
     fn relieve(&mut self) {
         if let Err(e) = self.compact_chunk() {
             tracing::warn!(error = %e, "cannot compact the history while the store is full");
@@ -304,7 +303,7 @@ impl Writer {
         }
         if let Err(e) = self
             .conn
-            .query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(()))
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
         {
             tracing::debug!(error = %e, "checkpoint while the store is full");
         }
