@@ -19,7 +19,7 @@ use herald_server::storage::{
 };
 use serde_json::json;
 
-/// A 4 MiB store with a 512 KiB reserve: it takes creates again once 1 MiB is free.
+/// A 4 MiB store with a 512 KiB reserve: it takes creates again once 768 KiB are free.
 fn small_store() -> SqliteOptions {
     SqliteOptions {
         max_db_bytes: Some(4 << 20),

@@ -95,7 +95,7 @@ pub struct SqliteOptions {
     /// 32 MiB; 0 turns it off) and, with [`SqliteOptions::max_db_bytes`], at the end of the
     /// quota. When the disk or the quota is full, the store releases the reserve so that
     /// deletes and TTL expiry can still free space, and refuses creates and updates until
-    /// twice the reserve is free again. Without a reserve, a full disk refuses deletes too.
+    /// the reserve and a quarter more are free again. Without a reserve, a full disk refuses deletes too.
     pub reserve_bytes: u64,
     /// The most bytes the database may take (like etcd's `--quota-backend-bytes`; default
     /// `None`, no quota): past it the store is full as on a full disk (see

@@ -27,8 +27,8 @@ pub(super) fn create_dir(dir: &Path) -> io::Result<()> {
     builder.create(dir)
 }
 
-/// Warns if other users can access `dir` (called once the store holds it, so that a refused
-/// second opener prints only its refusal).
+/// Warns if other users can access `dir` (called once the store has opened, so that an open
+/// that fails prints only its failure).
 pub(super) fn warn_if_shared(dir: &Path) {
     #[cfg(unix)]
     {

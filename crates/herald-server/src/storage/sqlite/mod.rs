@@ -104,7 +104,6 @@ impl SqliteBackend {
             reason: e.to_string(),
         })?;
         let lock = DataDirLock::acquire(dir)?;
-        files::warn_if_shared(dir);
         let path = dir.join(DB_FILE);
         files::create_file(&path)
             .map_err(|e| StorageError::Backend(format!("cannot create {}: {e}", path.display())))?;
@@ -155,6 +154,7 @@ impl SqliteBackend {
             .name("herald-sqlite-writer".into())
             .spawn(move || w.run(rx))
             .map_err(|e| StorageError::Backend(format!("cannot start writer thread: {e}")))?;
+        files::warn_if_shared(dir);
         tracing::info!(path = %path.display(), revision = counters.revision.load(Ordering::Acquire), "opened SQLite store");
         Ok(SqliteBackend {
             tx: Some(tx),

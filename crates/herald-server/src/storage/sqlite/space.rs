@@ -20,8 +20,9 @@
 //! history (so deletes and expiries give their pages back to SQLite's free list; lists at
 //! revisions before the compaction get `410 Expired`), checkpoints the WAL so its file is
 //! reused from the start, and measures the room: the free pages of the database plus what
-//! the filesystem (and the quota) still has. Once that is twice the reserve, the reserve is
-//! taken back and creates are accepted again. Nothing acknowledged is lost on the way: a
+//! the filesystem (and the quota) still has. Once that holds the reserve and a margin (a
+//! quarter of it, at least 256 KiB), the reserve is taken back and creates are accepted
+//! again. Nothing acknowledged is lost on the way: a
 //! batch either commits whole or not at all.
 
 use std::fs::{File, OpenOptions};
@@ -156,8 +157,11 @@ impl Space {
         self.state.full.store(true, Ordering::Release);
     }
 
-    /// Leaves the full state if there is room again (twice the reserve, at least
-    /// [`MIN_ROOM`]) and the reserve can be taken back. Returns whether it left.
+    /// Leaves the full state if there is room again: room for the reserve and a margin of
+    /// writes beyond it (a quarter of the reserve, at least [`MIN_ROOM`]). The reserve is
+    /// then taken back; if the disk space went to others meanwhile (the room is in the
+    /// database's free pages), the store goes on without it until its next start, and says
+    /// so. Returns whether it left.
     pub fn try_leave(&mut self, conn: &Connection) -> bool {
         if !self.is_full() {
             return true;
@@ -169,12 +173,16 @@ impl Space {
                 return false;
             }
         };
-        if room < self.reserve_bytes.saturating_mul(2).max(MIN_ROOM) {
+        let margin = (self.reserve_bytes / 4).max(MIN_ROOM);
+        if room < self.reserve_bytes.saturating_add(margin) {
             return false;
         }
         if let Err(e) = self.arm(conn) {
-            tracing::warn!(error = %e, "cannot take the space reserve back yet");
-            return false;
+            tracing::warn!(
+                error = %e,
+                "the database has room again but the disk has none for the reserve: until \
+                 herald restarts with room for it, a full disk will refuse deletes too"
+            );
         }
         self.state.full.store(false, Ordering::Release);
         tracing::info!(
