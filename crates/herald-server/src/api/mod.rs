@@ -40,6 +40,7 @@ pub mod negotiate;
 pub mod openapi;
 pub mod output;
 pub mod path;
+pub mod peer;
 pub mod referenced;
 
 use std::future::Future;
