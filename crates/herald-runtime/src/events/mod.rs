@@ -50,6 +50,8 @@
 //! ```
 
 mod adapter;
+#[doc(hidden)]
+pub mod bench_support;
 mod broadcaster;
 mod event;
 mod kube_compat;

@@ -252,11 +252,31 @@ impl SeriesLogic {
     }
 }
 
-impl SinkLogic for SeriesLogic {
-    type Item = Occurrence;
-    type Event = Event;
+/// What [`SeriesLogic::observe`] decided for one occurrence.
+// Returned by value and consumed at once: boxing the write would add an allocation per write.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Step {
+    /// A write to hand to the writer: the create of a new entry, or the patch that starts
+    /// a series (second occurrence).
+    Write(Write<Event>),
+    /// Counted in memory: a later occurrence of an open series (a later write carries it).
+    Counted,
+    /// Refused by the spam filter (outcome `skipped`).
+    Skipped,
+}
 
-    fn handle(&mut self, occ: Occurrence, writer: &mut KeyedWriter<Event>) -> bool {
+/// [`SeriesLogic::observe`]'s answer: the step, and the final write of an entry evicted at
+/// the cache bound (when its server count was short).
+pub(crate) struct Observed {
+    pub step: Step,
+    pub evicted_final: Option<Write<Event>>,
+}
+
+impl SeriesLogic {
+    /// The series decision for one occurrence, without touching the writer: the key, the
+    /// cache, the spam filter and the series counters. [`SinkLogic::handle`] hands what it
+    /// returns to the writer.
+    pub(crate) fn observe(&mut self, occ: Occurrence) -> Observed {
         let ignore_rv = self.opts.ignore_resource_version;
         self.key.build(|k| isomorphic_key(&occ.event, ignore_rv, k));
         let m = i32::try_from(occ.count).unwrap_or(i32::MAX);
@@ -264,15 +284,19 @@ impl SinkLogic for SeriesLogic {
             let e = self.cache.value_mut(idx);
             e.count = e.count.saturating_add(m);
             e.last_observed = e.last_observed.max(occ.last_observed);
-            if e.written < 2 {
+            // The entry became the most recently observed; the oldest may have changed.
+            let step = if e.written < 2 {
                 // The second occurrence: start the series on the server.
-                writer.submit(e.write(Via::Patch, 1));
                 self.counters.started.inc();
+                Step::Write(e.write(Via::Patch, 1))
             } else {
                 e.held += 1;
-            }
-            // The entry became the most recently observed; the oldest may have changed.
-            return true;
+                Step::Counted
+            };
+            return Observed {
+                step,
+                evicted_final: None,
+            };
         }
         if let Some(spam) = &mut self.spam {
             spam.key.build(|k| {
@@ -290,8 +314,10 @@ impl SinkLogic for SeriesLogic {
                 }
             });
             if !spam.try_accept_key(&self.hasher, occ.last_observed) {
-                writer.counters().outcome(SinkOutcome::Skipped, 1);
-                return false;
+                return Observed {
+                    step: Step::Skipped,
+                    evicted_final: None,
+                };
             }
         }
         let mut entry = Entry {
@@ -304,16 +330,45 @@ impl SinkLogic for SeriesLogic {
         if m >= 2 {
             self.counters.started.inc();
         }
-        writer.submit(entry.write(Via::Create, 1));
+        let create = entry.write(Via::Create, 1);
         let hash = self.key.hash(&self.hasher);
         let (_, evicted) = self.cache.insert(hash, &self.key.bytes, entry);
-        if let Some(mut old) = evicted {
+        let evicted_final = evicted.and_then(|mut old| {
             self.counters.evicted.inc();
-            if old.is_short() {
-                Self::submit_final(writer, &mut old);
-            }
+            old.is_short().then(|| old.write(Via::Patch, 0))
+        });
+        Observed {
+            step: Step::Write(create),
+            evicted_final,
         }
-        true
+    }
+}
+
+impl SinkLogic for SeriesLogic {
+    type Item = Occurrence;
+    type Event = Event;
+
+    fn handle(&mut self, occ: Occurrence, writer: &mut KeyedWriter<Event>) -> bool {
+        let Observed {
+            step,
+            evicted_final,
+        } = self.observe(occ);
+        let delivered = match step {
+            Step::Write(w) => {
+                writer.submit(w);
+                true
+            }
+            Step::Counted => true,
+            Step::Skipped => {
+                writer.counters().outcome(SinkOutcome::Skipped, 1);
+                false
+            }
+        };
+        if let Some(w) = evicted_final {
+            writer.counters().trailing_flush();
+            writer.submit(w);
+        }
+        delivered
     }
 
     fn written(&mut self, _stored: &Event) {}
