@@ -14,6 +14,7 @@
 //!   (`VmRSS` of `/proc/PID/status`, Linux; the server must run on this machine).
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -253,6 +254,10 @@ async fn slow_client(
 }
 
 /// Probes `/healthz` every [`PROBE_EVERY`] and closes an interval every `every`.
+///
+/// The probes run on a thread of their own with blocking sockets ([`prober`]): this
+/// runtime is busy with thousands of watch streams, and a probe waiting to be polled here
+/// would measure the bench, not the server (kubelet probes from a process of its own).
 async fn series(
     addr: SocketAddr,
     every: Duration,
@@ -264,8 +269,14 @@ async fn series(
     let mut points = Vec::new();
     let mut latency = histogram();
     let (mut ok, mut failed) = (0u64, 0u64);
-    let mut probe = tokio::time::interval(PROBE_EVERY);
-    probe.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let prober_stop = Arc::new(AtomicBool::new(false));
+    let (tx, mut probes) = tokio::sync::mpsc::channel(64);
+    let prober = {
+        let stop = prober_stop.clone();
+        std::thread::Builder::new()
+            .name("healthz-prober".into())
+            .spawn(move || prober(addr, &stop, &tx))
+    };
     let mut close = tokio::time::interval_at(start + every, every);
     loop {
         tokio::select! {
@@ -273,7 +284,7 @@ async fn series(
             // as gone.
             biased;
             () = stop.cancelled() => break,
-            _ = probe.tick() => match healthz(addr).await {
+            Some(probe) = probes.recv() => match probe {
                 Some(micros) => {
                     ok += 1;
                     latency.saturating_record(micros);
@@ -294,29 +305,53 @@ async fn series(
             }
         }
     }
+    prober_stop.store(true, Ordering::Relaxed);
+    drop(probes);
+    if let Ok(handle) = prober {
+        // Ends within one probe (at most PROBE_TIMEOUT for connect and for read).
+        let _ = tokio::task::spawn_blocking(move || handle.join()).await;
+    }
     points
 }
 
-/// One probe on a fresh connection: microseconds from connect to a `200` status line, or
-/// `None`.
-async fn healthz(addr: SocketAddr) -> Option<u64> {
-    let start = Instant::now();
-    let probe = async {
-        let mut s = TcpStream::connect(addr).await.ok()?;
-        let req = format!("GET /healthz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-        s.write_all(req.as_bytes()).await.ok()?;
-        let mut buf = [0u8; 256];
-        let mut got = 0;
-        while got < 12 {
-            let n = s.read(&mut buf[got..]).await.ok()?;
-            if n == 0 {
-                return None;
-            }
-            got += n;
+/// Probes every [`PROBE_EVERY`] until `stop` is set or the receiver is gone, sending each
+/// result (see [`healthz`]).
+fn prober(addr: SocketAddr, stop: &AtomicBool, results: &tokio::sync::mpsc::Sender<Option<u64>>) {
+    let mut next = std::time::Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        let now = std::time::Instant::now();
+        if next > now {
+            std::thread::sleep(next - now);
         }
-        buf.starts_with(b"HTTP/1.1 200").then_some(())
-    };
-    tokio::time::timeout(PROBE_TIMEOUT, probe).await.ok()??;
+        next = std::time::Instant::now() + PROBE_EVERY;
+        if results.blocking_send(healthz(addr)).is_err() {
+            return;
+        }
+    }
+}
+
+/// One probe on a fresh connection, with blocking I/O: microseconds from connect to a `200`
+/// status line, or `None` (no connection, no answer within [`PROBE_TIMEOUT`] per step, or
+/// another status).
+fn healthz(addr: SocketAddr) -> Option<u64> {
+    use std::io::{Read as _, Write as _};
+    let start = std::time::Instant::now();
+    let mut s = std::net::TcpStream::connect_timeout(&addr, PROBE_TIMEOUT).ok()?;
+    s.set_read_timeout(Some(PROBE_TIMEOUT)).ok()?;
+    s.set_write_timeout(Some(PROBE_TIMEOUT)).ok()?;
+    let _ = s.set_nodelay(true);
+    let req = format!("GET /healthz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).ok()?;
+    let mut buf = [0u8; 256];
+    let mut got = 0;
+    while got < 12 {
+        let n = s.read(&mut buf[got..]).ok()?;
+        if n == 0 {
+            return None;
+        }
+        got += n;
+    }
+    buf.starts_with(b"HTTP/1.1 200").then_some(())?;
     Some(start.elapsed().as_micros().min(u64::MAX as u128) as u64)
 }
 
