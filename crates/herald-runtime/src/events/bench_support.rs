@@ -17,10 +17,14 @@ pub struct SeriesCorrelation {
 }
 
 /// What [`SeriesCorrelation::observe`] decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+// By value, as `CorrelateResult` is: a box would add an allocation to the measured time.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum SeriesDecision {
-    /// A create of a new event or the patch that starts a series.
-    Write,
+    /// A create of a new event or the patch that starts a series: the event the write
+    /// sends (returned, as `EventCorrelator::correlate` returns its event, so that a
+    /// bench drops it outside the measured time).
+    Write(Event),
     /// Counted in memory for a later write.
     Counted,
     /// Refused by the spam filter.
@@ -38,11 +42,11 @@ impl SeriesCorrelation {
     }
 
     /// Runs one occurrence of `event` (its `eventTime` is the observation time) through the
-    /// series decision; the write, if any, is dropped.
+    /// series decision. The final write of an entry evicted at the cache bound is dropped.
     pub fn observe(&mut self, event: Event) -> SeriesDecision {
         let observed = self.logic.observe(Occurrence::new(event));
         match observed.step {
-            Step::Write(_) => SeriesDecision::Write,
+            Step::Write(w) => SeriesDecision::Write(w.event),
             Step::Counted => SeriesDecision::Counted,
             Step::Skipped => SeriesDecision::Skipped,
         }
