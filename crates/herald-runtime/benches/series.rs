@@ -79,8 +79,14 @@ fn bench(c: &mut Criterion) {
 
     let mut corr = correlation();
     let template = event("web-0");
-    assert!(matches!(corr.observe(template.clone()), SeriesDecision::Write(_)));
-    assert!(matches!(corr.observe(template.clone()), SeriesDecision::Write(_)));
+    assert!(matches!(
+        corr.observe(template.clone()),
+        SeriesDecision::Write(_)
+    ));
+    assert!(matches!(
+        corr.observe(template.clone()),
+        SeriesDecision::Write(_)
+    ));
     assert_eq!(corr.observe(template.clone()), SeriesDecision::Counted);
     g.bench_function("isomorphic", |b| {
         b.iter_batched(

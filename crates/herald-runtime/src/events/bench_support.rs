@@ -17,14 +17,12 @@ pub struct SeriesCorrelation {
 }
 
 /// What [`SeriesCorrelation::observe`] decided.
-// By value, as `CorrelateResult` is: a box would add an allocation to the measured time.
-#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum SeriesDecision {
     /// A create of a new event or the patch that starts a series: the event the write
     /// sends (returned, as `EventCorrelator::correlate` returns its event, so that a
     /// bench drops it outside the measured time).
-    Write(Event),
+    Write(Arc<Event>),
     /// Counted in memory for a later write.
     Counted,
     /// Refused by the spam filter.

@@ -270,12 +270,12 @@ mod tests {
             last_observed_time: MicroTime(t),
         });
         let plain_write = Write {
-            event: plain.clone(),
+            event: std::sync::Arc::new(plain.clone()),
             op: WriteOp::Create,
             tally: Tally::default(),
         };
         let series_write = Write {
-            event: isomorphic.clone(),
+            event: std::sync::Arc::new(isomorphic.clone()),
             op: WriteOp::Patch(None),
             tally: Tally::default(),
         };

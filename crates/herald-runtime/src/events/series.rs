@@ -113,8 +113,9 @@ impl Default for SeriesOptions {
 /// One isomorphic key.
 #[derive(Debug)]
 struct Entry {
-    /// The first occurrence (its name, note and eventTime are what the server keeps).
-    event: Event,
+    /// The first occurrence (its name, note and eventTime are what the server keeps), shared
+    /// with the create that writes it.
+    event: Arc<Event>,
     /// Occurrences so far (saturating).
     count: i32,
     /// The latest occurrence.
@@ -128,14 +129,17 @@ struct Entry {
 
 impl Entry {
     /// The event as the next write sends it: the first occurrence with the current series
-    /// (none for a single occurrence).
-    fn to_write(&self) -> Event {
-        let mut e = self.event.clone();
-        e.series = (self.count >= 2).then(|| EventSeries {
+    /// (none for a single occurrence, which is the cached event itself, not a copy).
+    fn to_write(&self) -> Arc<Event> {
+        if self.count < 2 {
+            return self.event.clone();
+        }
+        let mut e = (*self.event).clone();
+        e.series = Some(EventSeries {
             count: self.count,
             last_observed_time: MicroTime(micro(self.last_observed)),
         });
-        e
+        Arc::new(e)
     }
 
     /// A write of the current count, carrying the held occurrences; `plain` delivered items
@@ -321,7 +325,7 @@ impl SeriesLogic {
             }
         }
         let mut entry = Entry {
-            event: occ.event,
+            event: Arc::new(occ.event),
             count: m,
             last_observed: occ.last_observed,
             written: 0,

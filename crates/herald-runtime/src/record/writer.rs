@@ -122,10 +122,11 @@ pub(crate) enum WriteOp {
 }
 
 /// One pending write: the full event (sent whole by a create, named by a patch) and what to
-/// send.
+/// send. The event is shared (`Arc`) so that a cache keeping the same event (the series
+/// cache keeps each first occurrence) does not copy it for the write.
 #[derive(Debug, Clone)]
 pub(crate) struct Write<E = Event> {
-    pub event: E,
+    pub event: Arc<E>,
     pub op: WriteOp,
     pub tally: Tally,
 }
@@ -145,7 +146,11 @@ impl Write<Event> {
         } else {
             WriteOp::Create
         };
-        Write { event, op, tally }
+        Write {
+            event: Arc::new(event),
+            op,
+            tally,
+        }
     }
 }
 
@@ -247,9 +252,17 @@ async fn attempt<E: WritableEvent>(
             }
         }
     }
-    let mut ev = w.event.clone();
-    ev.meta_mut().resource_version = None;
-    match sink.create(&ev).await {
+    // A create never carries a resourceVersion; copy the event only to remove one.
+    let cleared;
+    let ev = if w.event.meta().resource_version.is_some() {
+        let mut e = (*w.event).clone();
+        e.meta_mut().resource_version = None;
+        cleared = e;
+        &cleared
+    } else {
+        &*w.event
+    };
+    match sink.create(ev).await {
         Ok(e) => {
             counters.call(ApiCall::Created);
             Ok(WriteResult::Created(Box::new(e)))
@@ -409,7 +422,7 @@ impl<E: WritableEvent> KeyedWriter<E> {
 
     /// Queues `w` behind any write for the same key.
     pub(crate) fn submit(&mut self, w: Write<E>) {
-        let key = write_key(&w.event);
+        let key = write_key(&*w.event);
         match self.slots.get_mut(&key) {
             Some(Slot::Waiting(p)) | Some(Slot::Running { next: Some(p), .. }) => p.coalesce(w),
             Some(Slot::Running { next, .. }) => *next = Some(w),
