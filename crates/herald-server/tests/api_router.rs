@@ -531,3 +531,45 @@ async fn server_failures_are_logged_with_the_request() {
     assert!(!audit_id.is_empty());
     assert!(line.contains(audit_id), "{line}");
 }
+
+/// 504s are the client's doing (a body sent slowly past the request deadline, a read at a
+/// resourceVersion the store has not reached) and can come by the thousand: they are logged
+/// at most once per interval, the line counting the others. (The only 504s of this test
+/// binary are these, so the process-wide throttle starts fresh.)
+#[tokio::test(flavor = "current_thread")]
+async fn timeouts_are_logged_once_per_interval() {
+    let buf = LogBuf::default();
+    let sink = buf.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || sink.clone())
+        .with_ansi(false)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let timing_out = Router::new().route(
+        "/api/v1/namespaces/{ns}/events",
+        get(|| async {
+            api::StatusError(herald_core::status::ApiError::new(
+                504,
+                herald_core::status::Reason::Timeout,
+                "Too large resource version: 99, current: 7",
+            ))
+        }),
+    );
+    let app = api::router_with(state(), timing_out);
+    for _ in 0..5 {
+        let r = call(
+            &app,
+            "GET",
+            "/api/v1/namespaces/a/events?resourceVersion=99",
+            None,
+        )
+        .await;
+        assert_status(&r, 504, "Timeout");
+    }
+    let log = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+    let lines: Vec<&str> = log.lines().collect();
+    assert_eq!(lines.len(), 1, "{log}");
+    assert!(lines[0].contains("status=504"), "{log}");
+    assert!(lines[0].contains("Too large resource version"), "{log}");
+    assert!(lines[0].contains("more_504s_since_last_line=0"), "{log}");
+}

@@ -35,6 +35,7 @@ pub mod health;
 mod hold;
 pub mod limits;
 pub mod listen;
+pub mod log_throttle;
 pub mod metrics;
 pub mod negotiate;
 pub mod openapi;

@@ -41,7 +41,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use axum::body::Body;
@@ -57,6 +57,7 @@ use herald_wire::protobuf::{self, transcode_json};
 
 use super::compression::{Streaming, accepts_gzip, gzip};
 use super::error::{ServerFailure, StatusError};
+use super::log_throttle::{LOG_INTERVAL, Throttle};
 use super::metrics::Metrics;
 use super::negotiate::{Encoding, Negotiated};
 
@@ -219,15 +220,33 @@ where
     }
 }
 
+/// 504s: clients cause them at will (a body sent slowly past the request deadline, a read at
+/// a resourceVersion the store has not reached), so they are logged at most once per
+/// [`LOG_INTERVAL`], with how many were not.
+static TIMEOUT_LOG: Mutex<Throttle> = Mutex::new(Throttle::new(LOG_INTERVAL));
+
 fn log_failure(resp: &Response, method: &http::Method, path: &str, audit_id: &HeaderValue) {
     let audit_id = audit_id.to_str().unwrap_or("");
     let status = resp.status().as_u16();
+    let mut more_504s_since_last_line = 0;
+    if status == 504 {
+        let ready = TIMEOUT_LOG
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .ready();
+        match ready {
+            Some(n) => more_504s_since_last_line = n,
+            None => return,
+        }
+    }
     match resp.extensions().get::<ServerFailure>() {
         Some(f) => tracing::error!(
             %method, path, status, audit_id, reason = %f.reason, message = %f.message,
-            "request failed"
+            more_504s_since_last_line, "request failed"
         ),
-        None => tracing::error!(%method, path, status, audit_id, "request failed"),
+        None => tracing::error!(
+            %method, path, status, audit_id, more_504s_since_last_line, "request failed"
+        ),
     }
 }
 
