@@ -382,6 +382,56 @@ async fn finding_3_with_every_connection_held_idle_healthz_still_answers() {
     server.shutdown().await.unwrap();
 }
 
+/// The probe lane, as `herald serve` runs it (real time: the lane has a runtime of its own,
+/// which a paused test clock does not reach): a probe is answered on the lane, one request
+/// per connection; any other first request is handed on to the API's runtime and its
+/// connection is kept alive there; `/metrics` counts both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_probe_lane_answers_probes_and_hands_on_everything_else() {
+    let server = start(ServerOptions {
+        connections: ConnectionOptions {
+            probe_lane: true,
+            ..ConnectionOptions::default()
+        },
+        ..ServerOptions::default()
+    })
+    .await;
+    for path in ["/healthz", "/livez?verbose", "/readyz/storage"] {
+        let mut s = connect(&server).await;
+        let a = exchange(&mut s, "GET", path, &[], b"").await;
+        assert_eq!(a.code, 200, "{path}: {}", String::from_utf8_lossy(&a.body));
+        assert_eq!(a.header("connection"), Some("close"), "{path}");
+        wait_closed(&mut s, Duration::from_secs(30)).await.unwrap();
+    }
+    // The API, then a probe on the same kept-alive connection (served where it now lives).
+    let mut s = connect(&server).await;
+    let a = exchange(&mut s, "POST", EVENTS, &[JSON], &event("lane")).await;
+    assert_eq!(a.code, 201, "{}", String::from_utf8_lossy(&a.body));
+    assert_eq!(a.header("connection"), None);
+    let a = exchange(&mut s, "GET", "/healthz", &[], b"").await;
+    assert_eq!(a.code, 200);
+    let a = exchange(&mut s, "GET", &format!("{EVENTS}/lane"), &[], b"").await;
+    assert_eq!(a.code, 200);
+    // A POST to a health path is not a probe: handed on, and answered as without the lane.
+    let a = request(&server, "POST", "/healthz", &[JSON], b"{}").await;
+    assert_eq!(a.code, 405, "{}", String::from_utf8_lossy(&a.body));
+    let m = request(&server, "GET", "/metrics", &[], b"").await;
+    let text = String::from_utf8(m.body).unwrap();
+    let count = |outcome: &str| -> u64 {
+        let prefix =
+            format!("herald_apiserver_probe_lane_connections_total{{outcome=\"{outcome}\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .unwrap_or_else(|| panic!("no {prefix} in {text}"))
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(count("probe"), 3);
+    // The API connection, the POST and this /metrics request.
+    assert_eq!(count("handed_on"), 3);
+    server.shutdown().await.unwrap();
+}
+
 // ---- inflight limits ------------------------------------------------------------------------
 
 #[tokio::test(start_paused = true)]

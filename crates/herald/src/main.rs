@@ -181,6 +181,11 @@ struct ServeArgs {
     /// /readyz until others close.
     #[arg(long, default_value_t = listen::DEFAULT_MAX_CONNECTIONS, value_parser = parse_max_connections)]
     max_connections: usize,
+    /// Accept connections on a thread of their own and answer plain-HTTP /healthz, /livez
+    /// and /readyz probes there, so that they stay fast while the API is busy ("false":
+    /// everything on the API's threads).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    probe_lane: bool,
     /// A name the Host header may carry besides localhost, 127.0.0.1 and [::1] when serving
     /// on a loopback address (repeatable), e.g. an /etc/hosts alias of 127.0.0.1. Other names
     /// are refused (403) so that web pages cannot reach the server by DNS rebinding.
@@ -349,6 +354,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             },
             connections: ConnectionOptions {
                 max_connections: args.max_connections,
+                probe_lane: args.probe_lane,
                 ..ConnectionOptions::default()
             },
             limits: RequestLimitOptions {

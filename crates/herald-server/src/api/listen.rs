@@ -67,7 +67,8 @@ use tower_service::Service as _;
 use super::error::status_response;
 use super::health::is_health_path;
 use super::hold::Holding;
-use super::metrics::{Metrics, OverLimitLabels, TimedOutLabels};
+use super::metrics::{Metrics, OverLimitLabels, ProbeLaneLabels, TimedOutLabels};
+use super::probe_lane;
 
 /// kube-apiserver's `ReadHeaderTimeout`.
 pub const DEFAULT_READ_HEADER_TIMEOUT: Duration = Duration::from_secs(32);
@@ -106,6 +107,11 @@ pub struct ConnectionOptions {
     /// `/readyz`, one request each. Default [`DEFAULT_HEALTH_CONNECTIONS`]; 0 closes every
     /// connection over the bound.
     pub health_connections: usize,
+    /// Accept connections on a thread of their own and answer plain-HTTP health probes
+    /// there, so they do not wait behind a busy runtime (the [probe lane](super::probe_lane)).
+    /// Default `false`, as the lane runs on real time (a paused test clock does not reach
+    /// it); `herald serve` turns it on.
+    pub probe_lane: bool,
 }
 
 impl Default for ConnectionOptions {
@@ -115,6 +121,7 @@ impl Default for ConnectionOptions {
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             health_connections: DEFAULT_HEALTH_CONNECTIONS,
+            probe_lane: false,
         }
     }
 }
@@ -205,6 +212,9 @@ fn nofile() -> Option<(libc::rlim_t, libc::rlim_t)> {
 pub trait Handshake: Clone + Send + Sync + 'static {
     /// The stream after the handshake.
     type Io: AsyncRead + AsyncWrite + Unpin + Send + 'static;
+    /// Whether HTTP is spoken on the TCP stream as it is (then the probe lane may read a
+    /// request line from its first bytes).
+    const PLAIN: bool = false;
     /// Performs the handshake on a freshly accepted connection.
     fn handshake(&self, tcp: TcpStream) -> impl Future<Output = io::Result<Self::Io>> + Send;
 }
@@ -215,6 +225,7 @@ pub struct Plain;
 
 impl Handshake for Plain {
     type Io = TcpStream;
+    const PLAIN: bool = true;
     async fn handshake(&self, tcp: TcpStream) -> io::Result<TcpStream> {
         Ok(tcp)
     }
@@ -241,6 +252,53 @@ pub async fn serve_with<H: Handshake>(
     options: ConnectionOptions,
     metrics: Arc<Metrics>,
     shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
+    if !options.probe_lane {
+        return accept_loop(listener, handshake, app, options, metrics, shutdown, None).await;
+    }
+    // The listener moves to the lane's runtime; connections that are not probes come back
+    // to this one.
+    let api = tokio::runtime::Handle::current();
+    let listener = listener.into_std()?;
+    let (done, finished) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("herald-probes".into())
+        .spawn(move || {
+            let served = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .and_then(|lane| {
+                    lane.block_on(async move {
+                        let listener = TcpListener::from_std(listener)?;
+                        accept_loop(
+                            listener,
+                            handshake,
+                            app,
+                            options,
+                            metrics,
+                            shutdown,
+                            Some(api),
+                        )
+                        .await
+                    })
+                });
+            let _ = done.send(served);
+        })?;
+    finished
+        .await
+        .unwrap_or_else(|_| Err(io::Error::other("the probe lane thread ended early")))
+}
+
+/// Accepts connections until `shutdown`, serving each in its own task: on this runtime, or,
+/// with `lane` (this runs on the probe lane), probes here and the rest on `lane`'s runtime.
+async fn accept_loop<H: Handshake>(
+    listener: TcpListener,
+    handshake: H,
+    app: Router,
+    options: ConnectionOptions,
+    metrics: Arc<Metrics>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    lane: Option<tokio::runtime::Handle>,
 ) -> io::Result<()> {
     let options = options.fitted(None);
     let slots = Arc::new(Slots {
@@ -297,15 +355,18 @@ pub async fn serve_with<H: Handshake>(
                 .inc();
             log_limit(&mut limit_log, &slots, &options);
         }
-        tracker.spawn(connection(
-            tcp,
-            handshake.clone(),
-            app.clone(),
+        let serve = Serve {
+            handshake: handshake.clone(),
+            app: app.clone(),
             slot,
-            Timeouts::of(&options),
-            stop.clone(),
-            metrics.clone(),
-        ));
+            timeouts: Timeouts::of(&options),
+            stop: stop.clone(),
+            metrics: metrics.clone(),
+        };
+        match &lane {
+            None => tracker.spawn(serve.connection(tcp, Keep::Alive)),
+            Some(api) => tracker.spawn(serve.on_lane(tcp, api.clone(), tracker.clone())),
+        };
     }
     drop(listener);
     stop.cancel();
@@ -628,6 +689,82 @@ enum Closed {
     Http(hyper::Error),
 }
 
+/// Whether a connection may serve more than one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    /// Keep-alive, as the client asks (health-only slots still take one request).
+    Alive,
+    /// One request, answered with `Connection: close` (a probe on the lane).
+    OneRequest,
+}
+
+/// What serving one accepted connection needs.
+struct Serve<H> {
+    handshake: H,
+    app: Router,
+    slot: Slot,
+    timeouts: Timeouts,
+    stop: CancellationToken,
+    metrics: Arc<Metrics>,
+}
+
+impl<H: Handshake> Serve<H> {
+    async fn connection(self, tcp: TcpStream, keep: Keep) {
+        connection(
+            tcp,
+            self.handshake,
+            self.app,
+            self.slot,
+            self.timeouts,
+            self.stop,
+            self.metrics,
+            keep,
+        )
+        .await
+    }
+
+    /// On the probe lane: a plain-HTTP probe is served here, one request; anything else
+    /// moves to the API's runtime (`api`), tracked by `tracker` for the graceful shutdown.
+    async fn on_lane(self, tcp: TcpStream, api: tokio::runtime::Handle, tracker: TaskTracker) {
+        let probe = H::PLAIN
+            && tokio::select! {
+                sniffed = probe_lane::first_bytes(&tcp, probe_lane::SNIFF_TIMEOUT) => {
+                    sniffed == probe_lane::Sniffed::Probe
+                }
+                () = self.stop.cancelled() => return,
+            };
+        let outcome = if probe { "probe" } else { "handed_on" };
+        self.metrics
+            .probe_lane_connections
+            .get_or_create(&ProbeLaneLabels { outcome })
+            .inc();
+        if probe {
+            return self.connection(tcp, Keep::OneRequest).await;
+        }
+        // Re-registered with the API runtime's I/O driver, so the lane's thread does not
+        // carry its readiness events.
+        let tcp = match tcp.into_std() {
+            Ok(tcp) => tcp,
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot move a connection off the probe lane");
+                return;
+            }
+        };
+        tracker.spawn_on(
+            async move {
+                match TcpStream::from_std(tcp) {
+                    Ok(tcp) => self.connection(tcp, Keep::Alive).await,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "cannot take a connection from the probe lane")
+                    }
+                }
+            },
+            &api,
+        );
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn connection<H: Handshake>(
     tcp: TcpStream,
     handshake: H,
@@ -636,6 +773,7 @@ async fn connection<H: Handshake>(
     timeouts: Timeouts,
     stop: CancellationToken,
     metrics: Arc<Metrics>,
+    keep: Keep,
 ) {
     let accepted = Instant::now();
     let timeouts = match slot.kind {
@@ -670,7 +808,7 @@ async fn connection<H: Handshake>(
     // connections at the header timeout, where Go waits `IdleTimeout`).
     builder
         .header_read_timeout(None)
-        .keep_alive(slot.kind == SlotKind::Regular);
+        .keep_alive(slot.kind == SlotKind::Regular && keep == Keep::Alive);
     let io = TokioIo::new(Observed {
         io,
         state: state.clone(),

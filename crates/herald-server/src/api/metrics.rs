@@ -50,6 +50,14 @@ pub struct TimedOutLabels {
     pub phase: &'static str,
 }
 
+/// Labels of `herald_apiserver_probe_lane_connections_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProbeLaneLabels {
+    /// `probe`: a health probe, served on the probe lane; `handed_on`: anything else, moved
+    /// to the API's runtime.
+    pub outcome: &'static str,
+}
+
 /// The server's metrics. The label sets are bounded (a fixed verb vocabulary × HTTP codes).
 pub struct Metrics {
     registry: Registry,
@@ -71,6 +79,8 @@ pub struct Metrics {
     pub connections_over_limit: Family<OverLimitLabels, Counter>,
     /// Connections closed by the header, idle or handshake timeout.
     pub connections_timed_out: Family<TimedOutLabels, Counter>,
+    /// Connections the [probe lane](super::probe_lane) accepted, by where they were served.
+    pub probe_lane_connections: Family<ProbeLaneLabels, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -136,6 +146,12 @@ impl Default for Metrics {
             "Connections closed by the header, idle or handshake timeout",
             connections_timed_out.clone(),
         );
+        let probe_lane_connections = Family::<ProbeLaneLabels, Counter>::default();
+        registry.register(
+            "apiserver_probe_lane_connections",
+            "Connections accepted on the probe lane, by where they were served",
+            probe_lane_connections.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -147,6 +163,7 @@ impl Default for Metrics {
             connections,
             connections_over_limit,
             connections_timed_out,
+            probe_lane_connections,
         }
     }
 }

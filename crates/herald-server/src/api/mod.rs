@@ -42,6 +42,7 @@ pub mod openapi;
 pub mod output;
 pub mod path;
 pub mod peer;
+pub mod probe_lane;
 pub mod referenced;
 
 use std::future::Future;
