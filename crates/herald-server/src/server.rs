@@ -30,6 +30,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::api::auth::{self, Auth, AuthError, AuthLayer, AuthOptions, Authorization};
 use crate::api::browser::{BrowserLayer, BrowserOptions};
 use crate::api::events::EventsApi;
 use crate::api::health::{HealthChecks, check_fn};
@@ -84,6 +85,9 @@ pub struct ServerOptions {
     pub limits: RequestLimitOptions,
     /// The Host check of a loopback server and the Content-Type check of writes.
     pub browser: BrowserOptions,
+    /// Authentication and authorization (`--token-auth-file`, `--anonymous-auth`,
+    /// `--authorization-mode`, `--authorization-rbac-file`); the default is open.
+    pub auth: AuthOptions,
     /// The clock of TTLs, creation timestamps and Table ages.
     pub clock: Arc<dyn Clock>,
 }
@@ -99,6 +103,7 @@ impl std::fmt::Debug for ServerOptions {
             .field("connections", &self.connections)
             .field("limits", &self.limits)
             .field("browser", &self.browser)
+            .field("auth", &self.auth)
             .finish_non_exhaustive()
     }
 }
@@ -116,6 +121,7 @@ impl Default for ServerOptions {
             connections: ConnectionOptions::default(),
             limits: RequestLimitOptions::default(),
             browser: BrowserOptions::default(),
+            auth: AuthOptions::default(),
             clock: Arc::new(SystemClock),
         }
     }
@@ -127,6 +133,9 @@ impl Default for ServerOptions {
 /// so printing the error (or an `anyhow` chain of it) says everything without repeating it.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
+    /// The token or RBAC file is unreadable or malformed (the message names file and line).
+    #[error("{0}")]
+    Auth(AuthError),
     /// Opening the store failed.
     #[error("opening the store: {0}")]
     Storage(StorageError),
@@ -174,6 +183,8 @@ impl Server {
     /// once the listener is bound. Must be called inside a tokio runtime.
     pub async fn start(config: ServerOptions) -> Result<Server, ServerError> {
         let clock = config.clock.clone();
+        // Bad token and RBAC files fail the start before the store is opened.
+        let access = Auth::new(&config.auth).map_err(ServerError::Auth)?;
         let mut metrics = Metrics::default();
         let mut sqlite = None;
         let mut store_closed = None;
@@ -237,10 +248,19 @@ impl Server {
         }
         let registry = EventRegistry::new(backend.clone(), clock.clone(), ropts);
         let shutdown = CancellationToken::new();
+        if let Authorization::Rbac(rules) = &access.authorization {
+            // Ends with the shutdown token.
+            drop(auth::reload::spawn(
+                rules.clone(),
+                config.auth.rbac_reload_interval,
+                shutdown.clone(),
+            ));
+        }
         let events = EventsApi::new(registry.clone(), clock.clone())
             .with_shutdown(shutdown.clone())
             .with_metrics(metrics.clone())
-            .router();
+            .router()
+            .merge(auth::reviews::routes(access.clone()));
         let metrics_route = Router::new()
             .route("/metrics", get(metrics_handler))
             .with_state(metrics.clone());
@@ -258,6 +278,7 @@ impl Server {
         let addr = listener.local_addr().map_err(ServerError::Io)?;
         let guards = Guards {
             browser: BrowserLayer::new(addr, &config.browser),
+            auth: AuthLayer::new(access),
             limits: LimitsLayer::new(&config.limits, Some(metrics.clone())),
         };
         let app = api::router_with_guards(

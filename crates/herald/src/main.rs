@@ -24,6 +24,7 @@ mod for_object;
 mod get;
 mod interrupt;
 mod kubeconfig;
+mod serve_auth;
 mod stdout;
 mod style;
 mod tail;
@@ -191,6 +192,8 @@ struct ServeArgs {
     /// are refused (403) so that web pages cannot reach the server by DNS rebinding.
     #[arg(long = "allow-host", value_name = "NAME")]
     allow_hosts: Vec<String>,
+    #[command(flatten)]
+    auth: serve_auth::AuthArgs,
 }
 
 /// Parses a size in bytes as Kubernetes writes quantities: a whole number, optionally with a
@@ -366,6 +369,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 allowed_hosts: args.allow_hosts.clone(),
                 ..BrowserOptions::default()
             },
+            auth: args.auth.options(),
             ..ServerOptions::default()
         };
         let server = match Server::start(config).await {

@@ -160,6 +160,70 @@ pub fn events_api_group() -> Value {
     })
 }
 
+/// One resource of a [review group](REVIEW_GROUPS): its plural, singular and kind.
+pub type ReviewResource = (&'static str, &'static str, &'static str);
+
+/// The groups of the self-review endpoints kubectl's `auth can-i` and `auth whoami` call
+/// (served by `api::auth::reviews`): cluster-scoped resources with the one verb `create`,
+/// as kube-apiserver lists them.
+pub const REVIEW_GROUPS: &[(&str, &str, &[ReviewResource])] = &[
+    (
+        "authentication.k8s.io",
+        "v1",
+        &[(
+            "selfsubjectreviews",
+            "selfsubjectreview",
+            "SelfSubjectReview",
+        )],
+    ),
+    (
+        "authorization.k8s.io",
+        "v1",
+        &[
+            (
+                "selfsubjectaccessreviews",
+                "selfsubjectaccessreview",
+                "SelfSubjectAccessReview",
+            ),
+            (
+                "selfsubjectrulesreviews",
+                "selfsubjectrulesreview",
+                "SelfSubjectRulesReview",
+            ),
+        ],
+    ),
+];
+
+/// The legacy `APIResourceList` of a review group.
+pub fn review_resource_list(group: &str, version: &str, resources: &[ReviewResource]) -> Value {
+    resource_list(
+        group,
+        version,
+        resources
+            .iter()
+            .map(|(name, singular, kind)| {
+                json!({"name": name, "singularName": singular, "namespaced": false,
+                       "kind": kind, "verbs": ["create"]})
+            })
+            .collect(),
+    )
+}
+
+fn review_aggregated(group: &str, version: &str, resources: &[ReviewResource]) -> Value {
+    aggregated_group(
+        group,
+        version,
+        resources
+            .iter()
+            .map(|(name, singular, kind)| {
+                json!({"resource": name,
+                       "responseKind": {"group": group, "version": version, "kind": kind},
+                       "scope": "Cluster", "singularResource": singular, "verbs": ["create"]})
+            })
+            .collect(),
+    )
+}
+
 /// The legacy `APIGroupList` for `/apis`.
 pub fn api_group_list() -> Value {
     json!({
@@ -167,6 +231,7 @@ pub fn api_group_list() -> Value {
         "apiVersion": "v1",
         "groups": std::iter::once(group_entry(EVENTS_GROUP, "v1"))
             .chain(referenced::groups().into_iter().map(|(g, v)| group_entry(g, v)))
+            .chain(REVIEW_GROUPS.iter().map(|(g, v, _)| group_entry(g, v)))
             .collect::<Vec<_>>(),
     })
 }
@@ -221,6 +286,9 @@ pub fn aggregated_discovery(gv: GroupVersion, format: DiscoveryFormat) -> Value 
                 .map(ReferencedKind::aggregated_resource)
                 .collect();
             items.push(aggregated_group(g, v, resources));
+        }
+        for (g, v, resources) in REVIEW_GROUPS {
+            items.push(review_aggregated(g, v, resources));
         }
     }
     json!({

@@ -25,6 +25,7 @@
 // errors are the cold path, so the size of `ApiError` is not worth a box.
 #![allow(clippy::result_large_err)]
 
+pub mod auth;
 pub mod browser;
 pub mod compression;
 pub mod discovery;
@@ -130,6 +131,20 @@ pub fn static_routes(state: ApiState) -> Router {
             .route(&format!("/apis/{group}/{version}"), get(gv))
             .route(&format!("/apis/{group}/{version}/"), get(gv));
     }
+    for (group, version, resources) in discovery::REVIEW_GROUPS {
+        let g = move || async move { discovery::referenced_group(group, version) };
+        let gv = move || async move {
+            discovery::json_response(
+                &discovery::review_resource_list(group, version, resources),
+                "application/json",
+            )
+        };
+        r = r
+            .route(&format!("/apis/{group}"), get(g))
+            .route(&format!("/apis/{group}/"), get(g))
+            .route(&format!("/apis/{group}/{version}"), get(gv))
+            .route(&format!("/apis/{group}/{version}/"), get(gv));
+    }
     r.merge(referenced::routes())
 }
 
@@ -169,23 +184,26 @@ pub fn router_with_output(state: ApiState, extra: Router, output: output::Output
 }
 
 /// The checks every request of a served API passes inside the [`output`] layer, outermost
-/// first: the [`browser`] checks (Host, Content-Type), then the [`limits`] (inflight, the
-/// request deadline).
+/// first: the [`browser`] checks (Host, Content-Type), then [`auth`] (401, 403), then the
+/// [`limits`] (inflight, the request deadline).
 #[derive(Debug, Clone)]
 pub struct Guards {
     /// Host and Content-Type checks.
     pub browser: browser::BrowserLayer,
+    /// Authentication and authorization.
+    pub auth: auth::AuthLayer,
     /// Inflight limits and the request deadline.
     pub limits: limits::LimitsLayer,
 }
 
 /// [`finish_with`] with `guards` between the output layer and the routes, so their refusals
-/// (403, 415, 429, 504) get the standard headers and are counted like any other answer.
+/// (401, 403, 415, 429, 504) get the standard headers and are counted like any other answer.
 pub fn finish_guarded(router: Router, output: output::OutputLayer, guards: Guards) -> Router {
     router
         .fallback(|| async { StatusError(error::path_not_found()) })
         .method_not_allowed_fallback(|| async { StatusError(error::method_not_allowed()) })
         .layer(guards.limits)
+        .layer(guards.auth)
         .layer(guards.browser)
         .layer(output)
 }
