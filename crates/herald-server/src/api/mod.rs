@@ -42,6 +42,7 @@ pub mod output;
 pub mod path;
 pub mod peer;
 pub mod referenced;
+pub mod tls;
 
 use std::future::Future;
 use std::sync::Arc;
