@@ -206,7 +206,8 @@ struct ServeArgs {
     tls_private_key_file: Option<PathBuf>,
     /// PEM file of the CAs that client certificates are verified against (kube-apiserver's
     /// flag) [default: the CA herald makes under --data; none with --tls-cert-file]. A client
-    /// certificate that does not verify fails the TLS handshake.
+    /// certificate that does not verify fails the TLS handshake (so with this flag the
+    /// generated admin certificate works only if this file holds the generated CA).
     #[arg(long, value_name = "FILE")]
     client_ca_file: Option<PathBuf>,
     /// Serve plain HTTP instead of HTTPS: no encryption, no client certificates. Only on a

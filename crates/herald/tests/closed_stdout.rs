@@ -45,8 +45,10 @@ async fn commands_writing_into_a_closed_pipe_end_quietly() {
         "-n",
         "closed-pipe",
     ];
+    // A plain-http server: its kubeconfig needs no credentials.
+    let kubeconfig = ["kubeconfig", "--server", server.url.as_str()];
     let runs: [&[&str]; 8] = [
-        &["kubeconfig"],
+        &kubeconfig,
         &emit,
         &[&emit[..], &["-o", "json"]].concat(),
         &["get", "events"],
