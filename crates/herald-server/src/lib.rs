@@ -4,13 +4,16 @@
 //! source to that):
 //!
 //! - [`server`]: [`server::Server`] wires the others together (and nothing imports it).
-//! - [`api`]: HTTP. Negotiation, the events endpoints, discovery, OpenAPI, health, metrics,
-//!   the output layer. It reaches events only through the [`registry`], never [`storage`].
+//! - [`api`]: HTTP. The accept loop and TLS ([`api::listen`], [`api::tls`]), negotiation,
+//!   the events endpoints, discovery, OpenAPI, health, metrics, the output layer. It reaches events only through the [`registry`], never [`storage`].
 //! - [`registry`]: kube-apiserver's store semantics for events: validation, resourceVersion,
 //!   TTL, selectors, pagination, watch rules, patches and `managedFields`. It answers events
 //!   as stored ([`registry::Stored`]: bytes and revision) and knows nothing of HTTP.
 //! - [`storage`]: the revisioned key-value contract ([`storage::Backend`]), its backends
 //!   (SQLite, memory) and the watch cache ([`storage::WatchHub`]).
+//!
+//! Beside them, [`files`] creates the owner-only files and directories every layer writes under
+//! the data directory (the store's, the generated certificates of [`api::tls::pki`]).
 //!
 //! Beside them all, [`herald_wire`] turns events into bytes and back: the stored form, the
 //! JSON, protobuf and Table encodings, request bodies and the schema. The API and the
@@ -60,6 +63,7 @@
 //! ```
 
 pub mod api;
+pub mod files;
 pub mod registry;
 pub mod server;
 pub mod storage;

@@ -2,22 +2,25 @@
 //! what `herald serve` runs.
 //!
 //! ```no_run
-//! use herald_server::server::{Server, ServerOptions, StoreKind};
+//! use herald_server::api::tls::TlsOptions;
+//! use herald_server::server::{Server, ServerOptions, StoreKind, Transport};
 //! # async fn run() -> Result<(), herald_server::server::ServerError> {
 //! let config = ServerOptions {
 //!     store: StoreKind::Sqlite { dir: "./herald-data".into() },
 //!     listen: "127.0.0.1:6443".parse().unwrap(),
+//!     // HTTPS with a CA, serving and admin certificates made under ./herald-data/pki:
+//!     transport: Transport::Https(TlsOptions::default()),
 //!     ..ServerOptions::default()
 //! };
 //! let server = Server::start(config).await?;
-//! println!("listening on http://{}", server.addr());
+//! println!("listening on {}", server.url());
 //! tokio::signal::ctrl_c().await.ok();
 //! server.shutdown().await?; // ends watches, finishes in-flight requests, closes the store
 //! # Ok(()) }
 //! ```
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,6 +41,8 @@ use crate::api::limits::{LimitsLayer, RequestLimitOptions};
 use crate::api::listen::{self, ConnectionOptions};
 use crate::api::metrics::{Metrics, metrics_handler};
 use crate::api::output::OutputLayer;
+use crate::api::tls::pki::{PKI_DIR, Pki};
+use crate::api::tls::{ReloadingCertificate, ServingCertificate, Tls, TlsError, TlsOptions};
 use crate::api::{self, ApiState, Guards};
 use crate::registry::{EventRegistry, RegistryOptions};
 use crate::storage::{
@@ -58,8 +63,20 @@ pub enum StoreKind {
     },
 }
 
+/// Plain HTTP or HTTPS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transport {
+    /// Plain HTTP, HTTP/1.1 only. Only on a loopback address: [`Server::start`] refuses
+    /// any other with [`ServerError::PlainHttpNotLoopback`] (anyone who could reach it could
+    /// read and delete every event, and see every credential sent to it).
+    PlainHttp,
+    /// HTTPS ([`crate::api::tls`]).
+    Https(TlsOptions),
+}
+
 /// Everything [`Server::start`] needs. `Default` is: memory store, `127.0.0.1:6443`,
-/// 1 h event TTL, default history, kube-apiserver's connection timeouts and inflight
+/// plain HTTP (the library's default, for in-process use on loopback; `herald serve`
+/// defaults to HTTPS), 1 h event TTL, default history, kube-apiserver's connection timeouts and inflight
 /// limits, the Host check on loopback, the system clock.
 #[derive(Clone)]
 pub struct ServerOptions {
@@ -67,6 +84,8 @@ pub struct ServerOptions {
     pub store: StoreKind,
     /// The address to listen on (port 0 picks a free one; see [`Server::addr`]).
     pub listen: SocketAddr,
+    /// Plain HTTP (loopback only) or HTTPS.
+    pub transport: Transport,
     /// How long an event lives after its last write (`--event-ttl`); `None` = forever.
     pub event_ttl: Option<Duration>,
     /// History retained for watches and lists at older revisions.
@@ -86,7 +105,10 @@ pub struct ServerOptions {
     /// The Host check of a loopback server and the Content-Type check of writes.
     pub browser: BrowserOptions,
     /// Authentication and authorization (`--token-auth-file`, `--anonymous-auth`,
-    /// `--authorization-mode`, `--authorization-rbac-file`); the default is open.
+    /// `--authorization-mode`, `--authorization-rbac-file`). Over HTTPS with a client CA (the
+    /// generated one, or `--client-ca-file`), [`AuthOptions::client_certificates`] is turned
+    /// on at start, so authentication and RBAC are in force; over plain HTTP the default is
+    /// open.
     pub auth: AuthOptions,
     /// The clock of TTLs, creation timestamps and Table ages.
     pub clock: Arc<dyn Clock>,
@@ -97,6 +119,7 @@ impl std::fmt::Debug for ServerOptions {
         f.debug_struct("ServerOptions")
             .field("store", &self.store)
             .field("listen", &self.listen)
+            .field("transport", &self.transport)
             .field("event_ttl", &self.event_ttl)
             .field("history", &self.history)
             .field("sweep_interval", &self.sweep_interval)
@@ -113,6 +136,7 @@ impl Default for ServerOptions {
         ServerOptions {
             store: StoreKind::Memory,
             listen: SocketAddr::from(([127, 0, 0, 1], 6443)),
+            transport: Transport::PlainHttp,
             event_ttl: Some(Duration::from_secs(3600)),
             history: HistoryOptions::default(),
             sqlite: SqliteOptions::default(),
@@ -148,6 +172,17 @@ pub enum ServerError {
         /// Why binding failed; [`std::io::ErrorKind::AddrInUse`] when another process has it.
         error: std::io::Error,
     },
+    /// Plain HTTP was asked for on an address other machines can reach.
+    #[error(
+        "refusing to serve plain HTTP on {addr}: anyone who can reach it could read and delete every event; listen on a loopback address (127.0.0.1 or [::1]) or serve HTTPS"
+    )]
+    PlainHttpNotLoopback {
+        /// The address asked for.
+        addr: SocketAddr,
+    },
+    /// TLS could not be set up (a certificate, key or CA file, the generated certificates).
+    #[error("{0}")]
+    Tls(TlsError),
     /// Serving failed after the listener was bound.
     #[error("serving: {0}")]
     Io(std::io::Error),
@@ -160,6 +195,8 @@ pub enum ServerError {
 /// (the token is cancelled), but does not wait.
 pub struct Server {
     addr: SocketAddr,
+    https: bool,
+    pki: Option<Pki>,
     shutdown: CancellationToken,
     task: Option<JoinHandle<std::io::Result<()>>>,
     sweeper: JoinHandle<()>,
@@ -182,9 +219,23 @@ impl Server {
     /// API (discovery, OpenAPI, health, `/metrics`, events) in a background task. Returns
     /// once the listener is bound. Must be called inside a tokio runtime.
     pub async fn start(config: ServerOptions) -> Result<Server, ServerError> {
+        if config.transport == Transport::PlainHttp && !config.listen.ip().is_loopback() {
+            return Err(ServerError::PlainHttpNotLoopback {
+                addr: config.listen,
+            });
+        }
         let clock = config.clock.clone();
+        // Client certificates identify users whenever TLS asks for them (the generated CA,
+        // or --client-ca-file): secure by default, the generated admin certificate
+        // authenticates as system:masters and RBAC is in force.
+        let mut auth_options = config.auth.clone();
+        if let Transport::Https(tls) = &config.transport
+            && (tls.client_ca_file.is_some() || tls.serving == ServingCertificate::Generated)
+        {
+            auth_options.client_certificates = true;
+        }
         // Bad token and RBAC files fail the start before the store is opened.
-        let access = Auth::new(&config.auth).map_err(ServerError::Auth)?;
+        let access = Auth::new(&auth_options).map_err(ServerError::Auth)?;
         let mut metrics = Metrics::default();
         let mut sqlite = None;
         let mut store_closed = None;
@@ -252,7 +303,7 @@ impl Server {
             // Ends with the shutdown token.
             drop(auth::reload::spawn(
                 rules.clone(),
-                config.auth.rbac_reload_interval,
+                auth_options.rbac_reload_interval,
                 shutdown.clone(),
             ));
         }
@@ -269,6 +320,16 @@ impl Server {
         let store = backend.clone();
         let health =
             HealthChecks::default().with_readiness(check_fn("storage", move || store.health()));
+        // After the store opened: a SQLite store holds the data directory's lock, so no other
+        // server is making certificates in it.
+        let (tls, pki) = match &config.transport {
+            Transport::PlainHttp => (None, None),
+            Transport::Https(options) => {
+                let (tls, pki) =
+                    setup_tls(options.clone(), config.store.clone(), config.listen).await?;
+                (Some(tls), pki)
+            }
+        };
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
             .map_err(|error| ServerError::Bind {
@@ -297,10 +358,14 @@ impl Server {
                 "the open-files limit allows fewer connections than asked; raise it (ulimit -n) to serve more"
             );
         }
+        let scheme = if tls.is_some() { "https" } else { "http" };
         if let Some(s) = sqlite {
             // Only a description for the error a second opener prints; the lock is held
             // either way.
-            let text = format!("herald pid {}, serving http://{addr}", std::process::id());
+            let text = format!(
+                "herald pid {}, serving {scheme}://{addr}",
+                std::process::id()
+            );
             if let Err(e) = s.data_lock().describe(&text) {
                 tracing::warn!(error = %e, "cannot describe the data directory lock holder");
             }
@@ -308,14 +373,23 @@ impl Server {
         let token = shutdown.clone();
         let served = metrics.clone();
         tracing::info!(%addr, "herald API listening");
-        let task = tokio::spawn(async move {
-            listen::serve(listener, app, connections, served, async move {
-                token.cancelled().await
-            })
-            .await
-        });
+        let stop = async move { token.cancelled().await };
+        let https = tls.is_some();
+        let task = match tls {
+            Some(tls) => tokio::spawn(listen::serve_with(
+                listener,
+                tls,
+                app,
+                connections,
+                served,
+                stop,
+            )),
+            None => tokio::spawn(listen::serve(listener, app, connections, served, stop)),
+        };
         Ok(Server {
             addr,
+            https,
+            pki,
             shutdown,
             task: Some(task),
             sweeper,
@@ -330,9 +404,17 @@ impl Server {
         self.addr
     }
 
-    /// `http://<addr>`, for clients and kubeconfigs.
+    /// `https://<addr>` (or `http://` for plain HTTP), for clients and kubeconfigs.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.https { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// The generated CA and certificates, when serving HTTPS with
+    /// [`ServingCertificate::Generated`]: what a kubeconfig for the admin needs
+    /// ([`Pki::admin`]), also for the memory store, whose certificates exist nowhere else.
+    pub fn pki(&self) -> Option<&Pki> {
+        self.pki.as_ref()
     }
 
     /// The registry (for in-process use: tests, `herald bench`).
@@ -395,6 +477,59 @@ impl Server {
             );
         }
     }
+}
+
+/// The TLS handshake for `options`, and the generated certificates if it uses them (made or
+/// reused under `<data>/pki` for SQLite, in memory otherwise). File work runs off the
+/// runtime's threads.
+async fn setup_tls(
+    options: TlsOptions,
+    store: StoreKind,
+    listen: SocketAddr,
+) -> Result<(Tls, Option<Pki>), ServerError> {
+    let work = move || -> Result<(Tls, Option<Pki>), TlsError> {
+        let (certificate, pki) = match &options.serving {
+            ServingCertificate::Files {
+                cert_file,
+                key_file,
+            } => (ReloadingCertificate::from_files(cert_file, key_file)?, None),
+            ServingCertificate::Generated => {
+                let pki = match &store {
+                    StoreKind::Sqlite { dir } => {
+                        Pki::load_or_create(&dir.join(PKI_DIR), listen.ip())
+                    }
+                    StoreKind::Memory => Pki::generate(listen.ip()),
+                }
+                .map_err(TlsError::Pki)?;
+                let certificate = match pki.dir() {
+                    // From the files, so replacing them is picked up as for --tls-cert-file.
+                    Some(dir) => ReloadingCertificate::from_files(
+                        &dir.join(crate::api::tls::pki::SERVING_CERT_FILE),
+                        &dir.join(crate::api::tls::pki::SERVING_KEY_FILE),
+                    )?,
+                    None => {
+                        let (chain, key) = pki.serving().map_err(TlsError::Pki)?;
+                        ReloadingCertificate::fixed(chain, key)?
+                    }
+                };
+                (certificate, Some(pki))
+            }
+        };
+        let client_ca = match (&options.client_ca_file, &pki) {
+            (Some(file), _) => Some(client_ca(file)?),
+            (None, Some(pki)) => Some(pki.ca_der()),
+            (None, None) => None,
+        };
+        Ok((Tls::new(Arc::new(certificate), client_ca)?, pki))
+    };
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| ServerError::Task(e.to_string()))?
+        .map_err(ServerError::Tls)
+}
+
+fn client_ca(file: &Path) -> Result<Vec<rustls_pki_types::CertificateDer<'static>>, TlsError> {
+    crate::api::tls::read_certificates(file, "client CA file")
 }
 
 /// How long [`Server::shutdown`] waits for the store to close after serving has stopped.

@@ -4,7 +4,10 @@
 //! herald-server and against a real cluster.
 //!
 //! Without any kubeconfig (and outside a cluster) the commands talk to
-//! [`DEFAULT_SERVER`], where `herald serve` listens by default.
+//! [`DEFAULT_SERVER`], where `herald serve` listens by default, as its admin: with the CA and
+//! admin credential of the default data directory (`$HERALD_DATA`, else `./herald-data`),
+//! when `herald serve` made them there. Without those, a server whose certificate cannot be
+//! trusted is one line saying to run `herald kubeconfig`.
 
 use std::path::{Path, PathBuf};
 
@@ -14,7 +17,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use crate::usage::{UsageError, usage_bail};
 
 /// Where `herald serve` listens by default; used when there is no kubeconfig at all.
-pub const DEFAULT_SERVER: &str = "http://127.0.0.1:6443";
+pub const DEFAULT_SERVER: &str = "https://127.0.0.1:6443";
 
 /// How long opening a connection may take before a command gives up on the server.
 const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -23,13 +26,13 @@ const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct ConnectArgs {
     /// Kubeconfig file [default: $KUBECONFIG, else ~/.kube/config; without either,
-    /// http://127.0.0.1:6443]
+    /// https://127.0.0.1:6443 with the credentials in ./herald-data/pki]
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
     /// Kubeconfig context to use [default: the current context]
     #[arg(long, value_name = "NAME")]
     pub context: Option<String>,
-    /// API server URL, overriding the kubeconfig's (e.g. http://127.0.0.1:6443)
+    /// API server URL, overriding the kubeconfig's (e.g. https://127.0.0.1:6443)
     #[arg(short = 's', long, value_name = "URL")]
     pub server: Option<String>,
     /// Namespace [default: the context's namespace, else "default"]
@@ -145,6 +148,9 @@ impl Connection {
             other if self.https() && not_tls(&other) => anyhow::anyhow!(
                 "cannot reach {server}: it does not speak TLS; try http:// instead of https://"
             ),
+            other if self.https() && untrusted(&other) => anyhow::anyhow!(
+                "cannot trust {server}'s certificate: for a herald server, write a kubeconfig with its CA (herald kubeconfig --data ITS-DATA-DIR > herald.kubeconfig) and pass --kubeconfig herald.kubeconfig"
+            ),
             other if self.loopback => {
                 tracing::debug!(error = %other, "server unreachable");
                 anyhow::anyhow!("cannot reach {server}: is `herald serve` running?")
@@ -159,9 +165,20 @@ impl Connection {
 
 /// True when a TLS handshake failed because the server answered in something other than
 /// TLS (a plain-http server answers the ClientHello with an HTTP response). rustls says so
-/// as `InvalidMessage(InvalidContentType)`, inside the I/O errors hyper wraps it in, which
-/// `source()` skips; so this looks into them.
+/// as `InvalidMessage(InvalidContentType)`.
 fn not_tls(err: &(dyn std::error::Error + 'static)) -> bool {
+    rustls_error_is(err, "InvalidContentType")
+}
+
+/// True when the TLS handshake failed because the server's certificate did not verify
+/// (rustls's `InvalidCertificate`, e.g. `UnknownIssuer`).
+fn untrusted(err: &(dyn std::error::Error + 'static)) -> bool {
+    rustls_error_is(err, "InvalidCertificate")
+}
+
+/// True when a rustls error whose debug form contains `what` is in the chain of `err`:
+/// inside the I/O errors hyper wraps it in, which `source()` skips; so this looks into them.
+fn rustls_error_is(err: &(dyn std::error::Error + 'static), what: &str) -> bool {
     let mut next = Some(err);
     while let Some(e) = next {
         let mut inner: &(dyn std::error::Error + 'static) = e;
@@ -171,7 +188,7 @@ fn not_tls(err: &(dyn std::error::Error + 'static)) -> bool {
                 None => break,
             }
         }
-        if format!("{inner:?}").contains("InvalidContentType") {
+        if format!("{inner:?}").contains(what) {
             return true;
         }
         next = e.source();
@@ -218,16 +235,33 @@ pub async fn load_config(
     } else if let Ok(c) = kube::Config::incluster() {
         c
     } else {
-        kube::Config::new(
-            DEFAULT_SERVER
-                .parse()
-                .unwrap_or_else(|_| unreachable!("the default server URL is valid")),
-        )
+        default_server_config().await?
     };
     if let Some(s) = server {
         config.cluster_url = parse_server(s)?;
     }
     Ok(config)
+}
+
+/// [`DEFAULT_SERVER`], as the admin of the default data directory when `herald serve` made
+/// its credentials there (else without credentials: an untrusted certificate then says what
+/// to do, see [`Connection::explain`]).
+async fn default_server_config() -> anyhow::Result<kube::Config> {
+    let data = std::env::var_os("HERALD_DATA")
+        .filter(|v| !v.is_empty())
+        .map_or_else(|| PathBuf::from(crate::DEFAULT_DATA), PathBuf::from);
+    let pki = data.join(herald_server::api::tls::pki::PKI_DIR);
+    if let Ok(credentials) = herald_server::api::tls::pki::AdminCredentials::read(&pki) {
+        let text = crate::kubeconfig::render_for(DEFAULT_SERVER, "herald", Some(&credentials))?;
+        let kc = Kubeconfig::from_yaml(&text)
+            .map_err(|e| anyhow::anyhow!("cannot use the credentials in {}: {e}", pki.display()))?;
+        return kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot use the credentials in {}: {e}", pki.display()));
+    }
+    Ok(kube::Config::new(DEFAULT_SERVER.parse().unwrap_or_else(
+        |_| unreachable!("the default server URL is valid"),
+    )))
 }
 
 /// A kubeconfig that cannot be read, its cause said once (kube's error repeats its source

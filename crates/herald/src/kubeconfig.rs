@@ -1,8 +1,15 @@
 //! `herald kubeconfig`: a kubeconfig that points kubectl (and the client commands) at a
-//! herald server. It is written by the YAML serializer, so any `--name` reads back as
-//! itself, and `--server` is checked like `-s`, so the file never holds a URL that the
-//! clients cannot use.
+//! herald server. For an `https://` server it carries the server's CA
+//! (`certificate-authority-data`) and the admin client certificate
+//! (`client-certificate-data`, `client-key-data`), read from `<data>/pki` where `herald
+//! serve` made them; for an `http://` one (`--insecure-plain-http`) no credentials. It is
+//! written by the YAML serializer, so any `--name` reads back as itself, and `--server` is
+//! checked like `-s`, so the file never holds a URL that the clients cannot use.
 
+use std::path::PathBuf;
+
+use base64::Engine as _;
+use herald_server::api::tls::pki::{AdminCredentials, PKI_DIR};
 use serde::Serialize;
 
 /// Arguments of `herald kubeconfig`.
@@ -14,6 +21,10 @@ pub struct KubeconfigArgs {
     /// Name of the cluster, user and context in the kubeconfig.
     #[arg(long, default_value = "herald")]
     pub name: String,
+    /// The server's data directory, whose pki/ holds the CA and the admin credential
+    /// (read for an https:// server).
+    #[arg(long, default_value = crate::DEFAULT_DATA, env = "HERALD_DATA")]
+    pub data: PathBuf,
 }
 
 #[derive(Serialize)]
@@ -44,16 +55,29 @@ struct Cluster<'a> {
 #[derive(Serialize)]
 struct Server<'a> {
     server: &'a str,
+    #[serde(
+        rename = "certificate-authority-data",
+        skip_serializing_if = "Option::is_none"
+    )]
+    certificate_authority_data: Option<String>,
 }
 
-/// No credentials: herald-server does not authenticate.
 #[derive(Serialize)]
 struct User {
-    user: Empty,
+    user: Credentials,
 }
 
+/// The admin client certificate, or nothing (plain HTTP).
 #[derive(Serialize)]
-struct Empty {}
+struct Credentials {
+    #[serde(
+        rename = "client-certificate-data",
+        skip_serializing_if = "Option::is_none"
+    )]
+    client_certificate_data: Option<String>,
+    #[serde(rename = "client-key-data", skip_serializing_if = "Option::is_none")]
+    client_key_data: Option<String>,
+}
 
 #[derive(Serialize)]
 struct Context<'a> {
@@ -66,14 +90,36 @@ struct ContextRef<'a> {
     user: &'a str,
 }
 
-/// The kubeconfig text for `args`; a usage error for a server URL the clients could not
-/// use or an empty name.
+/// The kubeconfig text for `args`: with the credentials of `<data>/pki` for an `https://`
+/// server. A usage error for a server URL the clients could not use or an empty name; a
+/// one-line error saying what to do when the credentials cannot be read.
 pub fn render(args: &KubeconfigArgs) -> anyhow::Result<String> {
-    crate::connect::parse_server(&args.server)?;
-    if args.name.is_empty() {
+    let uri = crate::connect::parse_server(&args.server)?;
+    let credentials = if uri.scheme_str() == Some("https") {
+        let dir = args.data.join(PKI_DIR);
+        Some(AdminCredentials::read(&dir).map_err(|e| {
+            anyhow::anyhow!(
+                "{e}: the CA and admin credential are made by `herald serve` at its first start; start it once, or pass the --data directory it uses"
+            )
+        })?)
+    } else {
+        None
+    };
+    render_for(&args.server, &args.name, credentials.as_ref())
+}
+
+/// The kubeconfig text for `server`, with `credentials` (the CA and the admin client
+/// certificate) when given.
+pub fn render_for(
+    server: &str,
+    name: &str,
+    credentials: Option<&AdminCredentials>,
+) -> anyhow::Result<String> {
+    crate::connect::parse_server(server)?;
+    if name.is_empty() {
         crate::usage::usage_bail!("--name must not be empty");
     }
-    let name = args.name.as_str();
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
     let file = File {
         api_version: "v1",
         kind: "Config",
@@ -81,13 +127,19 @@ pub fn render(args: &KubeconfigArgs) -> anyhow::Result<String> {
             name,
             value: Cluster {
                 cluster: Server {
-                    server: &args.server,
+                    server,
+                    certificate_authority_data: credentials.map(|c| b64(&c.ca_cert)),
                 },
             },
         }],
         users: [Named {
             name,
-            value: User { user: Empty {} },
+            value: User {
+                user: Credentials {
+                    client_certificate_data: credentials.map(|c| b64(&c.client_cert)),
+                    client_key_data: credentials.map(|c| b64(&c.client_key)),
+                },
+            },
         }],
         contexts: [Named {
             name,
@@ -113,6 +165,7 @@ mod tests {
         KubeconfigArgs {
             server: server.into(),
             name: name.into(),
+            data: "/nonexistent".into(),
         }
     }
 
@@ -129,7 +182,7 @@ mod tests {
     async fn any_name_reads_back_as_itself() {
         let dir = tempfile::tempdir().unwrap();
         for name in ["a: b", "#x", "- y", "'q\"", "yes", "1.0", "{z}", "  pad "] {
-            let text = render(&args("https://10.0.0.1:6443", name)).unwrap();
+            let text = render(&args("http://10.0.0.1:6443", name)).unwrap();
             let kc = kube::config::Kubeconfig::from_yaml(&text)
                 .unwrap_or_else(|e| panic!("{name:?}: {e}\n{text}"));
             assert_eq!(kc.current_context.as_deref(), Some(name), "{text}");
@@ -145,8 +198,52 @@ mod tests {
             let config = crate::connect::load_config(Some(&path), None, None)
                 .await
                 .unwrap_or_else(|e| panic!("{name:?}: {e:#}\n{text}"));
-            assert_eq!(config.cluster_url.to_string(), "https://10.0.0.1:6443/");
+            assert_eq!(config.cluster_url.to_string(), "http://10.0.0.1:6443/");
         }
+    }
+
+    /// An https:// server's kubeconfig carries the CA and the admin credential of the data
+    /// directory, and kube reads them back.
+    #[tokio::test]
+    async fn https_carries_the_data_directorys_credentials() {
+        let dir = tempfile::tempdir().unwrap();
+        let pki = herald_server::api::tls::pki::Pki::load_or_create(
+            &dir.path().join(PKI_DIR),
+            "127.0.0.1".parse().unwrap(),
+        )
+        .unwrap();
+        let mut a = args("https://127.0.0.1:7443", "h");
+        a.data = dir.path().to_path_buf();
+        let text = render(&a).unwrap();
+        let kc = kube::config::Kubeconfig::from_yaml(&text).unwrap();
+        let cluster = kc.clusters[0].cluster.as_ref().unwrap();
+        let ca = base64::engine::general_purpose::STANDARD
+            .decode(cluster.certificate_authority_data.as_deref().unwrap())
+            .unwrap();
+        assert_eq!(ca, pki.ca_cert().as_bytes());
+        let user = kc.auth_infos[0].auth_info.as_ref().unwrap();
+        let cert = base64::engine::general_purpose::STANDARD
+            .decode(user.client_certificate_data.as_deref().unwrap())
+            .unwrap();
+        assert_eq!(cert, pki.admin().client_cert.as_bytes());
+        assert!(user.client_key_data.is_some());
+
+        a.data = dir.path().join("elsewhere");
+        let e = render(&a).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!(
+                "cannot read {}: ",
+                dir.path().join("elsewhere/pki/ca.crt").display()
+            )),
+            "{e}"
+        );
+        assert!(
+            e.ends_with("start it once, or pass the --data directory it uses"),
+            "{e}"
+        );
+        // Plain http: no credentials, none needed.
+        let plain = render(&args("http://127.0.0.1:7443", "h")).unwrap();
+        assert!(!plain.contains("-data"), "{plain}");
     }
 
     #[test]

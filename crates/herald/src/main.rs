@@ -11,8 +11,9 @@ use clap::{Parser, Subcommand, ValueEnum};
 use herald_server::api::browser::BrowserOptions;
 use herald_server::api::limits::{self, RequestLimitOptions};
 use herald_server::api::listen::{self, ConnectionOptions};
+use herald_server::api::tls::{ServingCertificate, TlsOptions};
 use herald_server::registry::RegistryOptions;
-use herald_server::server::{Server, ServerError, ServerOptions, StoreKind};
+use herald_server::server::{Server, ServerError, ServerOptions, StoreKind, Transport};
 use herald_server::storage::{HistoryOptions, StorageError};
 
 mod bench;
@@ -57,14 +58,15 @@ fn no_huge_pages() {
 ///
 /// The client commands (emit, get, tail, top) read the usual kubeconfig (KUBECONFIG,
 /// ~/.kube/config, --kubeconfig, --context, -n), so they work against herald-server and a
-/// real cluster alike; without any kubeconfig they talk to http://127.0.0.1:6443.
+/// real cluster alike; without any kubeconfig they talk to https://127.0.0.1:6443 with the
+/// credentials `herald serve` made in ./herald-data.
 #[derive(Debug, Parser)]
 #[command(
     name = "herald",
     version,
     about,
     propagate_version = true,
-    after_help = "A 30-second tour:\n  herald serve --store memory &\n  herald emit --for pod/web-1 --type Warning --reason BackOff --message \"Back-off restarting failed container\" --repeat 1000\n  herald get events\n  herald top"
+    after_help = "A 30-second tour:\n  herald serve &\n  herald emit --for pod/web-1 --type Warning --reason BackOff --message \"Back-off restarting failed container\" --repeat 1000\n  herald get events\n  herald top"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -77,10 +79,15 @@ enum Command {
     ///
     /// kubectl, kube-rs and client-go talk to it unchanged. By default events are kept in
     /// SQLite under ./herald-data and every write is durable before it is acknowledged.
+    ///
+    /// It serves HTTPS (TLS 1.2+, HTTP/2 where offered). Without --tls-cert-file it makes a
+    /// CA, a serving certificate and an admin client certificate under <data>/pki at its
+    /// first start (in memory with --store memory) and reuses them after; `herald
+    /// kubeconfig` writes a kubeconfig with them.
     /// Ctrl-C or SIGTERM stops it cleanly: open watches end, requests in flight finish, the
     /// store closes.
     #[command(
-        after_help = "Examples:\n  herald serve\n  herald serve --listen 127.0.0.1:7443 --data /var/lib/herald\n  herald serve --store memory --event-ttl 10m\n  herald serve --max-requests-inflight 800 --request-timeout 2m   # kube-apiserver's flags\n\nThen: herald kubeconfig > herald.kubeconfig && kubectl --kubeconfig herald.kubeconfig get events -A"
+        after_help = "Examples:\n  herald serve\n  herald serve --listen 127.0.0.1:7443 --data /var/lib/herald\n  herald serve --store memory --event-ttl 10m --write-kubeconfig herald.kubeconfig\n  herald serve --listen 0.0.0.0:6443 --tls-cert-file tls.crt --tls-private-key-file tls.key --client-ca-file ca.crt\n  herald serve --insecure-plain-http --store memory   # loopback only\n  herald serve --max-requests-inflight 800 --request-timeout 2m   # kube-apiserver's flags\n\nThen: herald kubeconfig > herald.kubeconfig && kubectl --kubeconfig herald.kubeconfig get events -A"
     )]
     Serve(ServeArgs),
     /// Print a kubeconfig that points kubectl at a herald server.
@@ -137,6 +144,9 @@ enum Store {
     Memory,
 }
 
+/// Where `herald serve` keeps its store and certificates by default.
+pub(crate) const DEFAULT_DATA: &str = "herald-data";
+
 #[derive(Debug, clap::Args)]
 struct ServeArgs {
     /// Address to listen on, as IP:PORT (host names are not resolved; port 0 picks a free
@@ -144,7 +154,7 @@ struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:6443", env = "HERALD_LISTEN", value_parser = parse_listen)]
     listen: SocketAddr,
     /// Directory for the SQLite store (created if missing).
-    #[arg(long, default_value = "herald-data", env = "HERALD_DATA")]
+    #[arg(long, default_value = DEFAULT_DATA, env = "HERALD_DATA")]
     data: PathBuf,
     /// Where events are stored.
     #[arg(long, value_enum, default_value_t = Store::Sqlite)]
@@ -194,6 +204,49 @@ struct ServeArgs {
     allow_hosts: Vec<String>,
     #[command(flatten)]
     auth: serve_auth::AuthArgs,
+    /// PEM file of the serving certificate (then any intermediates), instead of the one
+    /// herald makes under --data (kube-apiserver's flag). Reloaded when the file changes.
+    #[arg(long, value_name = "FILE", requires = "tls_private_key_file")]
+    tls_cert_file: Option<PathBuf>,
+    /// PEM file of the serving certificate's private key (kube-apiserver's flag). Reloaded
+    /// when the file changes.
+    #[arg(long, value_name = "FILE", requires = "tls_cert_file")]
+    tls_private_key_file: Option<PathBuf>,
+    /// PEM file of the CAs that client certificates are verified against (kube-apiserver's
+    /// flag) [default: the CA herald makes under --data; none with --tls-cert-file]. A client
+    /// certificate that does not verify fails the TLS handshake (so with this flag the
+    /// generated admin certificate works only if this file holds the generated CA).
+    #[arg(long, value_name = "FILE")]
+    client_ca_file: Option<PathBuf>,
+    /// Serve plain HTTP instead of HTTPS: no encryption, no client certificates. Only on a
+    /// loopback address (127.0.0.1, [::1]); for local tests and benchmarks.
+    #[arg(long, conflicts_with_all = ["tls_cert_file", "tls_private_key_file", "client_ca_file"])]
+    insecure_plain_http: bool,
+    /// Write a kubeconfig for this server (its URL, the CA and the admin credential) to
+    /// FILE at start, owner-only (0600): the way to reach a --store memory server, whose
+    /// certificates exist only in its memory.
+    #[arg(long, value_name = "FILE", conflicts_with = "tls_cert_file")]
+    write_kubeconfig: Option<PathBuf>,
+}
+
+impl ServeArgs {
+    /// Plain HTTP or HTTPS, from the flags.
+    fn transport(&self) -> Transport {
+        if self.insecure_plain_http {
+            return Transport::PlainHttp;
+        }
+        let serving = match (&self.tls_cert_file, &self.tls_private_key_file) {
+            (Some(cert_file), Some(key_file)) => ServingCertificate::Files {
+                cert_file: cert_file.clone(),
+                key_file: key_file.clone(),
+            },
+            _ => ServingCertificate::Generated,
+        };
+        Transport::Https(TlsOptions {
+            serving,
+            client_ca_file: self.client_ca_file.clone(),
+        })
+    }
 }
 
 /// Parses a size in bytes as Kubernetes writes quantities: a whole number, optionally with a
@@ -345,6 +398,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let config = ServerOptions {
             store: store.clone(),
             listen: args.listen,
+            transport: args.transport(),
             event_ttl: (!args.event_ttl.is_zero()).then_some(args.event_ttl),
             registry: RegistryOptions {
                 max_events: (args.max_events > 0).then_some(args.max_events),
@@ -387,6 +441,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 anyhow::bail!("{}: {cause}", cannot_open(&store))
             }
             Err(ServerError::Storage(e)) => anyhow::bail!("{}: {e}", cannot_open(&store)),
+            Err(e @ ServerError::PlainHttpNotLoopback { .. }) => {
+                anyhow::bail!("{e} (drop --insecure-plain-http)")
+            }
             Err(e @ ServerError::Bind { .. }) if is_addr_in_use(&e) => {
                 anyhow::bail!("{e}; stop what is using it or choose another --listen address")
             }
@@ -396,10 +453,31 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             StoreKind::Sqlite { dir } => format!("sqlite in {}", dir.display()),
             StoreKind::Memory => "memory (lost at exit)".to_string(),
         };
+        let url = server.url();
+        if let Some(path) = &args.write_kubeconfig {
+            let text = kubeconfig::render_for(&url, "herald", server.pki().map(|p| p.admin()))?;
+            herald_server::files::write_private(path, text.as_bytes())
+                .with_context(|| format!("cannot write the kubeconfig {}", path.display()))?;
+        }
+        let try_line = match (&args.write_kubeconfig, &store, server.pki()) {
+            (Some(path), _, _) => {
+                format!("kubectl --kubeconfig {} get events -A", path.display())
+            }
+            (None, StoreKind::Memory, Some(_)) => "start it with --write-kubeconfig FILE, then kubectl --kubeconfig FILE get events -A (a memory store's certificates live only in its memory)".to_string(),
+            (None, StoreKind::Sqlite { dir }, Some(_)) => {
+                let data = if dir == std::path::Path::new(DEFAULT_DATA) {
+                    String::new()
+                } else {
+                    format!(" --data {}", dir.display())
+                };
+                format!("herald kubeconfig --server {url}{data} > herald.kubeconfig && kubectl --kubeconfig herald.kubeconfig get events -A")
+            }
+            (None, _, None) if !url.starts_with("https") => format!("herald kubeconfig --server {url} > herald.kubeconfig && kubectl --kubeconfig herald.kubeconfig get events -A"),
+            (None, _, None) => format!("kubectl --server {url} --certificate-authority YOUR-CA.crt get events -A"),
+        };
         let banner = format!(
             "herald-server listening on {url} (store: {where_})\n\
-             try: herald kubeconfig --server {url} > herald.kubeconfig && kubectl --kubeconfig herald.kubeconfig get events -A\n",
-            url = server.url()
+             try: {try_line}\n",
         );
         // Nobody may be reading (`herald serve | (exec true)`, a closed terminal): the
         // banner is a courtesy, serving is the job.

@@ -17,8 +17,9 @@ pub struct AuthArgs {
     /// `system:unauthenticated` (then subject to authorization) instead of answering 401.
     #[arg(long, value_name = "BOOL", default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub anonymous_auth: bool,
-    /// How requests are authorized: RBAC (the default once --token-auth-file or
-    /// --anonymous-auth is given) or AlwaysAllow (the default without them).
+    /// How requests are authorized: RBAC (the default once any credential is checked:
+    /// client certificates over HTTPS, the default, --token-auth-file or --anonymous-auth) or
+    /// AlwaysAllow (the default with --insecure-plain-http and no other flag).
     #[arg(long, value_name = "MODE", value_parser = parse_mode)]
     pub authorization_mode: Option<AuthorizationMode>,
     /// YAML of rbac.authorization.k8s.io/v1 Role, ClusterRole, RoleBinding and

@@ -26,7 +26,14 @@ impl Drop for Server {
 /// Starts `herald serve --store memory` on a free port and returns it with its URL.
 fn serve() -> (Server, String) {
     let mut child = Command::new(herald_bin())
-        .args(["serve", "--store", "memory", "--listen", "127.0.0.1:0"])
+        .args([
+            "serve",
+            "--store",
+            "memory",
+            "--listen",
+            "127.0.0.1:0",
+            "--insecure-plain-http",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

@@ -45,8 +45,10 @@ async fn commands_writing_into_a_closed_pipe_end_quietly() {
         "-n",
         "closed-pipe",
     ];
+    // A plain-http server: its kubeconfig needs no credentials.
+    let kubeconfig = ["kubeconfig", "--server", server.url.as_str()];
     let runs: [&[&str]; 8] = [
-        &["kubeconfig"],
+        &kubeconfig,
         &emit,
         &[&emit[..], &["-o", "json"]].concat(),
         &["get", "events"],
@@ -65,7 +67,13 @@ async fn commands_writing_into_a_closed_pipe_end_quietly() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_keeps_serving_when_nobody_reads_its_stdout() {
     let mut child = support::serve_command()
-        .args(["--store", "memory", "--listen", "127.0.0.1:0"])
+        .args([
+            "--store",
+            "memory",
+            "--listen",
+            "127.0.0.1:0",
+            "--insecure-plain-http",
+        ])
         .env("RUST_LOG", "info,herald=debug")
         .stdout(closed_pipe())
         .stderr(Stdio::piped())

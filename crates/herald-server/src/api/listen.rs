@@ -1,4 +1,4 @@
-//! The accept loop: HTTP/1.1 connections with kube-apiserver's timeouts, a bound on how many
+//! The accept loop: HTTP/1.1 and HTTP/2 connections with kube-apiserver's timeouts, a bound on how many
 //! are open, and a way in for health probes while that bound is reached.
 //!
 //! kube-apiserver serves through Go's `http.Server` with `ReadHeaderTimeout` 32 s and
@@ -28,16 +28,23 @@
 //!   runs out of file descriptors instead); [`ConnectionOptions::fitted`] keeps Herald's
 //!   below the process's open-files limit.
 //!
-//! The byte stream is generic ([`Handshake`]): plain TCP today ([`Plain`]), a TLS stream
-//! once a handshake is added, which then runs in the connection's own task within the header
-//! timeout (as Go bounds its TLS handshake).
+//! The byte stream is generic ([`Handshake`]): plain TCP ([`Plain`]) or TLS
+//! ([`Tls`](super::tls::Tls)), whose handshake runs in the connection's own task within the
+//! header timeout (as Go bounds its TLS handshake). What the handshake established (a
+//! [`Session`]) picks the protocol and rides on every request: a verified client
+//! certificate chain as a [`VerifiedClientCertificates`] extension.
 //!
 //! Shutdown is graceful: once the `shutdown` future completes, no connection is accepted,
 //! idle connections are closed, and requests in progress finish (watches end through their
 //! own shutdown token, see [`EventsApi::with_shutdown`](super::events::EventsApi::with_shutdown)).
 //!
-//! Only HTTP/1.1 is spoken: HTTP/2 (hyper's `http2`, the `h2` crate) matters once TLS offers
-//! it by ALPN; kubectl and client-go speak HTTP/1.1 to an `http://` server.
+//! **Protocols**: HTTP/1.1, and HTTP/2 on a TLS connection whose client chose `h2` by ALPN
+//! (as Go's server; kubectl and client-go do over `https://`). Plain HTTP is HTTP/1.1 only
+//! (no `h2c`), as kubectl and client-go speak to an `http://` server. On HTTP/2 the same
+//! timeouts apply to the connection as a whole: it is busy while any stream is being
+//! served, idle when none is (and then any frame, a PING included, starts the header
+//! timeout again); a health-only connection takes one stream at a time and is closed
+//! (GOAWAY) after its first request.
 
 use std::convert::Infallible;
 use std::future::{Future, poll_fn};
@@ -54,8 +61,8 @@ use futures::future::BoxFuture;
 use herald_core::status::ApiError;
 use http::{HeaderValue, Request, header};
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
 use pin_project_lite::pin_project;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
@@ -68,6 +75,7 @@ use super::error::status_response;
 use super::health::is_health_path;
 use super::hold::Holding;
 use super::metrics::{Metrics, OverLimitLabels, ProbeLaneLabels, TimedOutLabels};
+use super::peer::VerifiedClientCertificates;
 use super::probe_lane;
 
 /// kube-apiserver's `ReadHeaderTimeout`.
@@ -206,9 +214,32 @@ fn nofile() -> Option<(libc::rlim_t, libc::rlim_t)> {
     (rc == 0).then_some((lim.rlim_cur, lim.rlim_max))
 }
 
+/// The HTTP version a connection speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Protocol {
+    /// HTTP/1.1 (and 1.0).
+    #[default]
+    Http1,
+    /// HTTP/2, chosen by ALPN `h2`.
+    Http2,
+}
+
+/// What a handshake established about a connection.
+#[derive(Debug, Clone, Default)]
+pub struct Session {
+    /// The protocol spoken on it.
+    pub protocol: Protocol,
+    /// The client's certificate chain, verified against the client CA; inserted as an
+    /// extension into every request of the connection. `None` on plain HTTP and when the
+    /// client presented none.
+    pub client_certificates: Option<VerifiedClientCertificates>,
+}
+
 /// Turns an accepted TCP stream into the stream HTTP is spoken on: nothing to do for plain
-/// HTTP ([`Plain`]), a TLS handshake for HTTPS. It runs in the connection's own task, within
-/// the header timeout, so a slow handshake holds neither the accept loop nor other clients.
+/// HTTP ([`Plain`]), a TLS handshake for HTTPS ([`Tls`](super::tls::Tls)). It runs in the
+/// connection's own task, within the header timeout, so a slow handshake holds neither the
+/// accept loop nor other clients. A handshake that fails closes the connection (logged at
+/// debug): nothing reaches the router.
 pub trait Handshake: Clone + Send + Sync + 'static {
     /// The stream after the handshake.
     type Io: AsyncRead + AsyncWrite + Unpin + Send + 'static;
@@ -217,6 +248,11 @@ pub trait Handshake: Clone + Send + Sync + 'static {
     const PLAIN: bool = false;
     /// Performs the handshake on a freshly accepted connection.
     fn handshake(&self, tcp: TcpStream) -> impl Future<Output = io::Result<Self::Io>> + Send;
+    /// What the handshake established on `io`. Default: HTTP/1.1, no client certificate.
+    fn session(&self, io: &Self::Io) -> Session {
+        let _ = io;
+        Session::default()
+    }
 }
 
 /// Plain HTTP: the TCP stream as it is.
@@ -655,6 +691,7 @@ struct ConnService {
     app: Router,
     state: Arc<ConnState>,
     kind: SlotKind,
+    client_certificates: Option<VerifiedClientCertificates>,
 }
 
 impl hyper::service::Service<Request<Incoming>> for ConnService {
@@ -662,8 +699,11 @@ impl hyper::service::Service<Request<Incoming>> for ConnService {
     type Error = Infallible;
     type Future = BoxFuture<'static, Result<Response, Infallible>>;
 
-    fn call(&self, req: Request<Incoming>) -> Self::Future {
+    fn call(&self, mut req: Request<Incoming>) -> Self::Future {
         let busy = Busy::begin(self.state.clone());
+        if let Some(certs) = &self.client_certificates {
+            req.extensions_mut().insert(certs.clone());
+        }
         if self.kind == SlotKind::HealthOnly && !is_health_path(req.uri().path()) {
             let mut resp = status_response(&ApiError::too_many_requests(
                 "too many open connections: this connection answers only /healthz, /livez and /readyz; please try again later",
@@ -686,7 +726,7 @@ enum Closed {
     /// A header, idle or handshake timeout (the phase).
     TimedOut(&'static str),
     /// hyper's error (a malformed request, a reset).
-    Http(hyper::Error),
+    Http(Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// Whether a connection may serve more than one request.
@@ -797,18 +837,29 @@ async fn connection<H: Handshake>(
         },
         () = stop.cancelled() => return,
     };
+    let session = handshake.session(&io);
     let state = Arc::new(ConnState::new(accepted));
     let service = ConnService {
         app,
         state: state.clone(),
         kind: slot.kind,
+        client_certificates: session.client_certificates,
     };
-    let mut builder = http1::Builder::new();
+    let mut builder = auto::Builder::new(TokioExecutor::new());
     // The timeouts are this module's (hyper's header timer would also cut idle keep-alive
     // connections at the header timeout, where Go waits `IdleTimeout`).
     builder
+        .http1()
         .header_read_timeout(None)
         .keep_alive(slot.kind == SlotKind::Regular && keep == Keep::Alive);
+    if slot.kind == SlotKind::HealthOnly {
+        builder.http2().max_concurrent_streams(1);
+    }
+    let builder = match session.protocol {
+        Protocol::Http1 => builder.http1_only(),
+        Protocol::Http2 => builder.http2_only(),
+    };
+    let one_request = slot.kind == SlotKind::HealthOnly && session.protocol == Protocol::Http2;
     let io = TokioIo::new(Observed {
         io,
         state: state.clone(),
@@ -824,6 +875,12 @@ async fn connection<H: Handshake>(
     // at again right after, in the same poll.
     let closed = poll_fn(|cx| {
         if !stopping && stopped.as_mut().poll(cx).is_ready() {
+            stopping = true;
+            conn.as_mut().graceful_shutdown();
+        }
+        // A health-only HTTP/2 connection: no stream after the first (HTTP/1.1 has
+        // keep-alive off for the same).
+        if one_request && !stopping && !matches!(state.phase(), Phase::Head { .. }) {
             stopping = true;
             conn.as_mut().graceful_shutdown();
         }

@@ -45,6 +45,7 @@ pub mod path;
 pub mod peer;
 pub mod probe_lane;
 pub mod referenced;
+pub mod tls;
 
 use std::future::Future;
 use std::sync::Arc;

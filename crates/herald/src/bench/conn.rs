@@ -1,9 +1,12 @@
-//! One HTTP/1.1 keep-alive connection per bench client, re-established after a failure.
+//! One HTTP/1.1 keep-alive connection per bench client, re-established after a failure,
+//! over plain TCP or TLS ([`Endpoint`]).
 //!
 //! A dedicated connection per client (rather than a shared pool) makes "64 clients" mean
-//! exactly 64 sockets and keeps a pool lock off the hot path.
+//! exactly 64 sockets (and 64 TLS sessions, each set up once and kept) and keeps a pool lock
+//! off the hot path.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -42,16 +45,74 @@ impl Failure {
     }
 }
 
-/// Opens a raw HTTP/1.1 connection to `addr`; the connection task runs on the runtime.
-pub async fn connect(addr: SocketAddr) -> std::io::Result<SendRequest<Full<Bytes>>> {
-    let stream = TcpStream::connect(addr).await?;
+/// Where the bench connects: an address, and TLS for an `https://` server (the kubeconfig's
+/// CA and client certificate). Cheap to clone.
+#[derive(Clone)]
+pub struct Endpoint {
+    /// The server's socket address (also the `Host` header).
+    pub addr: SocketAddr,
+    tls: Option<Tls>,
+}
+
+#[derive(Clone)]
+struct Tls {
+    connector: tokio_rustls::TlsConnector,
+    name: tokio_rustls::rustls::pki_types::ServerName<'static>,
+}
+
+impl Endpoint {
+    /// Plain HTTP to `addr`.
+    pub fn plain(addr: SocketAddr) -> Endpoint {
+        Endpoint { addr, tls: None }
+    }
+
+    /// HTTPS to `addr`, verifying the server as `name`, with `config` (its ALPN is set to
+    /// `http/1.1`: the bench speaks HTTP/1.1).
+    pub fn tls(
+        addr: SocketAddr,
+        name: tokio_rustls::rustls::pki_types::ServerName<'static>,
+        mut config: tokio_rustls::rustls::ClientConfig,
+    ) -> Endpoint {
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Endpoint {
+            addr,
+            tls: Some(Tls {
+                connector: tokio_rustls::TlsConnector::from(Arc::new(config)),
+                name,
+            }),
+        }
+    }
+
+    /// True for HTTPS.
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+}
+
+/// Opens a raw HTTP/1.1 connection to `endpoint` (the TLS handshake included); the
+/// connection task runs on the runtime.
+pub async fn connect(endpoint: &Endpoint) -> std::io::Result<SendRequest<Full<Bytes>>> {
+    let stream = TcpStream::connect(endpoint.addr).await?;
     stream.set_nodelay(true)?;
+    match &endpoint.tls {
+        None => handshake(TokioIo::new(stream)).await,
+        Some(tls) => {
+            let stream = tls.connector.connect(tls.name.clone(), stream).await?;
+            handshake(TokioIo::new(stream)).await
+        }
+    }
+}
+
+async fn handshake<I>(io: I) -> std::io::Result<SendRequest<Full<Bytes>>>
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
     // A fixed-size read buffer: hyper's adaptive one grows to hundreds of KiB and, once the
     // body chunks it handed out still share it, allocates a fresh one per read, so reading a
     // 60 MB list spent most of its time in the kernel zeroing new pages.
     let (sender, conn) = hyper::client::conn::http1::Builder::new()
         .read_buf_exact_size(Some(READ_BUFFER))
-        .handshake(TokioIo::new(stream))
+        .handshake(io)
         .await
         .map_err(std::io::Error::other)?;
     tokio::spawn(async move {
@@ -64,23 +125,23 @@ pub async fn connect(addr: SocketAddr) -> std::io::Result<SendRequest<Full<Bytes
 /// A client's connection: sends one request at a time, reconnecting when the previous
 /// connection failed.
 pub struct Conn {
-    addr: SocketAddr,
+    endpoint: Endpoint,
     authority: String,
     encoding: Encoding,
     sender: Option<SendRequest<Full<Bytes>>>,
 }
 
 impl Conn {
-    /// A connection to `addr` that speaks JSON, opened lazily by the first request.
-    pub fn new(addr: SocketAddr) -> Self {
-        Self::with_encoding(addr, Encoding::Json)
+    /// A connection to `endpoint` that speaks JSON, opened lazily by the first request.
+    pub fn new(endpoint: Endpoint) -> Self {
+        Self::with_encoding(endpoint, Encoding::Json)
     }
 
-    /// A connection to `addr` whose bodies (sent and asked for) are in `encoding`.
-    pub fn with_encoding(addr: SocketAddr, encoding: Encoding) -> Self {
+    /// A connection to `endpoint` whose bodies (sent and asked for) are in `encoding`.
+    pub fn with_encoding(endpoint: Endpoint, encoding: Encoding) -> Self {
         Conn {
-            addr,
-            authority: addr.to_string(),
+            authority: endpoint.addr.to_string(),
+            endpoint,
             encoding,
             sender: None,
         }
@@ -128,7 +189,9 @@ impl Conn {
         let sender = match &mut self.sender {
             Some(s) if !s.is_closed() => s,
             _ => {
-                let s = connect(self.addr).await.map_err(|_| Failure::Connect)?;
+                let s = connect(&self.endpoint)
+                    .await
+                    .map_err(|_| Failure::Connect)?;
                 self.sender.insert(s)
             }
         };

@@ -8,8 +8,6 @@
 //! the measured time of a 100,000-event list). A protobuf list is counted by
 //! [`ProtobufItemCounter`], which reads only the field headers and skips each item whole.
 
-use std::net::SocketAddr;
-
 use anyhow::Context as _;
 use bytes::Bytes;
 use herald_wire::protobuf::MAGIC;
@@ -18,22 +16,24 @@ use k8s_pb::apimachinery::pkg::runtime::TypeMeta;
 use prost::Message as _;
 use tokio::time::Instant;
 
-use super::conn::connect;
+use super::conn::{Endpoint, connect};
 use super::encoding::Encoding;
 use super::summary::ListSummary;
 
 /// Lists every event of the collection at `path` in one request, in `encoding`, and times it
 /// to the last byte.
 pub async fn timed_list(
-    addr: SocketAddr,
+    endpoint: &Endpoint,
     path: &str,
     encoding: Encoding,
 ) -> anyhow::Result<ListSummary> {
     let path = path.to_string();
-    let mut sender = connect(addr).await.context("connecting to list events")?;
+    let mut sender = connect(endpoint)
+        .await
+        .context("connecting to list events")?;
     let request = |path: &str, accept: &str| {
         http::Request::get(path)
-            .header(http::header::HOST, addr.to_string())
+            .header(http::header::HOST, endpoint.addr.to_string())
             .header(http::header::ACCEPT, accept)
             .body(Full::new(Bytes::new()))
             .context("building the list request")

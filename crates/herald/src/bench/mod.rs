@@ -19,7 +19,6 @@ mod workload;
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal as _;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,7 +31,7 @@ use herald_core::clock::{Clock, SystemClock};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use self::conn::{Conn, Failure};
+use self::conn::{Conn, Endpoint, Failure};
 pub use self::encoding::Encoding;
 use self::summary::{Percentiles, Summary, WatchSummary};
 use self::timeline::Timeline;
@@ -52,7 +51,8 @@ pub enum Output {
 /// Arguments of `herald bench`.
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
-    /// The server's URL (plain http). Default: the kubeconfig's server, else http://127.0.0.1:6443.
+    /// The server's URL (https:// with the kubeconfig's CA and client certificate, or http://).
+    /// Default: the kubeconfig's server, else https://127.0.0.1:6443.
     #[arg(short = 's', long, value_name = "URL")]
     server: Option<String>,
     /// Kubeconfig file to take the server from (default: $KUBECONFIG or ~/.kube/config).
@@ -208,11 +208,16 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
         args.context.as_deref(),
     )
     .await?;
-    let addr = url.addr;
+    let endpoint = url.endpoint;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    probe(addr, &url.display).await?;
+    if endpoint.is_tls() && (args.slow_clients > 0 || args.series.is_some()) {
+        crate::usage::usage_bail!(
+            "--slow-clients and --series speak plain http: run the soak against a server started with --insecure-plain-http"
+        );
+    }
+    probe(&endpoint, &url.display).await?;
     if args.encoding == Encoding::Protobuf {
-        probe_protobuf(addr, &url.display, &args.namespace).await?;
+        probe_protobuf(&endpoint, &url.display, &args.namespace).await?;
     }
 
     let run = format!(
@@ -250,7 +255,7 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
     if args.verb.patches() {
         progress.set_message(format!("creating the {} events to patch", args.clients));
         tokio::select! {
-            created = create_patch_targets(addr, &requests, args.clients, clock.as_ref()) => created?,
+            created = create_patch_targets(&endpoint, &requests, args.clients, clock.as_ref()) => created?,
             _ = interrupt.cancelled() => {
                 progress.finish_and_clear();
                 anyhow::bail!("interrupted while creating the events to patch; nothing was measured");
@@ -263,12 +268,12 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
     let mut watchers = Vec::new();
     let mut counters = Vec::new();
     if args.watchers > 0 {
-        let rv = current_rv(addr, &args.namespace).await?;
+        let rv = current_rv(&endpoint, &args.namespace).await?;
         for _ in 0..args.watchers {
             let c = Arc::new(WatchCounters::default());
             counters.push(c.clone());
             let w = Watcher {
-                addr,
+                endpoint: endpoint.clone(),
                 namespace: args.namespace.clone(),
                 from_rv: rv.clone(),
                 run: run.clone(),
@@ -304,7 +309,7 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
     let start = Instant::now();
     let soak = (args.slow_clients > 0 || args.series.is_some()).then(|| {
         soak::Soak::start(
-            addr,
+            endpoint.addr,
             soak::SoakOptions {
                 slow_clients: args.slow_clients,
                 slow_every: args.slow_every,
@@ -320,7 +325,7 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
     let mut tasks = Vec::with_capacity(clients);
     for client in 0..clients {
         let ctx = ClientCtx {
-            addr,
+            endpoint: endpoint.clone(),
             client,
             clients,
             requests: requests.clone(),
@@ -432,7 +437,14 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Summary> {
 
     let list = if args.list && !interrupt.is_cancelled() {
         progress.set_message("listing");
-        Some(list::timed_list(addr, &args.group.collection(&args.namespace), args.encoding).await?)
+        Some(
+            list::timed_list(
+                &endpoint,
+                &args.group.collection(&args.namespace),
+                args.encoding,
+            )
+            .await?,
+        )
     } else {
         None
     };
@@ -478,8 +490,8 @@ fn progress_bar(args: &BenchArgs) -> indicatif::ProgressBar {
 }
 
 /// Checks that the server answers, with the one-line error users expect when it does not.
-async fn probe(addr: SocketAddr, display: &str) -> anyhow::Result<()> {
-    let mut c = Conn::new(addr);
+async fn probe(endpoint: &Endpoint, display: &str) -> anyhow::Result<()> {
+    let mut c = Conn::new(endpoint.clone());
     match c.request(http::Method::GET, "/version", Bytes::new()).await {
         Ok(_) => Ok(()),
         Err(Failure::Connect) => {
@@ -491,8 +503,9 @@ async fn probe(addr: SocketAddr, display: &str) -> anyhow::Result<()> {
 
 /// Checks that the server answers a protobuf list with protobuf, so that a server without
 /// it is one line before the load rather than every create failing.
-async fn probe_protobuf(addr: SocketAddr, display: &str, ns: &str) -> anyhow::Result<()> {
-    let mut sender = conn::connect(addr)
+async fn probe_protobuf(endpoint: &Endpoint, display: &str, ns: &str) -> anyhow::Result<()> {
+    let addr = endpoint.addr;
+    let mut sender = conn::connect(endpoint)
         .await
         .with_context(|| format!("cannot reach {display}"))?;
     let req = http::Request::get(format!("/api/v1/namespaces/{ns}/events?limit=1"))
@@ -520,7 +533,7 @@ async fn probe_protobuf(addr: SocketAddr, display: &str, ns: &str) -> anyhow::Re
 }
 
 /// The namespace list's current resourceVersion (where watches start).
-async fn current_rv(addr: SocketAddr, ns: &str) -> anyhow::Result<String> {
+async fn current_rv(endpoint: &Endpoint, ns: &str) -> anyhow::Result<String> {
     #[derive(serde::Deserialize)]
     struct Meta {
         #[serde(rename = "resourceVersion")]
@@ -530,7 +543,7 @@ async fn current_rv(addr: SocketAddr, ns: &str) -> anyhow::Result<String> {
     struct List {
         metadata: Meta,
     }
-    let mut c = Conn::new(addr);
+    let mut c = Conn::new(endpoint.clone());
     let (status, body) = c
         .request(
             http::Method::GET,
@@ -609,7 +622,7 @@ fn second_stamp(now: jiff::Timestamp) -> String {
 /// load and its watchers start (outside `--duration` and `--requests`); any failure ends the
 /// run with what the server answered.
 async fn create_patch_targets(
-    addr: SocketAddr,
+    endpoint: &Endpoint,
     requests: &Requests,
     clients: u32,
     clock: &dyn Clock,
@@ -621,7 +634,7 @@ async fn create_patch_targets(
             let body = requests
                 .create(client, 0, clock.now())
                 .context("encoding an event to patch")?;
-            let mut conn = Conn::with_encoding(addr, requests.encoding);
+            let mut conn = Conn::with_encoding(endpoint.clone(), requests.encoding);
             match conn.request(http::Method::POST, path, body).await {
                 Ok((http::StatusCode::CREATED, _)) => Ok(()),
                 Ok((status, body)) => anyhow::bail!(
@@ -644,7 +657,7 @@ async fn create_patch_targets(
 
 /// One loading client.
 struct ClientCtx {
-    addr: SocketAddr,
+    endpoint: Endpoint,
     client: usize,
     clients: usize,
     requests: Arc<Requests>,
@@ -660,7 +673,7 @@ struct ClientCtx {
 
 impl ClientCtx {
     async fn run(self) -> ClientResult {
-        let mut conn = Conn::with_encoding(self.addr, self.requests.encoding);
+        let mut conn = Conn::with_encoding(self.endpoint.clone(), self.requests.encoding);
         let patch_path = self.requests.patch_path(self.client);
         let mut out = ClientResult {
             latency: histogram(),

@@ -1,15 +1,21 @@
 //! Where the bench sends its load: `--server`, else the server of the kubeconfig (loaded like
-//! every other command does, see [`crate::connect`]), else `http://127.0.0.1:6443`.
+//! every other command does, see [`crate::connect`]), else `https://127.0.0.1:6443` with the
+//! default data directory's credentials. For an `https://` server the kubeconfig's CA and
+//! client certificate make the TLS setup (as kube's own client would), whether the URL came
+//! from `--server` or from the kubeconfig.
 
-use std::net::SocketAddr;
 use std::path::Path;
 
 use anyhow::Context as _;
+use kube::client::ConfigExt as _;
+use tokio_rustls::rustls::pki_types::ServerName;
+
+use super::conn::Endpoint;
 
 /// The resolved server.
 pub struct Target {
-    /// The socket address to connect to.
-    pub addr: SocketAddr,
+    /// Where to connect, and how.
+    pub endpoint: Endpoint,
     /// `host:port` as the user wrote it, for messages.
     pub display: String,
 }
@@ -20,36 +26,50 @@ pub async fn resolve(
     kubeconfig: Option<&Path>,
     context: Option<&str>,
 ) -> anyhow::Result<Target> {
-    let url = match server {
-        Some(s) => s.to_string(),
-        None => crate::connect::load_config(kubeconfig, context, None)
-            .await?
-            .cluster_url
-            .to_string()
-            .trim_end_matches('/')
-            .to_string(),
+    // A plain-http --server needs nothing from a kubeconfig (which may not even exist).
+    let plain_server = server.filter(|s| s.starts_with("http://"));
+    let config = match plain_server {
+        Some(_) => None,
+        None => Some(crate::connect::load_config(kubeconfig, context, server).await?),
     };
-    let uri: http::Uri = url
-        .parse()
-        .with_context(|| format!("{url:?} is not a URL; use a value like http://127.0.0.1:6443"))?;
-    match uri.scheme_str() {
-        Some("http") | None => {}
+    let url = match (plain_server, &config) {
+        (Some(s), _) => s.to_string(),
+        (None, Some(c)) => c.cluster_url.to_string().trim_end_matches('/').to_string(),
+        (None, None) => unreachable!("a config is loaded unless the server is plain http"),
+    };
+    let uri: http::Uri = url.parse().with_context(|| {
+        format!("{url:?} is not a URL; use a value like https://127.0.0.1:6443")
+    })?;
+    let https = match uri.scheme_str() {
+        Some("http") | None => false,
+        Some("https") => true,
         Some(other) => anyhow::bail!(
-            "herald bench speaks plain http, not {other}: point --server at an http:// listener"
+            "herald bench speaks http and https, not {other}: point --server at an https:// or http:// server"
         ),
-    }
+    };
     let host = uri
         .host()
         .with_context(|| format!("{url:?} has no host"))?
         .trim_start_matches('[')
         .trim_end_matches(']')
         .to_string();
-    let port = uri.port_u16().unwrap_or(80);
+    let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
     let display = format!("{}:{port}", uri.host().unwrap_or(&host));
     let addr = tokio::net::lookup_host((host.as_str(), port))
         .await
         .ok()
         .and_then(|mut a| a.next())
         .with_context(|| format!("cannot resolve {display}"))?;
-    Ok(Target { addr, display })
+    let endpoint = match (https, config) {
+        (true, Some(config)) => {
+            let tls = config
+                .rustls_client_config()
+                .map_err(|e| anyhow::anyhow!("cannot set up TLS for {display}: {e}"))?;
+            let name = ServerName::try_from(host.clone())
+                .map_err(|_| anyhow::anyhow!("{host:?} is not a host name TLS can verify"))?;
+            Endpoint::tls(addr, name, tls)
+        }
+        _ => Endpoint::plain(addr),
+    };
+    Ok(Target { endpoint, display })
 }

@@ -2,7 +2,6 @@
 //! events (receipt time on the bench clock − send time embedded by the creating client).
 //! The stream is JSON lines or protobuf frames, as `--encoding` asks.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -13,7 +12,7 @@ use herald_core::clock::Clock;
 use http_body_util::{BodyExt as _, Full};
 use tokio_util::sync::CancellationToken;
 
-use super::conn::connect;
+use super::conn::{Endpoint, connect};
 use super::encoding::Encoding;
 use super::workload::{Group, SentFinder};
 
@@ -38,8 +37,8 @@ pub struct WatchCounters {
 
 /// Everything a watcher needs.
 pub struct Watcher {
-    /// Server address.
-    pub addr: SocketAddr,
+    /// The server.
+    pub endpoint: Endpoint,
     /// Namespace watched.
     pub namespace: String,
     /// resourceVersion to start after (taken before the load starts).
@@ -102,13 +101,13 @@ impl Watcher {
         sent: &SentFinder,
         last: &mut Option<Bytes>,
     ) -> Result<(), ()> {
-        let mut sender = connect(self.addr).await.map_err(|_| ())?;
+        let mut sender = connect(&self.endpoint).await.map_err(|_| ())?;
         let path = format!(
             "{}?watch=1&resourceVersion={rv}",
             self.group.collection(&self.namespace)
         );
         let req = http::Request::get(path)
-            .header(http::header::HOST, self.addr.to_string())
+            .header(http::header::HOST, self.endpoint.addr.to_string())
             .header(http::header::ACCEPT, self.encoding.media_type())
             .body(Full::new(Bytes::new()))
             .map_err(|_| ())?;

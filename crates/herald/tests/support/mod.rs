@@ -116,7 +116,8 @@ pub async fn serve_refused<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Vec<String>
 /// A running `herald serve`; killed (SIGKILL) when dropped.
 pub struct Herald {
     child: Child,
-    /// `http://127.0.0.1:PORT`, from the server's first stdout line.
+    /// `http://127.0.0.1:PORT` (`https://` for [`Herald::start_https`]), from the server's
+    /// first stdout line.
     pub url: String,
     /// The first stdout line, verbatim.
     pub banner: String,
@@ -125,26 +126,39 @@ pub struct Herald {
 }
 
 impl Herald {
-    /// `herald serve --listen 127.0.0.1:0 --store memory`.
+    /// `herald serve --listen 127.0.0.1:0 --insecure-plain-http --store memory`.
     pub async fn memory() -> Herald {
         Herald::start(&["--store", "memory"]).await
     }
 
-    /// `herald serve --listen 127.0.0.1:0 --data DIR` (SQLite).
+    /// `herald serve --listen 127.0.0.1:0 --insecure-plain-http --data DIR` (SQLite).
     pub async fn sqlite(dir: &Path) -> Herald {
         let dir = dir.to_str().expect("utf-8 temp dir");
         Herald::start(&["--data", dir]).await
     }
 
-    /// Starts `herald serve --listen 127.0.0.1:0 EXTRA…` and waits (bounded) for its
-    /// `herald-server listening on http://…` line.
+    /// Starts `herald serve --listen 127.0.0.1:0 --insecure-plain-http EXTRA…` and waits
+    /// (bounded) for its `herald-server listening on http://…` line. Tests that are not about
+    /// TLS use plain HTTP; [`Herald::start_https`] is the default `herald serve`.
     pub async fn start(extra: &[&str]) -> Herald {
         Herald::start_on("127.0.0.1:0", extra).await
     }
 
-    /// Starts `herald serve --listen LISTEN EXTRA…` (e.g. to come back on the port of a
-    /// server that was killed) and waits (bounded) for its address line.
+    /// Starts `herald serve --listen LISTEN --insecure-plain-http EXTRA…` (e.g. to come back
+    /// on the port of a server that was killed) and waits (bounded) for its address line.
     pub async fn start_on(listen: &str, extra: &[&str]) -> Herald {
+        let mut args = vec!["--insecure-plain-http"];
+        args.extend_from_slice(extra);
+        Herald::launch(listen, &args, "http").await
+    }
+
+    /// Starts `herald serve --listen 127.0.0.1:0 EXTRA…` serving HTTPS (as it does without
+    /// flags) and waits (bounded) for its `herald-server listening on https://…` line.
+    pub async fn start_https(extra: &[&str]) -> Herald {
+        Herald::launch("127.0.0.1:0", extra, "https").await
+    }
+
+    async fn launch(listen: &str, extra: &[&str], scheme: &str) -> Herald {
         let mut cmd = serve_command();
         cmd.args(["--listen", listen])
             .args(extra)
@@ -174,8 +188,8 @@ impl Herald {
             .unwrap_or_else(|| panic!("unexpected first line from herald serve: {banner:?}"))
             .to_string();
         assert!(
-            url.starts_with("http://127.0.0.1:") && !url.ends_with(":0"),
-            "the server must print the port it chose: {banner:?}"
+            url.starts_with(&format!("{scheme}://127.0.0.1:")) && !url.ends_with(":0"),
+            "the server must print the {scheme} URL and the port it chose: {banner:?}"
         );
         Herald {
             child,
@@ -233,6 +247,37 @@ impl Drop for Herald {
     fn drop(&mut self) {
         let _ = self.child.start_kill();
     }
+}
+
+/// The output of `herald kubeconfig --server URL EXTRA…` for `server` (`HERALD_DATA`
+/// cleared), checked to point at it.
+pub async fn kubeconfig_text(server: &Herald, extra: &[&str]) -> String {
+    kubeconfig_for_url(&server.url, extra).await
+}
+
+/// The output of `herald kubeconfig --server URL EXTRA…` (`HERALD_DATA` cleared), checked to
+/// point at `url`.
+pub async fn kubeconfig_for_url(url: &str, extra: &[&str]) -> String {
+    let out = tokio::time::timeout(
+        KUBECTL_GUARD,
+        Command::new(herald_bin())
+            .args(["kubeconfig", "--server", url])
+            .args(extra)
+            .env_remove("HERALD_DATA")
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("herald kubeconfig finishes")
+    .expect("run herald kubeconfig");
+    assert!(out.status.success(), "herald kubeconfig failed: {out:?}");
+    let text = String::from_utf8(out.stdout).expect("utf-8 kubeconfig");
+    assert!(
+        text.contains(&format!("server: {url}")),
+        "kubeconfig does not point at the server:\n{text}"
+    );
+    text
 }
 
 /// Waits (at most `guard`, then the child is killed) for `program ARGS…` to finish.
@@ -325,26 +370,21 @@ fn spawn_failed(e: std::io::Error) -> ! {
 impl Kubectl {
     /// A kubectl environment pointed at `server` through `herald kubeconfig --server URL`.
     pub async fn new(server: &Herald) -> Kubectl {
+        Kubectl::with_kubeconfig(server, &[]).await
+    }
+
+    /// A kubectl environment pointed at `server` through `herald kubeconfig --server URL
+    /// EXTRA…` (e.g. `--data DIR` for an HTTPS server's credentials).
+    pub async fn with_kubeconfig(server: &Herald, extra: &[&str]) -> Kubectl {
         let dir = tempfile::tempdir().expect("temp dir");
-        let out = tokio::time::timeout(
-            KUBECTL_GUARD,
-            Command::new(herald_bin())
-                .args(["kubeconfig", "--server", &server.url])
-                .stdin(Stdio::null())
-                .kill_on_drop(true)
-                .output(),
-        )
-        .await
-        .expect("herald kubeconfig finishes")
-        .expect("run herald kubeconfig");
-        assert!(out.status.success(), "herald kubeconfig failed: {out:?}");
-        let text = String::from_utf8(out.stdout).expect("utf-8 kubeconfig");
-        assert!(
-            text.contains(&format!("server: {}", server.url)),
-            "kubeconfig does not point at the server:\n{text}"
-        );
+        let text = kubeconfig_text(server, extra).await;
         let kubeconfig = dir.path().join("kubeconfig");
         std::fs::write(&kubeconfig, text).expect("write kubeconfig");
+        Kubectl::using(dir, kubeconfig)
+    }
+
+    /// A kubectl environment using the kubeconfig file `kubeconfig` in `dir`.
+    pub fn using(dir: tempfile::TempDir, kubeconfig: PathBuf) -> Kubectl {
         std::fs::create_dir_all(dir.path().join("home")).expect("home dir");
         Kubectl {
             dir,
@@ -705,20 +745,9 @@ impl HeraldCli {
     /// A client environment for the server at `url` (which may be down).
     pub async fn for_url(url: &str) -> HeraldCli {
         let dir = tempfile::tempdir().expect("temp dir");
-        let out = tokio::time::timeout(
-            CLI_GUARD,
-            Command::new(herald_bin())
-                .args(["kubeconfig", "--server", url])
-                .stdin(Stdio::null())
-                .kill_on_drop(true)
-                .output(),
-        )
-        .await
-        .expect("herald kubeconfig finishes")
-        .expect("run herald kubeconfig");
-        assert!(out.status.success(), "herald kubeconfig failed: {out:?}");
+        let text = kubeconfig_for_url(url, &[]).await;
         let kubeconfig = dir.path().join("kubeconfig");
-        std::fs::write(&kubeconfig, out.stdout).expect("write kubeconfig");
+        std::fs::write(&kubeconfig, text).expect("write kubeconfig");
         std::fs::create_dir_all(dir.path().join("home")).expect("home dir");
         HeraldCli { dir, kubeconfig }
     }

@@ -71,7 +71,7 @@ impl DataDirLock {
         {
             return Err(locked(&owner));
         }
-        let file = super::files::private(
+        let file = crate::files::private(
             OpenOptions::new()
                 .read(true)
                 .write(true)

@@ -1,6 +1,5 @@
 //! The SQLite backend: Herald's embedded default store.
 
-mod files;
 mod lock;
 mod read;
 mod schema;
@@ -11,6 +10,7 @@ pub use self::lock::{DataDirLock, LOCK_FILE};
 pub use self::space::RESERVE_FILE;
 pub use self::writer::CommitMetrics;
 
+use crate::files;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

@@ -237,7 +237,7 @@ fn allocate(path: &Path, bytes: u64) -> std::io::Result<()> {
         return Ok(());
     }
     let mut f: File =
-        super::files::private(OpenOptions::new().write(true).create(true).truncate(true))
+        crate::files::private(OpenOptions::new().write(true).create(true).truncate(true))
             .open(path)?;
     let chunk = vec![0u8; 1 << 20];
     let mut left = bytes;
