@@ -46,6 +46,36 @@ async fn kubectl_creates_and_gets_events_over_https_with_the_generated_kubeconfi
     let v = o.json();
     assert_eq!(v["items"][0]["message"], "hello over https", "{}", o.show());
 
+    // Secure by default: the admin certificate is a user in system:masters…
+    let o = k.run(&["auth", "whoami", "-o", "json"]).await;
+    let v = o.json();
+    assert_eq!(
+        v["status"]["userInfo"]["username"],
+        "herald-admin",
+        "{}",
+        o.show()
+    );
+    let groups = v["status"]["userInfo"]["groups"].to_string();
+    assert!(groups.contains("system:masters"), "{}", o.show());
+    // …and a client with no credential (the CA trusted, no certificate, no token) gets 401.
+    let anonymous = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: h\n  cluster:\n    server: {}\n    certificate-authority: {}\ncontexts:\n- name: h\n  context: {{cluster: h, user: nobody}}\ncurrent-context: h\nusers:\n- name: nobody\n  user: {{}}\n",
+        server.url,
+        utf8(&data.join("pki").join("ca.crt")),
+    );
+    let kc = kube::config::Kubeconfig::from_yaml(&anonymous).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    let api: Api<Event> = Api::namespaced(kube::Client::try_from(config).unwrap(), "default");
+    match api.list(&ListParams::default()).await {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!(status.code, 401, "{status:?}");
+            assert_eq!(status.reason, "Unauthorized", "{status:?}");
+        }
+        other => panic!("a request without a credential must get 401, got {other:?}"),
+    }
+
     // The same kubeconfig without its CA: kubectl does not trust the server.
     let o = k
         .run(&["get", "events", "--certificate-authority", "/dev/null"])
