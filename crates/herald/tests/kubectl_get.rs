@@ -747,6 +747,28 @@ async fn api_resources_lists_events_in_both_groups() {
         t.rows,
         [
             ["events", "ev", "v1", "true", "Event"],
+            // `kubectl auth whoami` and `kubectl auth can-i`, as on kube-apiserver.
+            [
+                "selfsubjectreviews",
+                "",
+                "authentication.k8s.io/v1",
+                "false",
+                "SelfSubjectReview"
+            ],
+            [
+                "selfsubjectaccessreviews",
+                "",
+                "authorization.k8s.io/v1",
+                "false",
+                "SelfSubjectAccessReview"
+            ],
+            [
+                "selfsubjectrulesreviews",
+                "",
+                "authorization.k8s.io/v1",
+                "false",
+                "SelfSubjectRulesReview"
+            ],
             ["events", "ev", "events.k8s.io/v1", "true", "Event"]
         ],
         "{}",

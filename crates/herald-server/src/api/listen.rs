@@ -74,6 +74,7 @@ use tower_service::Service as _;
 use super::error::status_response;
 use super::health::is_health_path;
 use super::hold::Holding;
+use super::log_throttle::Throttle;
 use super::metrics::{Metrics, OverLimitLabels, ProbeLaneLabels, TimedOutLabels};
 use super::peer::VerifiedClientCertificates;
 use super::probe_lane;
@@ -431,37 +432,6 @@ fn is_connection_error(e: &io::Error) -> bool {
             | io::ErrorKind::ConnectionAborted
             | io::ErrorKind::ConnectionReset
     )
-}
-
-/// Lets an event through at most once per interval, counting the others.
-struct Throttle {
-    every: Duration,
-    last: Option<Instant>,
-    suppressed: u64,
-}
-
-impl Throttle {
-    fn new(every: Duration) -> Self {
-        Throttle {
-            every,
-            last: None,
-            suppressed: 0,
-        }
-    }
-
-    /// `Some(events suppressed since the last one)` when this one may be reported.
-    fn ready(&mut self) -> Option<u64> {
-        let now = Instant::now();
-        if self
-            .last
-            .is_some_and(|l| now.duration_since(l) < self.every)
-        {
-            self.suppressed += 1;
-            return None;
-        }
-        self.last = Some(now);
-        Some(std::mem::take(&mut self.suppressed))
-    }
 }
 
 /// Which kind of slot a connection holds.
@@ -957,16 +927,5 @@ mod tests {
         tokio::time::advance(Duration::from_secs(60)).await;
         s.bytes_read();
         assert_eq!(s.deadline(t), Some((Instant::now() + t.header, "header")));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn the_limit_line_is_throttled() {
-        let mut t = Throttle::new(Duration::from_secs(10));
-        assert_eq!(t.ready(), Some(0));
-        for _ in 0..1000 {
-            assert_eq!(t.ready(), None);
-        }
-        tokio::time::advance(Duration::from_secs(10)).await;
-        assert_eq!(t.ready(), Some(1000));
     }
 }

@@ -56,6 +56,7 @@ use serde::Deserialize;
 
 use super::attributes::Attributes;
 use super::user::{AUTHENTICATED, MASTERS, UNAUTHENTICATED, UserInfo};
+use crate::api::discovery::EVENT_VERBS;
 
 /// Why an RBAC file could not be used: the file, the line (when the YAML parser knows it)
 /// and what is wrong.
@@ -522,16 +523,6 @@ fn group_binding(role: &str, groups: &[&str]) -> RbacObject {
 }
 
 const EVENT_GROUPS: &[&str] = &["", "events.k8s.io"];
-const ALL_EVENT_VERBS: &[&str] = &[
-    "create",
-    "delete",
-    "deletecollection",
-    "get",
-    "list",
-    "patch",
-    "update",
-    "watch",
-];
 
 /// kube-apiserver's default roles and bindings that matter to Herald (see the module docs).
 pub fn bootstrap_objects() -> Vec<RbacObject> {
@@ -587,11 +578,11 @@ pub fn bootstrap_objects() -> Vec<RbacObject> {
         ),
         cluster_role(
             "admin",
-            vec![resource_rule(ALL_EVENT_VERBS, EVENT_GROUPS, &["events"])],
+            vec![resource_rule(&EVENT_VERBS, EVENT_GROUPS, &["events"])],
         ),
         cluster_role(
             "edit",
-            vec![resource_rule(ALL_EVENT_VERBS, EVENT_GROUPS, &["events"])],
+            vec![resource_rule(&EVENT_VERBS, EVENT_GROUPS, &["events"])],
         ),
         cluster_role(
             "view",
