@@ -799,6 +799,8 @@ async fn api_resources_lists_events_in_both_groups() {
         o.ok().lines().collect::<Vec<_>>(),
         [
             "apps/v1",
+            "authentication.k8s.io/v1",
+            "authorization.k8s.io/v1",
             "autoscaling/v2",
             "batch/v1",
             "events.k8s.io/v1",
