@@ -181,7 +181,7 @@ pub enum ServerError {
         addr: SocketAddr,
     },
     /// TLS could not be set up (a certificate, key or CA file, the generated certificates).
-    #[error("{0}")]
+    #[error(transparent)]
     Tls(TlsError),
     /// Serving failed after the listener was bound.
     #[error("serving: {0}")]

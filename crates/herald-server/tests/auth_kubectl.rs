@@ -1,10 +1,9 @@
 //! Authentication and RBAC through the real kubectl against a [`Server`] on 127.0.0.1, with
 //! a token file and an RBAC file.
 //!
-//! kubectl (client-go's `clientcmd`) sends a kubeconfig's credentials only to an `https://`
-//! server, so until the server speaks TLS itself the tests put a TLS-terminating forwarder
-//! (rustls, a self-signed certificate) in front of the plain-HTTP server: kubectl talks TLS
-//! to it, the bytes reach the server unchanged.
+//! The server speaks HTTPS with the certificates it generates (kubectl, like client-go's
+//! `clientcmd`, sends a kubeconfig's credentials only to an `https://` server); kubectl
+//! verifies it with the generated CA.
 //!
 //! kubectl must be on PATH (CI installs it); a missing kubectl fails these tests. Every
 //! kubectl run gets a fresh HOME and cache dir, `--request-timeout=10s`, and a hard 60 s
@@ -16,8 +15,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use herald_server::api::auth::AuthOptions;
-use herald_server::server::{Server, ServerOptions};
+use herald_server::api::tls::{ServingCertificate, TlsOptions};
+use herald_server::server::{Server, ServerOptions, Transport};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio_rustls::rustls::pki_types::pem::PemObject as _;
 
 const TOKENS: &str = "admin-token,admin,1,system:masters\n\
 jane-token,jane,2,\"dev,viewers\"\n\
@@ -58,46 +59,8 @@ source:
 struct Setup {
     dir: tempfile::TempDir,
     server: Server,
-    /// The `https://127.0.0.1:PORT` of the TLS forwarder.
-    https: String,
-}
-
-/// Accepts TLS on 127.0.0.1 (port 0) and forwards each connection's plaintext to `to`.
-async fn tls_forwarder(to: std::net::SocketAddr) -> String {
-    use tokio_rustls::rustls;
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
-        .unwrap()
-        .self_signed(&key)
-        .unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![cert.der().clone()],
-            rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
-        )
-        .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("https://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let acceptor = acceptor.clone();
-            tokio::spawn(async move {
-                let (Ok(mut tls), Ok(mut plain)) = (
-                    acceptor.accept(tcp).await,
-                    tokio::net::TcpStream::connect(to).await,
-                ) else {
-                    return;
-                };
-                let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
-            });
-        }
-    });
-    url
+    /// The generated CA (PEM): kubectl and the raw client verify the server with it.
+    ca: String,
 }
 
 async fn start() -> Setup {
@@ -108,6 +71,7 @@ async fn start() -> Setup {
     std::fs::write(&rbac, RBAC).unwrap();
     let server = Server::start(ServerOptions {
         listen: "127.0.0.1:0".parse().unwrap(),
+        transport: Transport::Https(TlsOptions::default()),
         auth: AuthOptions {
             token_auth_file: Some(tokens),
             authorization_rbac_file: Some(rbac),
@@ -117,8 +81,12 @@ async fn start() -> Setup {
     })
     .await
     .expect("server starts");
-    let https = tls_forwarder(server.addr()).await;
-    Setup { dir, server, https }
+    let ca = server
+        .pki()
+        .expect("the HTTPS server made its certificates")
+        .ca_cert()
+        .to_string();
+    Setup { dir, server, ca }
 }
 
 struct Output {
@@ -140,16 +108,21 @@ impl Setup {
         let name = token.unwrap_or("none");
         let user = match token {
             Some(t) => format!("{{token: {t}}}"),
-            None => "{}".to_string(),
+            // Over HTTPS a user with no credential at all makes kubectl prompt for a user
+            // name and password. One with only a user name and password sends HTTP basic
+            // auth, which kube-apiserver (since 1.19) and Herald do not take: a request
+            // without a credential, as far as the server is concerned.
+            None => "{username: nobody, password: secret}".to_string(),
         };
         let p = self.dir.path().join(format!("kubeconfig-{name}"));
+        let ca = self.dir.path().join("ca.crt");
+        std::fs::write(&ca, &self.ca).unwrap();
         std::fs::write(
             &p,
             format!(
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: herald\n  cluster:\n    server: {url}\n    insecure-skip-tls-verify: true\ncontexts:\n- name: herald\n  context:\n    cluster: herald\n    namespace: default\n    user: u\ncurrent-context: herald\nusers:\n- name: u\n  user: {user}\n",
-                // Without credentials over https kubectl prompts for a user name, so that
-                // case goes to the plain-HTTP server (where kubectl sends none either).
-                url = if token.is_some() { self.https.clone() } else { self.server.url() }
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: herald\n  cluster:\n    server: {url}\n    certificate-authority: {ca}\ncontexts:\n- name: herald\n  context:\n    cluster: herald\n    namespace: default\n    user: u\ncurrent-context: herald\nusers:\n- name: u\n  user: {user}\n",
+                url = self.server.url(),
+                ca = ca.display(),
             ),
         )
         .unwrap();
@@ -188,11 +161,29 @@ impl Setup {
         }
     }
 
-    /// A raw HTTP/1.1 GET; returns the status code and the body.
+    /// A raw HTTP/1.1 GET over TLS (verifying the server with the CA, no client
+    /// certificate); returns the status code and the body.
     async fn get(&self, path: &str, token: Option<&str>) -> (u16, String) {
-        let mut s = tokio::net::TcpStream::connect(self.server.addr())
+        use tokio_rustls::rustls;
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in rustls::pki_types::CertificateDer::pem_slice_iter(self.ca.as_bytes()) {
+            roots.add(cert.unwrap()).unwrap();
+        }
+        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        let tcp = tokio::net::TcpStream::connect(self.server.addr())
             .await
             .unwrap();
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+        let mut s = tokio_rustls::TlsConnector::from(Arc::new(config))
+            .connect(name, tcp)
+            .await
+            .expect("TLS handshake with the server");
         let auth = token
             .map(|t| format!("Authorization: Bearer {t}\r\n"))
             .unwrap_or_default();
@@ -421,4 +412,128 @@ async fn health_and_version_are_open_metrics_is_not() {
     // Discovery is open to every authenticated user.
     assert_eq!(s.get("/apis", Some("bob-token")).await.0, 200);
     s.server.shutdown().await.unwrap();
+}
+
+/// A CA, a serving certificate for 127.0.0.1 and a client certificate for `CN=jane, O=dev`
+/// (PEM: CA, serving cert, serving key, client cert, client key).
+fn client_certificate_pki() -> [String; 5] {
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    };
+    let ca_key = KeyPair::generate().unwrap();
+    let ca_params = || {
+        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        p.distinguished_name.push(DnType::CommonName, "test-ca");
+        p
+    };
+    let ca = ca_params().self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca_params(), &ca_key);
+    let serving_key = KeyPair::generate().unwrap();
+    let serving = CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .unwrap()
+        .signed_by(&serving_key, &issuer)
+        .unwrap();
+    let mut client = CertificateParams::new(Vec::<String>::new()).unwrap();
+    client.distinguished_name.push(DnType::CommonName, "jane");
+    client
+        .distinguished_name
+        .push(DnType::OrganizationName, "dev");
+    client.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let client_key = KeyPair::generate().unwrap();
+    let client = client.signed_by(&client_key, &issuer).unwrap();
+    [
+        ca.pem(),
+        serving.pem(),
+        serving_key.serialize_pem(),
+        client.pem(),
+        client_key.serialize_pem(),
+    ]
+}
+
+/// kubectl with a client certificate (`--client-ca-file`, own serving certificate): CN is
+/// the user, O the groups; RBAC applies to it as to a token's user.
+#[tokio::test]
+async fn a_client_certificate_user_is_bound_like_a_token_user() {
+    let dir = tempfile::tempdir().unwrap();
+    let [ca, serving, serving_key, client, client_key] = client_certificate_pki();
+    let file = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let ca_file = file("ca.crt", &ca);
+    let server = Server::start(ServerOptions {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        transport: Transport::Https(TlsOptions {
+            serving: ServingCertificate::Files {
+                cert_file: file("serving.crt", &serving),
+                key_file: file("serving.key", &serving_key),
+            },
+            client_ca_file: Some(ca_file.clone()),
+        }),
+        auth: AuthOptions {
+            authorization_rbac_file: Some(file("rbac.yaml", RBAC)),
+            ..AuthOptions::default()
+        },
+        ..ServerOptions::default()
+    })
+    .await
+    .expect("server starts");
+    let kubeconfig = file(
+        "kubeconfig",
+        &format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: herald\n  cluster:\n    server: {url}\n    certificate-authority: {ca}\ncontexts:\n- name: herald\n  context:\n    cluster: herald\n    namespace: prod\n    user: jane\ncurrent-context: herald\nusers:\n- name: jane\n  user:\n    client-certificate: {cert}\n    client-key: {key}\n",
+            url = server.url(),
+            ca = ca_file.display(),
+            cert = file("jane.crt", &client).display(),
+            key = file("jane.key", &client_key).display(),
+        ),
+    );
+    let event = file("event.yaml", EVENT);
+    let kubectl = |args: &[&str]| {
+        let mut cmd = tokio::process::Command::new("kubectl");
+        cmd.args(args)
+            .arg("--request-timeout=10s")
+            .env("HOME", dir.path())
+            .env("KUBECONFIG", &kubeconfig)
+            .env("KUBECACHEDIR", dir.path().join("cache"))
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        async move {
+            let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
+                .await
+                .expect("kubectl finishes within 60 s")
+                .expect("kubectl runs (it must be on PATH)");
+            Output {
+                code: out.status.code(),
+                stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+                stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            }
+        }
+    };
+
+    let o = kubectl(&["create", "-f", event.to_str().unwrap()]).await;
+    assert_eq!(o.code, Some(0), "{}", show(&o));
+    assert!(o.stdout.contains("event/e1 created"), "{}", show(&o));
+    let o = kubectl(&["get", "events", "-n", "prod"]).await;
+    assert_eq!(o.code, Some(0), "{}", show(&o));
+    assert!(o.stdout.contains("hello from jane"), "{}", show(&o));
+    let o = kubectl(&["get", "events", "-n", "dev"]).await;
+    assert_eq!(o.code, Some(1), "{}", show(&o));
+    assert!(
+        o.stderr.contains(r#"Error from server (Forbidden): events is forbidden: User "jane" cannot list resource "events" in API group "" in the namespace "dev""#),
+        "{}",
+        show(&o)
+    );
+    let o = kubectl(&["auth", "whoami", "-o", "json"]).await;
+    assert_eq!(o.code, Some(0), "{}", show(&o));
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(v["status"]["userInfo"]["username"], "jane", "{v}");
+    assert_eq!(
+        v["status"]["userInfo"]["groups"],
+        serde_json::json!(["dev", "system:authenticated"]),
+        "{v}"
+    );
+    server.shutdown().await.unwrap();
 }

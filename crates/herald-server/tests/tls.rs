@@ -532,13 +532,19 @@ async fn unusable_certificate_files_are_one_line_errors_naming_the_file() {
     std::fs::write(&cert_file, &cert).unwrap();
     std::fs::write(&key_file, &key).unwrap();
     let ca_file = dir.path().join("ca.crt");
-    let e = start(Some(ca_file.clone())).await.unwrap_err().to_string();
-    assert!(
-        e.starts_with(&format!(
-            "cannot read the client CA file {}: ",
-            ca_file.display()
-        )),
-        "{e}"
+    let e = start(Some(ca_file.clone())).await.unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!("cannot read the client CA file {}", ca_file.display())
+    );
+    // The cause is kept as the error's source, not lost.
+    let cause = std::error::Error::source(&e).expect("the io error is the source");
+    assert_eq!(
+        cause
+            .downcast_ref::<std::io::Error>()
+            .map(std::io::Error::kind),
+        Some(std::io::ErrorKind::NotFound),
+        "{cause:?}"
     );
     std::fs::write(&ca_file, "nothing").unwrap();
     let e = start(Some(ca_file.clone())).await.unwrap_err().to_string();

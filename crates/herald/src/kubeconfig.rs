@@ -98,8 +98,9 @@ pub fn render(args: &KubeconfigArgs) -> anyhow::Result<String> {
     let credentials = if uri.scheme_str() == Some("https") {
         let dir = args.data.join(PKI_DIR);
         Some(AdminCredentials::read(&dir).map_err(|e| {
+            let e = anyhow::Error::new(e);
             anyhow::anyhow!(
-                "{e}: the CA and admin credential are made by `herald serve` at its first start; start it once, or pass the --data directory it uses"
+                "{e:#}: the CA and admin credential are made by `herald serve` at its first start; start it once, or pass the --data directory it uses"
             )
         })?)
     } else {

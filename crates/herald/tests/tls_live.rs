@@ -273,3 +273,70 @@ async fn bench_loads_an_https_server_through_the_kubeconfig() {
     assert_eq!(s["list"]["items"], 300, "{s}");
     assert_eq!(s["watch"]["watchers"], 1, "{s}");
 }
+
+/// `herald bench` with a kubeconfig whose user has a bearer token (RBAC on): the token goes
+/// with every request, so creates in the user's namespace succeed, and creates where RBAC
+/// does not let it write are counted as 403s, not silently dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_sends_the_kubeconfigs_bearer_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(&tokens, "bench-token,bencher,7\n").unwrap();
+    let rbac = dir.path().join("rbac.yaml");
+    std::fs::write(
+        &rbac,
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {name: w, namespace: tok-bench}\nrules:\n- apiGroups: [\"\"]\n  resources: [events]\n  verbs: [create, list, watch, get]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {name: w, namespace: tok-bench}\nsubjects: [{kind: User, name: bencher, apiGroup: rbac.authorization.k8s.io}]\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: w}\n",
+    )
+    .unwrap();
+    let server = Herald::start_https(&[
+        "--data",
+        utf8(&data),
+        "--token-auth-file",
+        utf8(&tokens),
+        "--authorization-rbac-file",
+        utf8(&rbac),
+    ])
+    .await;
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: h\n  cluster:\n    server: {url}\n    certificate-authority: {ca}\ncontexts:\n- name: h\n  context: {{cluster: h, user: bencher}}\ncurrent-context: h\nusers:\n- name: bencher\n  user: {{token: bench-token}}\n",
+            url = server.url,
+            ca = data.join("pki/ca.crt").display(),
+        ),
+    )
+    .unwrap();
+    let bench = |namespace: &'static str| {
+        tokio::process::Command::new(herald_bin())
+            .args(["bench", "--kubeconfig", utf8(&kubeconfig)])
+            .args(["--requests", "200", "--clients", "2"])
+            .args(["--namespace", namespace, "-o", "json"])
+            .env_remove("KUBECONFIG")
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output()
+    };
+    let out = tokio::time::timeout(CLI_GUARD, bench("tok-bench"))
+        .await
+        .expect("herald bench finishes")
+        .expect("run herald bench");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(s["succeeded"], 200, "{s}");
+    assert_eq!(s["failed"], 0, "{s}");
+
+    let out = tokio::time::timeout(CLI_GUARD, bench("elsewhere"))
+        .await
+        .expect("herald bench finishes")
+        .expect("run herald bench");
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(s["succeeded"], 0, "{s}");
+    assert_eq!(s["errors"]["403"], 200, "{s}");
+}

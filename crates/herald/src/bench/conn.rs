@@ -46,12 +46,15 @@ impl Failure {
 }
 
 /// Where the bench connects: an address, and TLS for an `https://` server (the kubeconfig's
-/// CA and client certificate). Cheap to clone.
+/// CA and client certificate), with the kubeconfig's bearer token if it has one. Cheap to
+/// clone.
 #[derive(Clone)]
 pub struct Endpoint {
     /// The server's socket address (also the `Host` header).
     pub addr: SocketAddr,
     tls: Option<Tls>,
+    /// `Authorization: Bearer …`, marked sensitive so hyper never logs it.
+    authorization: Option<http::HeaderValue>,
 }
 
 #[derive(Clone)]
@@ -63,7 +66,11 @@ struct Tls {
 impl Endpoint {
     /// Plain HTTP to `addr`.
     pub fn plain(addr: SocketAddr) -> Endpoint {
-        Endpoint { addr, tls: None }
+        Endpoint {
+            addr,
+            tls: None,
+            authorization: None,
+        }
     }
 
     /// HTTPS to `addr`, verifying the server as `name`, with `config` (its ALPN is set to
@@ -80,6 +87,35 @@ impl Endpoint {
                 connector: tokio_rustls::TlsConnector::from(Arc::new(config)),
                 name,
             }),
+            authorization: None,
+        }
+    }
+
+    /// This endpoint, sending `token` as a bearer token with every request. Only for TLS
+    /// endpoints, as kubectl does: a token never travels in the clear.
+    pub fn with_bearer_token(mut self, token: &str) -> anyhow::Result<Endpoint> {
+        if self.tls.is_none() {
+            anyhow::bail!(
+                "the kubeconfig has a token, which is sent only over https, and the server is plain http: use an https:// server"
+            );
+        }
+        let mut value = http::HeaderValue::try_from(format!("Bearer {token}")).map_err(|_| {
+            anyhow::anyhow!("the kubeconfig's token has characters an HTTP header cannot carry")
+        })?;
+        value.set_sensitive(true);
+        self.authorization = Some(value);
+        Ok(self)
+    }
+
+    /// A request to this endpoint with its `Host` and (if any) `Authorization` headers set.
+    pub fn request(&self, method: http::Method, path: &str) -> http::request::Builder {
+        let builder = http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header(http::header::HOST, self.addr.to_string());
+        match &self.authorization {
+            Some(auth) => builder.header(http::header::AUTHORIZATION, auth.clone()),
+            None => builder,
         }
     }
 
@@ -126,7 +162,6 @@ where
 /// connection failed.
 pub struct Conn {
     endpoint: Endpoint,
-    authority: String,
     encoding: Encoding,
     sender: Option<SendRequest<Full<Bytes>>>,
 }
@@ -140,7 +175,6 @@ impl Conn {
     /// A connection to `endpoint` whose bodies (sent and asked for) are in `encoding`.
     pub fn with_encoding(endpoint: Endpoint, encoding: Encoding) -> Self {
         Conn {
-            authority: endpoint.addr.to_string(),
             endpoint,
             encoding,
             sender: None,
@@ -199,10 +233,9 @@ impl Conn {
             self.sender = None;
             return Err(Failure::Io);
         }
-        let req = http::Request::builder()
-            .method(method)
-            .uri(path)
-            .header(http::header::HOST, &self.authority)
+        let req = self
+            .endpoint
+            .request(method, path)
             .header(http::header::CONTENT_TYPE, content_type)
             .header(http::header::ACCEPT, self.encoding.media_type())
             .body(Full::new(body))

@@ -504,12 +504,14 @@ async fn probe(endpoint: &Endpoint, display: &str) -> anyhow::Result<()> {
 /// Checks that the server answers a protobuf list with protobuf, so that a server without
 /// it is one line before the load rather than every create failing.
 async fn probe_protobuf(endpoint: &Endpoint, display: &str, ns: &str) -> anyhow::Result<()> {
-    let addr = endpoint.addr;
     let mut sender = conn::connect(endpoint)
         .await
         .with_context(|| format!("cannot reach {display}"))?;
-    let req = http::Request::get(format!("/api/v1/namespaces/{ns}/events?limit=1"))
-        .header(http::header::HOST, addr.to_string())
+    let req = endpoint
+        .request(
+            http::Method::GET,
+            &format!("/api/v1/namespaces/{ns}/events?limit=1"),
+        )
         .header(http::header::ACCEPT, Encoding::Protobuf.media_type())
         .body(http_body_util::Full::new(Bytes::new()))
         .context("building the protobuf probe")?;

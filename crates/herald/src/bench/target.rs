@@ -2,7 +2,9 @@
 //! every other command does, see [`crate::connect`]), else `https://127.0.0.1:6443` with the
 //! default data directory's credentials. For an `https://` server the kubeconfig's CA and
 //! client certificate make the TLS setup (as kube's own client would), whether the URL came
-//! from `--server` or from the kubeconfig.
+//! from `--server` or from the kubeconfig, and the kubeconfig's bearer token (`token`, else
+//! `tokenFile`) goes with every request. Exec plugins and auth providers are not run: the
+//! bench measures the server, so it wants a credential it can send as-is.
 
 use std::path::Path;
 
@@ -67,9 +69,30 @@ pub async fn resolve(
                 .map_err(|e| anyhow::anyhow!("cannot set up TLS for {display}: {e}"))?;
             let name = ServerName::try_from(host.clone())
                 .map_err(|_| anyhow::anyhow!("{host:?} is not a host name TLS can verify"))?;
-            Endpoint::tls(addr, name, tls)
+            let endpoint = Endpoint::tls(addr, name, tls);
+            match bearer_token(&config.auth_info)? {
+                Some(token) => endpoint.with_bearer_token(&token)?,
+                None => endpoint,
+            }
         }
         _ => Endpoint::plain(addr),
     };
     Ok(Target { endpoint, display })
+}
+
+/// The kubeconfig user's static bearer token: `token`, else the contents of `tokenFile`
+/// (trimmed, as client-go reads it).
+fn bearer_token(auth: &kube::config::AuthInfo) -> anyhow::Result<Option<String>> {
+    use secrecy::ExposeSecret as _;
+    if let Some(token) = &auth.token {
+        return Ok(Some(token.expose_secret().to_string()));
+    }
+    match &auth.token_file {
+        Some(path) => {
+            let token = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read the kubeconfig's tokenFile {path}"))?;
+            Ok(Some(token.trim().to_string()))
+        }
+        None => Ok(None),
+    }
 }

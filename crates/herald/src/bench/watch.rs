@@ -106,8 +106,9 @@ impl Watcher {
             "{}?watch=1&resourceVersion={rv}",
             self.group.collection(&self.namespace)
         );
-        let req = http::Request::get(path)
-            .header(http::header::HOST, self.endpoint.addr.to_string())
+        let req = self
+            .endpoint
+            .request(http::Method::GET, &path)
             .header(http::header::ACCEPT, self.encoding.media_type())
             .body(Full::new(Bytes::new()))
             .map_err(|_| ())?;

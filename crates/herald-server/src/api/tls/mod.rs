@@ -95,18 +95,20 @@ impl Default for TlsOptions {
 }
 
 /// Why TLS could not be set up. Each message names the file and says what is wrong with it
-/// (never the file's contents, which may be key material); the cause is part of the message,
-/// so [`source`](std::error::Error::source) is empty.
+/// (never the file's contents, which may be key material); an underlying error is the
+/// [`source`](std::error::Error::source), so print the chain (anyhow's `{:#}`, or tracing's
+/// `error = &e as &dyn Error`) to see it.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
     /// A file could not be read.
-    #[error("cannot read the {what} {}: {error}", path.display())]
+    #[error("cannot read the {what} {}", path.display())]
     Read {
         /// Which file it is ("TLS certificate file", "client CA file"…).
         what: &'static str,
         /// The file.
         path: PathBuf,
         /// Why it could not be read.
+        #[source]
         error: io::Error,
     },
     /// A file was read but does not hold what it should.
@@ -120,11 +122,11 @@ pub enum TlsError {
         reason: String,
     },
     /// Generating or loading Herald's own certificates failed.
-    #[error("{0}")]
+    #[error(transparent)]
     Pki(pki::PkiError),
     /// rustls refused the configuration.
-    #[error("cannot set up TLS: {0}")]
-    Config(rustls::Error),
+    #[error("cannot set up TLS")]
+    Config(#[source] rustls::Error),
 }
 
 /// The crypto provider of every TLS configuration here: rustls's `ring`.

@@ -68,13 +68,14 @@ pub const RENEW_BEFORE: Duration = Duration::from_secs(30 * 24 * 3600);
 #[derive(Debug, thiserror::Error)]
 pub enum PkiError {
     /// A file or the directory could not be read or written.
-    #[error("{} {}: {error}", if *.writing { "cannot write" } else { "cannot read" }, path.display())]
+    #[error("{} {}", if *.writing { "cannot write" } else { "cannot read" }, path.display())]
     Io {
         /// The file or directory.
         path: PathBuf,
         /// Writing (else reading).
         writing: bool,
         /// Why.
+        #[source]
         error: std::io::Error,
     },
     /// A file is there but unusable, or one of a pair is missing.
@@ -86,8 +87,8 @@ pub enum PkiError {
         reason: String,
     },
     /// Making a key or a certificate failed.
-    #[error("cannot make a certificate: {0}")]
-    Generate(rcgen::Error),
+    #[error("cannot make a certificate")]
+    Generate(#[source] rcgen::Error),
 }
 
 /// What a kubeconfig needs to reach the server as the admin: the CA (to trust the server)

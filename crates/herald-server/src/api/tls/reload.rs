@@ -148,7 +148,7 @@ impl ReloadingCertificate {
             }
             Err(e) => {
                 tracing::warn!(
-                    error = %e,
+                    error = &e as &dyn std::error::Error,
                     "cannot reload the serving certificate; still serving the last good one"
                 );
                 Refresh::KeptLastGood
