@@ -20,7 +20,7 @@
 //! ```
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,7 +42,9 @@ use crate::api::listen::{self, ConnectionOptions};
 use crate::api::metrics::{Metrics, metrics_handler};
 use crate::api::output::OutputLayer;
 use crate::api::tls::pki::{PKI_DIR, Pki};
-use crate::api::tls::{ReloadingCertificate, ServingCertificate, Tls, TlsError, TlsOptions};
+use crate::api::tls::{
+    ReloadingCertificate, ReloadingClientCa, ServingCertificate, Tls, TlsError, TlsOptions,
+};
 use crate::api::{self, ApiState, Guards};
 use crate::registry::{EventRegistry, RegistryOptions};
 use crate::storage::{
@@ -516,20 +518,17 @@ async fn setup_tls(
             }
         };
         let client_ca = match (&options.client_ca_file, &pki) {
-            (Some(file), _) => Some(client_ca(file)?),
-            (None, Some(pki)) => Some(pki.ca_der()),
+            (Some(file), _) => Some(ReloadingClientCa::from_file(file)?),
+            (None, Some(pki)) => Some(ReloadingClientCa::fixed(pki.ca_der())?),
             (None, None) => None,
         };
-        Ok((Tls::new(Arc::new(certificate), client_ca)?, pki))
+        let tls = Tls::reloading(Arc::new(certificate), client_ca.map(Arc::new))?;
+        Ok((tls, pki))
     };
     tokio::task::spawn_blocking(work)
         .await
         .map_err(|e| ServerError::Task(e.to_string()))?
         .map_err(ServerError::Tls)
-}
-
-fn client_ca(file: &Path) -> Result<Vec<rustls_pki_types::CertificateDer<'static>>, TlsError> {
-    crate::api::tls::read_certificates(file, "client CA file")
 }
 
 /// How long [`Server::shutdown`] waits for the store to close after serving has stopped.

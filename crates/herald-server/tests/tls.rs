@@ -19,7 +19,8 @@ use herald_server::api::metrics::Metrics;
 use herald_server::api::peer::VerifiedClientCertificates;
 use herald_server::api::tls::pki::Pki;
 use herald_server::api::tls::{
-    ReloadingCertificate, ServingCertificate, Tls, TlsOptions, read_certificates,
+    Refresh, ReloadingCertificate, ReloadingClientCa, ServingCertificate, Tls, TlsOptions,
+    read_certificates,
 };
 use herald_server::server::{Server, ServerError, ServerOptions, StoreKind, Transport};
 use http_body_util::{BodyExt as _, Full};
@@ -320,7 +321,6 @@ async fn the_serving_certificate_is_reloaded_without_a_restart_and_a_broken_one_
 
 #[tokio::test]
 async fn refresh_says_what_it_did() {
-    use herald_server::api::tls::Refresh;
     let dir = tempfile::tempdir().unwrap();
     let (cert_file, key_file) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
     let (_, cert_a, key_a) = certificate();
@@ -444,6 +444,76 @@ async fn a_verified_client_certificate_rides_on_every_request_as_an_extension() 
         let (code, body) = anonymous.request(addr, "GET", "/whoami", "").await.unwrap();
         assert_eq!((code, body.as_str()), (200, "none"));
     }
+    stop.send(()).unwrap();
+    tokio::time::timeout(GUARD, task)
+        .await
+        .expect("stops")
+        .unwrap()
+        .unwrap();
+}
+
+/// `--client-ca-file` is reloaded without a restart: after the file is replaced, the new CA's
+/// certificates verify and the old one's fail the handshake; a replacement that is not a CA
+/// bundle keeps the last good CAs.
+#[tokio::test]
+async fn the_client_ca_file_is_reloaded_without_a_restart() {
+    let a = Pki::generate("127.0.0.1".parse().unwrap()).unwrap();
+    let b = Pki::generate("127.0.0.1".parse().unwrap()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("client-ca.crt");
+    write(&ca_file, a.ca_cert());
+    let (chain, key) = a.serving().unwrap();
+    let client_ca = Arc::new(ReloadingClientCa::from_file(&ca_file).unwrap());
+    let tls = Tls::reloading(
+        Arc::new(ReloadingCertificate::fixed(chain, key).unwrap()),
+        Some(client_ca.clone()),
+    )
+    .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(listen::serve_with(
+        listener,
+        tls,
+        whoami(),
+        ConnectionOptions::default(),
+        Arc::new(Metrics::default()),
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    // Both clients trust the server (a's CA signed its serving certificate).
+    let client_of = |pki: &Pki| {
+        let mut c = Client::trusting(a.ca_cert());
+        c.client = Some((
+            pki.admin().client_cert.clone(),
+            pki.admin().client_key.clone(),
+        ));
+        c
+    };
+    let leaf_len = |pki: &Pki| pem_certs(&pki.admin().client_cert)[0].len().to_string();
+
+    let r = client_of(&a).request(addr, "GET", "/whoami", "").await;
+    assert_eq!(r, Ok((200, leaf_len(&a))));
+    let r = client_of(&b).request(addr, "GET", "/whoami", "").await;
+    assert!(r.is_err(), "b's certificate is not trusted yet: {r:?}");
+
+    write(&ca_file, b.ca_cert());
+    let r = client_of(&b).request(addr, "GET", "/whoami", "").await;
+    assert_eq!(
+        r,
+        Ok((200, leaf_len(&b))),
+        "b's CA was loaded at the handshake"
+    );
+    let r = client_of(&a).request(addr, "GET", "/whoami", "").await;
+    assert!(r.is_err(), "a's CA is no longer trusted: {r:?}");
+
+    write(&ca_file, "not a certificate\n");
+    assert_eq!(client_ca.refresh(), Refresh::KeptLastGood);
+    let r = client_of(&b).request(addr, "GET", "/whoami", "").await;
+    assert_eq!(r, Ok((200, leaf_len(&b))), "the last good CAs stay");
+    assert_eq!(client_ca.refresh(), Refresh::Unchanged);
+
     stop.send(()).unwrap();
     tokio::time::timeout(GUARD, task)
         .await

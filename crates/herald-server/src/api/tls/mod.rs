@@ -12,7 +12,9 @@
 //! - **Client certificates** (`--client-ca-file`, or the generated CA): optional, as
 //!   kube-apiserver asks for them. A connection without one is served (authentication
 //!   decides later what it may do); one that presents a chain that does not verify against
-//!   the client CA fails the handshake and never reaches the router. A verified chain rides
+//!   the client CA fails the handshake and never reaches the router. The CA file is held by
+//!   a [`ReloadingClientCa`], looked at before every handshake and loaded again when it
+//!   changed, as the serving certificate is. A verified chain rides
 //!   on every request of its connection as a
 //!   [`VerifiedClientCertificates`](super::peer::VerifiedClientCertificates) extension.
 //!
@@ -35,8 +37,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rustls::crypto::CryptoProvider;
-use rustls::server::WebPkiClientVerifier;
-use rustls::{RootCertStore, ServerConfig, SupportedProtocolVersion};
+use rustls::{ServerConfig, SupportedProtocolVersion};
 use rustls_pki_types::pem::PemObject as _;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpStream;
@@ -44,9 +45,11 @@ use tokio::net::TcpStream;
 use super::listen::{Handshake, Protocol, Session};
 use super::peer::VerifiedClientCertificates;
 
+mod client_ca;
 pub mod pki;
 mod reload;
 
+pub use self::client_ca::ReloadingClientCa;
 pub use self::reload::{Refresh, ReloadingCertificate};
 
 /// The TLS versions served: 1.3 and 1.2. Older ones fail the handshake.
@@ -201,12 +204,14 @@ pub struct Tls {
     acceptor: tokio_rustls::TlsAcceptor,
     config: Arc<ServerConfig>,
     certificate: Arc<ReloadingCertificate>,
+    client_ca: Option<Arc<ReloadingClientCa>>,
 }
 
 impl std::fmt::Debug for Tls {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Tls")
             .field("certificate", &self.certificate)
+            .field("client_ca", &self.client_ca)
             .finish_non_exhaustive()
     }
 }
@@ -218,23 +223,24 @@ impl Tls {
         certificate: Arc<ReloadingCertificate>,
         client_ca: Option<Vec<CertificateDer<'static>>>,
     ) -> Result<Tls, TlsError> {
-        let provider = provider();
-        let builder = ServerConfig::builder_with_provider(provider.clone())
+        let client_ca = client_ca
+            .map(ReloadingClientCa::fixed)
+            .transpose()?
+            .map(Arc::new);
+        Tls::reloading(certificate, client_ca)
+    }
+
+    /// As [`Tls::new`], with client CAs that may change while serving (a
+    /// [`ReloadingClientCa::from_file`]); each handshake refreshes both.
+    pub fn reloading(
+        certificate: Arc<ReloadingCertificate>,
+        client_ca: Option<Arc<ReloadingClientCa>>,
+    ) -> Result<Tls, TlsError> {
+        let builder = ServerConfig::builder_with_provider(provider())
             .with_protocol_versions(PROTOCOL_VERSIONS)
             .map_err(TlsError::Config)?;
-        let builder = match client_ca {
-            Some(cas) => {
-                let mut roots = RootCertStore::empty();
-                for ca in cas {
-                    roots.add(ca).map_err(TlsError::Config)?;
-                }
-                let verifier =
-                    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
-                        .allow_unauthenticated()
-                        .build()
-                        .map_err(|e| TlsError::Config(rustls::Error::General(e.to_string())))?;
-                builder.with_client_cert_verifier(verifier)
-            }
+        let builder = match &client_ca {
+            Some(verifier) => builder.with_client_cert_verifier(verifier.clone()),
             None => builder.with_no_client_auth(),
         };
         let mut config = builder.with_cert_resolver(certificate.clone());
@@ -244,6 +250,7 @@ impl Tls {
             acceptor: tokio_rustls::TlsAcceptor::from(config.clone()),
             config,
             certificate,
+            client_ca,
         })
     }
 
@@ -261,10 +268,14 @@ impl Tls {
 impl Handshake for Tls {
     type Io = tokio_rustls::server::TlsStream<TcpStream>;
 
-    /// Looks at the certificate files first ([`ReloadingCertificate::refresh`]: two `stat`s
-    /// when nothing changed), so the handshake serves the files as they are now.
+    /// Looks at the certificate and client CA files first ([`ReloadingCertificate::refresh`],
+    /// [`ReloadingClientCa::refresh`]: three `stat`s when nothing changed), so the handshake
+    /// serves and verifies with the files as they are now.
     async fn handshake(&self, tcp: TcpStream) -> io::Result<Self::Io> {
         self.certificate.refresh();
+        if let Some(client_ca) = &self.client_ca {
+            client_ca.refresh();
+        }
         self.acceptor.accept(tcp).await
     }
 

@@ -26,9 +26,9 @@ pub enum Refresh {
 
 /// How a file looked: enough to see that it was written or replaced (a rename gives a new
 /// inode; a write in place changes the modification time or the length). `None`: missing.
-type Stamp = Option<(SystemTime, u64, u64)>;
+pub(super) type Stamp = Option<(SystemTime, u64, u64)>;
 
-fn stamp(path: &Path) -> Stamp {
+pub(super) fn stamp(path: &Path) -> Stamp {
     let meta = std::fs::metadata(path).ok()?;
     #[cfg(unix)]
     let inode = std::os::unix::fs::MetadataExt::ino(&meta);
