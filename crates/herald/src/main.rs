@@ -215,7 +215,8 @@ struct ServeArgs {
     /// PEM file of the CAs that client certificates are verified against (kube-apiserver's
     /// flag) [default: the CA herald makes under --data; none with --tls-cert-file]. A client
     /// certificate that does not verify fails the TLS handshake (so with this flag the
-    /// generated admin certificate works only if this file holds the generated CA).
+    /// generated admin certificate works only if this file holds the generated CA). Reloaded
+    /// when the file changes.
     #[arg(long, value_name = "FILE")]
     client_ca_file: Option<PathBuf>,
     /// Serve plain HTTP instead of HTTPS: no encryption, no client certificates. Only on a
