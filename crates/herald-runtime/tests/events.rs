@@ -23,7 +23,10 @@ fn t0() -> jiff::Timestamp {
 /// Default options on a clock that follows paused tokio time.
 fn options() -> EventBroadcasterOptions {
     EventBroadcasterOptions {
-        clock: Arc::new(TokioClock::new(t0())),
+        pipeline: PipelineOptions {
+            clock: Arc::new(TokioClock::new(t0())),
+            ..PipelineOptions::default()
+        },
         ..EventBroadcasterOptions::default()
     }
 }
@@ -78,7 +81,10 @@ async fn eventf_builds_client_go_events() {
     let t: jiff::Timestamp = "2023-01-01T12:00:00Z".parse().unwrap();
     let clock = Arc::new(FakeClock::new(t));
     let broadcaster = EventBroadcaster::new(EventBroadcasterOptions {
-        clock: clock.clone(),
+        pipeline: PipelineOptions {
+            clock: clock.clone(),
+            ..PipelineOptions::default()
+        },
         ..EventBroadcasterOptions::default()
     });
     let seen = Arc::new(Mutex::new(Vec::<Event>::new()));
@@ -784,10 +790,13 @@ fn get_field_selector() {
             .collect::<Vec<_>>()
             .join(",")
     };
-    assert_eq!(
-        field_selector("events.k8s.io/v1", "", "", "", "").unwrap(),
-        BTreeMap::new()
-    );
+    for events_gv in ["events.k8s.io/v1", "events.k8s.io/v1beta1", "v1"] {
+        assert_eq!(
+            field_selector(events_gv, "", "", "", "").unwrap(),
+            BTreeMap::new(),
+            "{events_gv}: empty parameters select everything"
+        );
+    }
     for events_gv in ["events.k8s.io/v1beta1", "events.k8s.io/v1"] {
         assert_eq!(
             text(field_selector(events_gv, gv, kind, name, uid).unwrap()),
@@ -949,9 +958,9 @@ mod property {
                 .unwrap();
             rt.block_on(async move {
                 let mut opts = options();
-                opts.queue_capacity = 16;
+                opts.pipeline.queue_capacity = 16;
                 opts.series.finish.max_keys = max_keys;
-                opts.retry.backoff =
+                opts.pipeline.retry.backoff =
                     ExponentialBackoff::new(Duration::from_millis(5), Duration::from_millis(100));
                 let b = EventBroadcaster::new(opts);
                 let n = Arc::new(AtomicU32::new(0));
@@ -1062,4 +1071,122 @@ async fn spam_filter_option_limits_new_events_not_series() {
     let stats = broadcaster.stats();
     assert_eq!(stats.sinks[0].skipped, 2); // C and D about p
     assert_eq!(stats.unaccounted(0), 0);
+}
+
+/// client-go's FakeRecorder (§6.7): one line per event, `<type> <reason> <note>` by default,
+/// with the action, the objects' kinds and the annotations when verbose; nothing reaches a
+/// pipeline.
+#[test]
+fn fake_recorder_writes_client_go_lines() {
+    let fake = FakeRecorder::new(4);
+    let r = fake.recorder();
+    let p = pod("p", "ns", "u");
+    let node = Node {
+        metadata: ObjectMeta {
+            name: Some("n1".into()),
+            ..ObjectMeta::default()
+        },
+        ..Node::default()
+    };
+    r.eventf(
+        &p,
+        Some(&node),
+        EventType::Warning,
+        "FailedScheduling",
+        "Scheduling",
+        format_args!("0/{} nodes are available", 3),
+    );
+    r.annotated_eventf(
+        &p,
+        None::<&Node>,
+        BTreeMap::from([("k".to_string(), "v".to_string())]),
+        EventType::Normal,
+        "Started",
+        "Starting",
+        format_args!("100% done"),
+    );
+    let lines: Vec<String> = fake.events.try_iter().collect();
+    assert_eq!(
+        lines,
+        [
+            "Warning FailedScheduling 0/3 nodes are available",
+            "Normal Started 100% done"
+        ]
+    );
+
+    let fake = FakeRecorder::verbose(4);
+    let r = fake.recorder();
+    r.eventf(
+        &p,
+        Some(&node),
+        EventType::Warning,
+        "FailedScheduling",
+        "Scheduling",
+        format_args!("0/3 nodes are available"),
+    );
+    r.annotated_eventf(
+        &p,
+        None::<&Node>,
+        BTreeMap::from([
+            ("b".to_string(), "2".to_string()),
+            ("a".to_string(), "1".to_string()),
+        ]),
+        EventType::Normal,
+        "Started",
+        "Starting",
+        format_args!("done"),
+    );
+    r.event_for_ref(
+        &ObjectReference::default(),
+        None,
+        EventType::Normal,
+        "R",
+        "A",
+        "no kind",
+    );
+    let lines: Vec<String> = fake.events.try_iter().collect();
+    assert_eq!(
+        lines,
+        [
+            "Warning FailedScheduling Scheduling 0/3 nodes are available {kind=Pod,apiVersion=v1} {kind=Node,apiVersion=v1}",
+            "Normal Started Starting done {kind=Pod,apiVersion=v1} map[a:1 b:2]",
+            "Normal R A no kind",
+        ]
+    );
+}
+
+/// At its bound the fake recorder's channel makes the recording call wait for the reader
+/// (client-go's blocking send): nothing is dropped, order is kept. Once the reader is gone,
+/// lines are discarded and recording returns.
+#[test]
+fn fake_recorder_waits_at_its_bound_and_discards_without_reader() {
+    let fake = FakeRecorder::new(1);
+    let r = fake.recorder();
+    let producer = std::thread::spawn(move || {
+        for i in 0..100 {
+            r.event_for_ref(
+                &ObjectReference::default(),
+                None,
+                EventType::Normal,
+                "Tick",
+                "Ticking",
+                &i.to_string(),
+            );
+        }
+        r
+    });
+    let lines: Vec<String> = fake.events.iter().take(100).collect();
+    let expected: Vec<String> = (0..100).map(|i| format!("Normal Tick {i}")).collect();
+    assert_eq!(lines, expected);
+    let r = producer.join().unwrap();
+    drop(fake);
+    // No reader: discarded, the call returns.
+    r.event_for_ref(
+        &ObjectReference::default(),
+        None,
+        EventType::Normal,
+        "Tick",
+        "Ticking",
+        "after",
+    );
 }

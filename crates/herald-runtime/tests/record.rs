@@ -207,7 +207,8 @@ async fn multi_sink_caches_are_independent() {
 #[tokio::test(start_paused = true)]
 async fn lots_of_events_with_failures_are_all_written() {
     let mut opts = options();
-    opts.retry.backoff = ExponentialBackoff::new(Duration::from_millis(10), Duration::from_secs(1));
+    opts.pipeline.retry.backoff =
+        ExponentialBackoff::new(Duration::from_millis(10), Duration::from_secs(1));
     let b = EventBroadcaster::new(opts);
     let attempts = Arc::new(Mutex::new(BTreeMap::<String, u32>::new()));
     let a2 = attempts.clone();
@@ -365,9 +366,9 @@ async fn similar_events_aggregate_and_are_counted() {
 #[tokio::test(start_paused = true)]
 async fn full_queue_merges_identical_and_counts_distinct_drops() {
     let mut opts = options();
-    opts.queue_capacity = 4;
-    opts.watcher_queue = 1;
-    opts.max_pending_writes = 1;
+    opts.pipeline.queue_capacity = 4;
+    opts.pipeline.watcher_queue = 1;
+    opts.pipeline.max_pending_writes = 1;
     let b = EventBroadcaster::new(opts);
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
     let sink = GatedSink {
@@ -540,7 +541,7 @@ async fn held_back_occurrences_share_the_fate_of_the_write_that_carries_them() {
 #[tokio::test(start_paused = true)]
 async fn held_back_occurrences_are_dropped_at_the_shutdown_deadline() {
     let mut opts = options();
-    opts.shutdown_timeout = Duration::from_secs(5);
+    opts.pipeline.shutdown_timeout = Duration::from_secs(5);
     let b = EventBroadcaster::new(opts);
     // Writes after the first 25 occurrences, and every write for another pod, are refused
     // with a retryable 503: the other pod's write keeps the writer busy, so the held-back
@@ -620,8 +621,8 @@ mod properties {
             rt.block_on(async move {
                 let mut opts = options();
                 opts.correlator.burst_size = burst;
-                opts.queue_capacity = 16;
-                opts.retry.backoff = ExponentialBackoff::new(Duration::from_millis(5), Duration::from_millis(100));
+                opts.pipeline.queue_capacity = 16;
+                opts.pipeline.retry.backoff = ExponentialBackoff::new(Duration::from_millis(5), Duration::from_millis(100));
                 let b = EventBroadcaster::new(opts);
                 let n = Arc::new(AtomicU32::new(0));
                 let n2 = n.clone();
@@ -786,7 +787,7 @@ async fn writes_are_concurrent_across_keys_and_serial_per_key() {
         }
     }
     let mut opts = options();
-    opts.max_concurrent_writes = 4;
+    opts.pipeline.max_concurrent_writes = 4;
     let b = EventBroadcaster::new(opts);
     let sink = Tracking::default();
     b.start_recording_to_sink(sink.clone());

@@ -2,78 +2,29 @@
 //! sinks.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use herald_core::clock::{Clock, SystemClock};
 use k8s_openapi::api::events::v1::Event;
 use prometheus_client::registry::Registry;
 
 use super::event::Occurrence;
-use super::recorder::{EventRecorder, RecorderInner};
+use super::recorder::{EventRecorder, RecorderInner, Target};
 use super::series::{SeriesLogic, SeriesOptions};
 use super::stats::{SeriesMetrics, SeriesStats};
-use crate::record::pipeline::{Pipeline, PipelineOptions, WriterOptions};
+use crate::record::pipeline::Pipeline;
 use crate::record::sink::EventSink;
-use crate::record::{Metrics, RecordStats, RetryOptions, WatchHandle};
+use crate::record::{Metrics, PipelineOptions, RecordStats, WatchHandle};
 
 /// Settings of an events.k8s.io/v1 [`EventBroadcaster`]. `Default` gives client-go's limits
 /// and timing plus Herald's improvements (storm merging, bounded series, exact counts,
 /// concurrent ordered writes).
-#[derive(Clone)]
+#[derive(Clone, Debug, Default)]
 pub struct EventBroadcasterOptions {
-    /// Distinct occurrences the incoming queue holds (client-go: 1000). An occurrence
-    /// identical to a queued one always merges into it (its series counts it); at the bound
-    /// a distinct one is dropped and counted.
-    pub queue_capacity: usize,
-    /// Occurrences buffered per watcher (client-go: 1000). At the bound the fan-out waits for
-    /// that watcher (and so, in turn, the incoming queue fills).
-    pub watcher_queue: usize,
+    /// Queue, fan-out, writes, shutdown and clock: the settings shared with the core/v1
+    /// broadcaster (see [`PipelineOptions`]). Here the clock also drives `eventTime`, series
+    /// times and the series timers.
+    pub pipeline: PipelineOptions,
     /// Series settings; every sink keeps its own series cache built from them.
     pub series: SeriesOptions,
-    /// How sinks retry failed writes (client-go: 12 attempts).
-    pub retry: RetryOptions,
-    /// Writes a sink runs at once, each for a different event (client-go: 8 workers; writes
-    /// for one event are always sequential here, so a create precedes its series patch).
-    pub max_concurrent_writes: usize,
-    /// Distinct events a sink may have writes pending for. At the bound the sink stops taking
-    /// occurrences from its watcher until a write completes.
-    pub max_pending_writes: usize,
-    /// How long [`EventBroadcaster::shutdown`] waits for queued events and final series
-    /// counts to be written. Writes still pending then are abandoned and counted as
-    /// `dropped_shutdown`.
-    pub shutdown_timeout: Duration,
-    /// The clock of event names, `eventTime`, series times and the series timers (client-go
-    /// reads the real clock for all but the name; here every one is injectable).
-    pub clock: Arc<dyn Clock>,
-}
-
-impl Default for EventBroadcasterOptions {
-    fn default() -> Self {
-        Self {
-            queue_capacity: 1000,
-            watcher_queue: 1000,
-            series: SeriesOptions::default(),
-            retry: RetryOptions::default(),
-            max_concurrent_writes: 8,
-            max_pending_writes: 4096,
-            shutdown_timeout: Duration::from_secs(10),
-            clock: Arc::new(SystemClock),
-        }
-    }
-}
-
-impl std::fmt::Debug for EventBroadcasterOptions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EventBroadcasterOptions")
-            .field("queue_capacity", &self.queue_capacity)
-            .field("watcher_queue", &self.watcher_queue)
-            .field("series", &self.series)
-            .field("retry", &self.retry)
-            .field("max_concurrent_writes", &self.max_concurrent_writes)
-            .field("max_pending_writes", &self.max_pending_writes)
-            .field("shutdown_timeout", &self.shutdown_timeout)
-            .finish_non_exhaustive()
-    }
 }
 
 /// Fans events.k8s.io/v1 events from its [`EventRecorder`]s out to watchers and sinks
@@ -94,13 +45,14 @@ pub struct EventBroadcaster {
 impl std::fmt::Debug for EventBroadcaster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EventBroadcaster")
-            .field("options", &self.inner.opts)
+            .field("pipeline", self.inner.pipeline.options())
+            .field("series", &self.inner.series_options)
             .finish_non_exhaustive()
     }
 }
 
 struct Inner {
-    opts: EventBroadcasterOptions,
+    series_options: SeriesOptions,
     pipeline: Pipeline<Occurrence>,
     series: SeriesMetrics,
 }
@@ -108,18 +60,10 @@ struct Inner {
 impl EventBroadcaster {
     /// A broadcaster with `opts`; starts its distributor task.
     pub fn new(opts: EventBroadcasterOptions) -> Self {
-        let pipeline = Pipeline::new(
-            PipelineOptions {
-                queue_capacity: opts.queue_capacity,
-                watcher_queue: opts.watcher_queue,
-                shutdown_timeout: opts.shutdown_timeout,
-                clock: opts.clock.clone(),
-            },
-            Metrics::with_prefix("herald_events"),
-        );
+        let pipeline = Pipeline::new(opts.pipeline, Metrics::with_prefix("herald_events"));
         Self {
             inner: Arc::new(Inner {
-                opts,
+                series_options: opts.series,
                 pipeline,
                 series: SeriesMetrics::default(),
             }),
@@ -135,7 +79,7 @@ impl EventBroadcaster {
         reporting_instance: impl Into<String>,
     ) -> EventRecorder {
         EventRecorder::new(RecorderInner {
-            intake: self.inner.pipeline.intake(self.inner.opts.clock.clone()),
+            target: Target::Pipeline(self.inner.pipeline.intake()),
             reporting_controller: reporting_controller.into(),
             reporting_instance: reporting_instance.into(),
         })
@@ -221,22 +165,14 @@ impl EventBroadcaster {
         name: &str,
         sink: impl EventSink<Event>,
     ) -> WatchHandle {
-        let opts = &self.inner.opts;
-        let writer = WriterOptions {
-            retry: opts.retry.clone(),
-            max_concurrent_writes: opts.max_concurrent_writes,
-            max_pending_writes: opts.max_pending_writes,
-        };
-        let series = &self.inner.series;
-        self.inner
-            .pipeline
-            .start_sink(name, Arc::new(sink), &writer, |label| {
-                SeriesLogic::new(
-                    opts.series.clone(),
-                    opts.clock.clone(),
-                    series.new_sink(label),
-                )
-            })
+        let inner = &*self.inner;
+        inner.pipeline.start_sink(name, Arc::new(sink), |label| {
+            SeriesLogic::new(
+                inner.series_options.clone(),
+                inner.pipeline.options().clock.clone(),
+                inner.series.new_sink(label),
+            )
+        })
     }
 
     /// Stops accepting events, delivers everything queued to every watcher, lets sinks write

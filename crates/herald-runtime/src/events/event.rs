@@ -147,6 +147,85 @@ impl Mergeable for Occurrence {
     }
 }
 
+/// Writes the regarding object's part of the series spam filter's key: kind, namespace,
+/// name, uid, apiVersion and fieldPath — not the resourceVersion.
+pub(crate) fn spam_key_of_regarding(r: Option<&ObjectReference>, key: &mut KeyBuilder<'_>) {
+    let [
+        kind,
+        namespace,
+        name,
+        uid,
+        api_version,
+        _resource_version,
+        field_path,
+    ] = ref_fields(r);
+    for part in [kind, namespace, name, uid, api_version, field_path] {
+        key.push(part);
+    }
+}
+
+/// What a series cache entry keeps of a single occurrence: the fields a later occurrence of
+/// the same isomorphic key may have differently — name, note, eventTime, annotations, and the
+/// references' resourceVersions when the key leaves them out. With a later occurrence they
+/// give back the first occurrence's event ([`FirstFields::restore`]).
+///
+/// The rest of an event is the isomorphic key's (type, action, reason, reporting controller
+/// and instance, regarding, related), follows from it (the namespace is the regarding
+/// object's, or `default`), or is never set on an occurrence ([`make_event`] leaves the other
+/// metadata, the deprecated fields and the series empty).
+#[derive(Debug)]
+pub(crate) struct FirstFields {
+    /// The name, then the note: one allocation.
+    text: Box<str>,
+    name_len: usize,
+    event_time: Option<MicroTime>,
+    annotations: Option<BTreeMap<String, String>>,
+    /// The regarding and related references' resourceVersions, kept only when the key
+    /// ignores them.
+    resource_versions: Option<Box<[Option<String>; 2]>>,
+}
+
+impl FirstFields {
+    /// What an entry keeps of `e`; `ignore_resource_version` as the key was built.
+    pub(crate) fn of(e: &Event, ignore_resource_version: bool) -> Self {
+        let (name, note) = (s(&e.metadata.name), s(&e.note));
+        let mut text = String::with_capacity(name.len() + note.len());
+        text.push_str(name);
+        text.push_str(note);
+        let rv = |r: &Option<ObjectReference>| r.as_ref().and_then(|r| r.resource_version.clone());
+        Self {
+            text: text.into_boxed_str(),
+            name_len: name.len(),
+            event_time: e.event_time.clone(),
+            annotations: e.metadata.annotations.clone(),
+            resource_versions: ignore_resource_version
+                .then(|| Box::new([rv(&e.regarding), rv(&e.related)])),
+        }
+    }
+
+    /// The first occurrence's event, from `later`, an occurrence of the same isomorphic key:
+    /// `later` with the first occurrence's name, note, eventTime, annotations (and
+    /// resourceVersions, when the key leaves them out).
+    pub(crate) fn restore(&self, mut later: Event) -> Event {
+        let (name, note) = self.text.split_at(self.name_len);
+        name.clone_into(later.metadata.name.get_or_insert_default());
+        note.clone_into(later.note.get_or_insert_default());
+        later.event_time.clone_from(&self.event_time);
+        later.metadata.annotations.clone_from(&self.annotations);
+        if let Some(rvs) = &self.resource_versions {
+            for (r, rv) in [&mut later.regarding, &mut later.related]
+                .into_iter()
+                .zip(rvs.iter())
+            {
+                if let Some(r) = r {
+                    r.resource_version.clone_from(rv);
+                }
+            }
+        }
+        later
+    }
+}
+
 /// Writes the isomorphic key of `e` (client-go's `getKey`): type, action, reason,
 /// reportingController, reportingInstance, the whole regarding reference and the whole related
 /// reference (zero when absent) — not the note, annotations or name. With
@@ -305,6 +384,80 @@ mod tests {
             assert_eq!(stored.len(), 1, "case {i}");
             stored[0].metadata.resource_version = None;
             assert_eq!(&stored[0], expected, "case {i}");
+        }
+    }
+
+    mod restore {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn text() -> impl Strategy<Value = String> {
+            "[a-z0-9]{0,12}"
+        }
+
+        prop_compose! {
+            /// Two occurrences of one isomorphic key, as the recorder builds them: they may
+            /// differ in everything the key leaves out (name stamp, time, note, annotations,
+            /// and the references' resourceVersions, which the key keeps unless ignored).
+            fn occurrences()(
+                ignore_rv in any::<bool>(),
+                kind in text(), ns in proptest::option::of(text()), name in text(),
+                related in any::<bool>(),
+                notes in (text(), text()),
+                secs in (0i64..1_000_000, 0i64..1_000_000),
+                nanos in (0i128..1_000_000_000, 0i128..1_000_000_000),
+                annotations in proptest::collection::vec(
+                    proptest::option::of(proptest::collection::btree_map(text(), text(), 0..3)),
+                    2,
+                ),
+                rvs in (text(), text(), text(), text()),
+            ) -> (bool, Event, Event) {
+                let reference = |rv: &str| ObjectReference {
+                    kind: Some(kind.clone()),
+                    namespace: ns.clone(),
+                    name: Some(name.clone()),
+                    uid: Some("u".into()),
+                    api_version: Some("v1".into()),
+                    resource_version: Some(rv.into()),
+                    ..ObjectReference::default()
+                };
+                let event = |i: usize, note: &str, secs: i64, nanos: i128, rv: (&str, &str)| {
+                    let t = Timestamp::from_second(secs).unwrap();
+                    let spec = EventSpec {
+                        regarding: reference(rv.0),
+                        related: related.then(|| reference(rv.1)),
+                        annotations: annotations[i].clone(),
+                        type_: "Warning",
+                        reason: "BackOff",
+                        action: "Restarting",
+                        note: note.into(),
+                    };
+                    make_event(spec, "c", "i", t, t.as_nanosecond() + nanos)
+                };
+                let first = event(0, &notes.0, secs.0, nanos.0, (&rvs.0, &rvs.1));
+                let later_rvs = if ignore_rv { (&rvs.2, &rvs.3) } else { (&rvs.0, &rvs.1) };
+                let later = event(1, &notes.1, secs.1, nanos.1, (later_rvs.0, later_rvs.1));
+                (ignore_rv, first, later)
+            }
+        }
+
+        proptest! {
+            /// The fields a single occurrence's cache entry keeps, with any later occurrence
+            /// of its key, give back exactly the first occurrence's event: what client-go's
+            /// cache, which keeps the whole event, would send for the series.
+            #[test]
+            fn first_fields_and_a_later_occurrence_give_the_first_event(
+                (ignore_rv, first, later) in occurrences()
+            ) {
+                let key = |e: &Event| {
+                    let mut buf = Vec::new();
+                    isomorphic_key(e, ignore_rv, &mut KeyBuilder::new(&mut buf));
+                    buf
+                };
+                prop_assert_eq!(key(&first), key(&later));
+                let restored = FirstFields::of(&first, ignore_rv).restore(later);
+                prop_assert_eq!(restored, first);
+            }
         }
     }
 

@@ -22,6 +22,11 @@
 //!   ([`EventBroadcaster::stats`], Prometheus counters `herald_events_*`), series bookkeeping in
 //!   [`EventBroadcaster::series_stats`] (`herald_events_series_*`).
 //!
+//! The settings the two broadcasters share (queue, fan-out, writes, shutdown, clock) are one
+//! type, [`PipelineOptions`]; [`EventBroadcasterOptions`] adds the [`SeriesOptions`]. For unit
+//! tests of controller code, [`FakeRecorder`] makes an [`EventRecorder`] that writes each
+//! event as a line of text to a channel (client-go's `FakeRecorder`).
+//!
 //! ```
 //! use herald_runtime::events::*;
 //! use k8s_openapi::api::core::v1::{Node, Pod};
@@ -54,6 +59,7 @@ mod adapter;
 pub mod bench_support;
 mod broadcaster;
 mod event;
+mod fake;
 mod kube_compat;
 mod recorder;
 mod selector;
@@ -62,6 +68,7 @@ mod stats;
 
 pub use adapter::{AdaptedRecorder, EventBroadcasterAdapter, EventsApiChoice, serves_events_v1};
 pub use broadcaster::{EventBroadcaster, EventBroadcasterOptions};
+pub use fake::FakeRecorder;
 pub use kube_compat::Recorder;
 pub use recorder::EventRecorder;
 pub use selector::{UnknownVersion, field_selector};
@@ -70,8 +77,8 @@ pub use stats::{SeriesMetrics, SeriesStats};
 
 pub use crate::record::sink::{EventSink, MemorySink, SinkError};
 pub use crate::record::{
-    EventType, Metrics, RecordStats, RetryOptions, SinkOutcome, SinkStats, TrailingFlushOptions,
-    WatchHandle,
+    EventType, Metrics, PipelineOptions, RecordStats, RetryOptions, SinkOutcome, SinkStats,
+    TrailingFlushOptions, WatchHandle,
 };
 
 /// Writes events.k8s.io/v1 events to any Kubernetes API server through `kube::Client`

@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Resource;
 
 use super::event::{EventSpec, Occurrence, make_event};
+use super::fake::{FakeEvent, FakeTarget};
 use crate::record::recorder::Intake;
 use crate::record::{EventType, object_reference};
 
@@ -56,9 +57,17 @@ pub struct EventRecorder {
 }
 
 pub(crate) struct RecorderInner {
-    pub(crate) intake: Intake<Occurrence>,
+    pub(crate) target: Target,
     pub(crate) reporting_controller: String,
     pub(crate) reporting_instance: String,
+}
+
+/// Where a recorder's events go.
+pub(crate) enum Target {
+    /// A broadcaster's pipeline.
+    Pipeline(Intake<Occurrence>),
+    /// Lines of text on a channel ([`FakeRecorder`](super::FakeRecorder)).
+    Fake(FakeTarget),
 }
 
 impl fmt::Debug for EventRecorder {
@@ -222,8 +231,23 @@ impl EventRecorder {
             note,
         };
         let inner = &*self.inner;
+        let intake = match &inner.target {
+            Target::Pipeline(intake) => intake,
+            Target::Fake(fake) => {
+                fake.send(&FakeEvent {
+                    regarding: &spec.regarding,
+                    related: spec.related.as_ref(),
+                    annotations: spec.annotations.as_ref(),
+                    type_: spec.type_,
+                    reason: spec.reason,
+                    action: spec.action,
+                    note: &spec.note,
+                });
+                return;
+            }
+        };
         let reason = spec.reason;
-        let Some((t, name_nanos)) = inner.intake.admit(spec.type_, reason) else {
+        let Some((t, name_nanos)) = intake.admit(spec.type_, reason) else {
             return;
         };
         let event = make_event(
@@ -233,6 +257,6 @@ impl EventRecorder {
             t,
             name_nanos,
         );
-        inner.intake.push(Occurrence::new(event), reason);
+        intake.push(Occurrence::new(event), reason);
     }
 }

@@ -14,6 +14,12 @@
 //!                         when its count is short), counted in `evicted`
 //!   shutdown           ─► a final patch for every series whose count is short
 //! ```
+//!
+//! Memory: an entry for a single occurrence keeps its key and the few fields a later
+//! occurrence may not repeat (name, note, eventTime, annotations: one allocation besides the
+//! annotations); only a series keeps a whole event (its first occurrence, which every later
+//! write of the series sends). So a stream of events about new objects caches little, and
+//! the writer frees each created event once it is written.
 
 use std::time::Duration;
 
@@ -25,7 +31,9 @@ use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use std::sync::Arc;
 
-use super::event::{Occurrence, isomorphic_key, micro, series_patch};
+use super::event::{
+    FirstFields, Occurrence, isomorphic_key, micro, series_patch, spam_key_of_regarding,
+};
 use super::stats::SeriesCounters;
 use crate::record::TrailingFlushOptions;
 use crate::record::correlator::keys::KeyBuf;
@@ -110,11 +118,48 @@ impl Default for SeriesOptions {
     }
 }
 
-/// One isomorphic key.
+/// One isomorphic key: a single occurrence, or a series.
+///
+/// A single occurrence keeps only what a later occurrence of its key may not repeat
+/// ([`FirstFields`]), not its event: a stream of new objects (each a create) caches one small
+/// allocation per key instead of a whole event, and evicting it frees that one allocation.
 #[derive(Debug)]
-struct Entry {
-    /// The first occurrence (its name, note and eventTime are what the server keeps), shared
-    /// with the create that writes it.
+enum Entry {
+    /// One occurrence, already handed to the writer as a create; nothing of it is written
+    /// again unless a second occurrence makes it a series.
+    Single {
+        first: FirstFields,
+        /// When it was observed.
+        observed: Timestamp,
+    },
+    /// Two occurrences or more.
+    Series(Series),
+}
+
+impl Entry {
+    fn last_observed(&self) -> Timestamp {
+        match self {
+            Entry::Single { observed, .. } => *observed,
+            Entry::Series(s) => s.last_observed,
+        }
+    }
+
+    /// Whether the server's count is behind (a single occurrence never is: its create
+    /// carried it).
+    fn is_short(&self) -> bool {
+        match self {
+            Entry::Single { .. } => false,
+            Entry::Series(s) => s.count > s.written,
+        }
+    }
+}
+
+/// An open series.
+#[derive(Debug)]
+struct Series {
+    /// The first occurrence (its name, note and eventTime are what the server keeps), without
+    /// a series: every write of the series sends it (a patch names it, a patch answered 404
+    /// creates it).
     event: Arc<Event>,
     /// Occurrences so far (saturating).
     count: i32,
@@ -127,13 +172,9 @@ struct Entry {
     held: u64,
 }
 
-impl Entry {
-    /// The event as the next write sends it: the first occurrence with the current series
-    /// (none for a single occurrence, which is the cached event itself, not a copy).
+impl Series {
+    /// The event as the next write sends it: the first occurrence with the current series.
     fn to_write(&self) -> Arc<Event> {
-        if self.count < 2 {
-            return self.event.clone();
-        }
         let mut e = (*self.event).clone();
         e.series = Some(EventSeries {
             count: self.count,
@@ -143,8 +184,7 @@ impl Entry {
     }
 
     /// A write of the current count, carrying the held occurrences; `plain` delivered items
-    /// are settled by it as created or patched. A patch of a single occurrence (no series)
-    /// cannot happen: it would be a create.
+    /// are settled by it as created or patched.
     fn write(&mut self, via: Via, plain: u64) -> Write<Event> {
         let event = self.to_write();
         let op = match (&event.series, via) {
@@ -218,17 +258,16 @@ impl SeriesLogic {
         }
     }
 
-    fn submit_final(writer: &mut KeyedWriter<Event>, entry: &mut Entry) {
+    fn submit_final(writer: &mut KeyedWriter<Event>, series: &mut Series) {
         writer.counters().trailing_flush();
-        writer.submit(entry.write(Via::Patch, 0));
+        writer.submit(series.write(Via::Patch, 0));
     }
 
     fn heartbeat(&mut self, writer: &mut KeyedWriter<Event>) {
         let idxs: Vec<usize> = self.cache.indices_lru_first().collect();
         for idx in idxs {
-            let e = self.cache.value_mut(idx);
-            if e.count >= 2 {
-                writer.submit(e.write(Via::Patch, 0));
+            if let Entry::Series(s) = self.cache.value_mut(idx) {
+                writer.submit(s.write(Via::Patch, 0));
                 self.counters.heartbeat_writes.inc();
             }
         }
@@ -239,19 +278,19 @@ impl SeriesLogic {
     fn finish_due(&mut self, now: Timestamp, writer: &mut KeyedWriter<Event>) {
         while let Some(idx) = self.cache.indices_lru_first().next() {
             let e = self.cache.value(idx);
-            if add_saturating(e.last_observed, self.opts.finish.quiet) > now {
+            if add_saturating(e.last_observed(), self.opts.finish.quiet) > now {
                 break;
             }
-            if e.is_short() {
-                if !self.budget.try_accept_at(now) {
-                    break;
+            if let Entry::Series(s) = self.cache.value_mut(idx) {
+                if s.is_short() {
+                    if !self.budget.try_accept_at(now) {
+                        break;
+                    }
+                    Self::submit_final(writer, s);
                 }
-                Self::submit_final(writer, self.cache.value_mut(idx));
-            }
-            let (_, _, e) = self.cache.remove(idx);
-            if e.count >= 2 {
                 self.counters.finished.inc();
             }
+            self.cache.remove(idx);
         }
     }
 }
@@ -285,17 +324,30 @@ impl SeriesLogic {
         self.key.build(|k| isomorphic_key(&occ.event, ignore_rv, k));
         let m = i32::try_from(occ.count).unwrap_or(i32::MAX);
         if let Some(idx) = self.cache.get_key(&mut self.key, &self.hasher) {
-            let e = self.cache.value_mut(idx);
-            e.count = e.count.saturating_add(m);
-            e.last_observed = e.last_observed.max(occ.last_observed);
             // The entry became the most recently observed; the oldest may have changed.
-            let step = if e.written < 2 {
-                // The second occurrence: start the series on the server.
-                self.counters.started.inc();
-                Step::Write(e.write(Via::Patch, 1))
-            } else {
-                e.held += 1;
-                Step::Counted
+            let e = self.cache.value_mut(idx);
+            let step = match e {
+                Entry::Series(s) => {
+                    s.count = s.count.saturating_add(m);
+                    s.last_observed = s.last_observed.max(occ.last_observed);
+                    s.held += 1;
+                    Step::Counted
+                }
+                Entry::Single { first, observed } => {
+                    // The second occurrence: start the series on the server, with the first
+                    // occurrence's event.
+                    let mut s = Series {
+                        event: Arc::new(first.restore(occ.event)),
+                        count: m.saturating_add(1),
+                        last_observed: (*observed).max(occ.last_observed),
+                        written: 0,
+                        held: 0,
+                    };
+                    self.counters.started.inc();
+                    let write = s.write(Via::Patch, 1);
+                    *e = Entry::Series(s);
+                    Step::Write(write)
+                }
             };
             return Observed {
                 step,
@@ -305,17 +357,7 @@ impl SeriesLogic {
         if let Some(spam) = &mut self.spam {
             spam.key.build(|k| {
                 k.push(occ.event.reporting_controller.as_deref().unwrap_or(""));
-                let r = occ.event.regarding.clone().unwrap_or_default();
-                for part in [
-                    &r.kind,
-                    &r.namespace,
-                    &r.name,
-                    &r.uid,
-                    &r.api_version,
-                    &r.field_path,
-                ] {
-                    k.push(part.as_deref().unwrap_or(""));
-                }
+                spam_key_of_regarding(occ.event.regarding.as_ref(), k);
             });
             if !spam.try_accept_key(&self.hasher, occ.last_observed) {
                 return Observed {
@@ -324,22 +366,41 @@ impl SeriesLogic {
                 };
             }
         }
-        let mut entry = Entry {
-            event: Arc::new(occ.event),
-            count: m,
-            last_observed: occ.last_observed,
-            written: 0,
-            held: 0,
-        };
-        if m >= 2 {
+        let (entry, create) = if m >= 2 {
+            // The queue merged occurrences: the create starts the series.
             self.counters.started.inc();
-        }
-        let create = entry.write(Via::Create, 1);
+            let mut s = Series {
+                event: Arc::new(occ.event),
+                count: m,
+                last_observed: occ.last_observed,
+                written: 0,
+                held: 0,
+            };
+            let create = s.write(Via::Create, 1);
+            (Entry::Series(s), create)
+        } else {
+            let entry = Entry::Single {
+                first: FirstFields::of(&occ.event, ignore_rv),
+                observed: occ.last_observed,
+            };
+            let create = Write {
+                event: Arc::new(occ.event),
+                op: WriteOp::Create,
+                tally: Tally {
+                    plain: 1,
+                    ..Tally::default()
+                },
+            };
+            (entry, create)
+        };
         let hash = self.key.hash(&self.hasher);
         let (_, evicted) = self.cache.insert(hash, &self.key.bytes, entry);
-        let evicted_final = evicted.and_then(|mut old| {
+        let evicted_final = evicted.and_then(|old| {
             self.counters.evicted.inc();
-            old.is_short().then(|| old.write(Via::Patch, 0))
+            match old {
+                Entry::Series(mut s) if s.is_short() => Some(s.write(Via::Patch, 0)),
+                _ => None,
+            }
         });
         Observed {
             step: Step::Write(create),
@@ -381,7 +442,7 @@ impl SinkLogic for SeriesLogic {
         let now = self.clock.now();
         let finish = self.cache.indices_lru_first().next().and_then(|idx| {
             let e = self.cache.value(idx);
-            let due = add_saturating(e.last_observed, self.opts.finish.quiet);
+            let due = add_saturating(e.last_observed(), self.opts.finish.quiet);
             if !e.is_short() {
                 return Some(due);
             }
@@ -414,9 +475,10 @@ impl SinkLogic for SeriesLogic {
         let mut any = false;
         let idxs: Vec<usize> = self.cache.indices_lru_first().collect();
         for idx in idxs {
-            let e = self.cache.value_mut(idx);
-            if e.is_short() {
-                Self::submit_final(writer, e);
+            if let Entry::Series(s) = self.cache.value_mut(idx)
+                && s.is_short()
+            {
+                Self::submit_final(writer, s);
                 any = true;
             }
         }
@@ -426,8 +488,134 @@ impl SinkLogic for SeriesLogic {
     fn forget(&mut self) -> u64 {
         let mut held = 0;
         while let Some((_, _, e)) = self.cache.pop_lru() {
-            held += e.held;
+            if let Entry::Series(s) = e {
+                held += s.held;
+            }
         }
         held
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use herald_core::clock::FakeClock;
+    use k8s_openapi::api::core::v1::ObjectReference;
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::events::event::{EventSpec, make_event};
+    use crate::events::stats::SeriesMetrics;
+    use crate::record::correlator::KeyBuilder;
+
+    /// client-go's series cache, which keeps each key's whole first event: the write it
+    /// makes for each occurrence (`None` when the occurrence is only counted).
+    #[derive(Default)]
+    struct PlainSeries {
+        cache: HashMap<Vec<u8>, (Event, i32, Timestamp)>,
+    }
+
+    impl PlainSeries {
+        fn observe(&mut self, occ: &Occurrence) -> Option<(Event, WriteOp)> {
+            let mut key = Vec::new();
+            isomorphic_key(&occ.event, false, &mut KeyBuilder::new(&mut key));
+            let m = i32::try_from(occ.count).unwrap();
+            let with_series = |e: &Event, count: i32, t: Timestamp| {
+                let mut e = e.clone();
+                e.series = Some(EventSeries {
+                    count,
+                    last_observed_time: MicroTime(micro(t)),
+                });
+                e
+            };
+            match self.cache.get_mut(&key) {
+                None => {
+                    let write = if m >= 2 {
+                        with_series(&occ.event, m, occ.last_observed)
+                    } else {
+                        occ.event.clone()
+                    };
+                    self.cache
+                        .insert(key, (occ.event.clone(), m, occ.last_observed));
+                    Some((write, WriteOp::Create))
+                }
+                Some((first, count, last)) => {
+                    let was_single = *count == 1;
+                    *count += m;
+                    *last = (*last).max(occ.last_observed);
+                    was_single.then(|| {
+                        let e = with_series(first, *count, *last);
+                        let patch = series_patch(e.series.as_ref().unwrap());
+                        (e, WriteOp::Patch(Some(patch)))
+                    })
+                }
+            }
+        }
+    }
+
+    fn occurrence(pod: u8, reason: u8, note: u8, secs: i64, count: u64) -> Occurrence {
+        let t = Timestamp::from_second(1_700_000_000 + secs).unwrap();
+        let spec = EventSpec {
+            regarding: ObjectReference {
+                kind: Some("Pod".into()),
+                namespace: Some("ns".into()),
+                name: Some(format!("p{pod}")),
+                uid: Some(format!("u{pod}")),
+                api_version: Some("v1".into()),
+                resource_version: Some("7".into()),
+                ..ObjectReference::default()
+            },
+            related: None,
+            annotations: (note == 2).then(|| [("a".to_string(), "b".to_string())].into()),
+            type_: "Warning",
+            reason: ["BackOff", "FailedMount"][usize::from(reason)],
+            action: "Act",
+            note: format!("note {note}"),
+        };
+        let mut occ = Occurrence::new(make_event(spec, "c", "i", t, t.as_nanosecond()));
+        occ.count = count;
+        occ
+    }
+
+    proptest! {
+        /// The series step, whose cache keeps only a single occurrence's own fields, makes
+        /// exactly the writes of client-go's cache, which keeps whole events (unbounded
+        /// cache, no timers): a create with the occurrence, a patch with the first
+        /// occurrence's event and the series at the second, nothing after.
+        #[test]
+        fn observe_writes_what_a_cache_of_whole_events_writes(
+            stream in proptest::collection::vec(
+                (0u8..4, 0u8..2, 0u8..3, 0i64..5, prop_oneof![4 => Just(1u64), 1 => 2u64..4]),
+                1..100,
+            ),
+        ) {
+            let opts = SeriesOptions {
+                finish: TrailingFlushOptions { max_keys: 0, ..SeriesOptions::default().finish },
+                heartbeat: Duration::ZERO,
+                ..SeriesOptions::default()
+            };
+            let clock = Arc::new(FakeClock::new(Timestamp::UNIX_EPOCH));
+            let mut logic = SeriesLogic::new(opts, clock, SeriesMetrics::default().new_sink("t"));
+            let mut plain = PlainSeries::default();
+            let mut secs = 0;
+            for (pod, reason, note, pause, count) in stream {
+                secs += pause;
+                let occ = occurrence(pod, reason, note, secs, count);
+                let expected = plain.observe(&occ);
+                let observed = logic.observe(occ);
+                prop_assert!(observed.evicted_final.is_none());
+                match (observed.step, expected) {
+                    (Step::Write(w), Some((event, op))) => {
+                        prop_assert_eq!(&*w.event, &event);
+                        prop_assert_eq!(w.op, op);
+                    }
+                    (Step::Counted, None) => {}
+                    (Step::Write(w), None) => prop_assert!(false, "unexpected write {:?}", w),
+                    (Step::Skipped, None) => prop_assert!(false, "skipped without a spam filter"),
+                    (_, Some(e)) => prop_assert!(false, "missing write {:?}", e),
+                }
+            }
+        }
     }
 }

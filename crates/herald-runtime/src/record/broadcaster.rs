@@ -19,71 +19,27 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use herald_core::clock::{Clock, SystemClock, elapsed};
+use herald_core::clock::{Clock, elapsed};
 use k8s_openapi::api::core::v1::Event;
 use tokio_util::sync::CancellationToken;
 
 use super::correlator::{CorrelateResult, CorrelatorOptions, EventCorrelator};
 use super::event::{EventSource, object_key};
-use super::pipeline::{Pipeline, PipelineOptions, SinkLogic, WriterOptions};
+use super::pipeline::{Pipeline, PipelineOptions, SinkLogic};
 use super::recorder::{Recorder, RecorderInner};
 use super::sink::EventSink;
 use super::stats::{Metrics, RecordStats, SinkOutcome};
-use super::writer::{KeyedWriter, RetryOptions, Tally, Write};
+use super::writer::{KeyedWriter, Tally, Write};
 
 /// Settings of an [`EventBroadcaster`]. `Default` gives client-go's limits plus Herald's
 /// improvements (storm merging, exact counts, concurrent ordered writes).
-#[derive(Clone)]
+#[derive(Clone, Debug, Default)]
 pub struct BroadcasterOptions {
-    /// Distinct events the incoming queue holds (client-go: 1000). An event identical to a
-    /// queued one always merges into it; at the bound a distinct one is dropped and counted.
-    pub queue_capacity: usize,
-    /// Events buffered per watcher (client-go: 1000). At the bound the fan-out waits for that
-    /// watcher (and so, in turn, the incoming queue fills).
-    pub watcher_queue: usize,
+    /// Queue, fan-out, writes, shutdown and clock: the settings shared with the
+    /// events.k8s.io/v1 broadcaster (see [`PipelineOptions`]).
+    pub pipeline: PipelineOptions,
     /// Correlator settings; every sink gets a fresh correlator built from them.
     pub correlator: CorrelatorOptions,
-    /// How sinks retry failed writes.
-    pub retry: RetryOptions,
-    /// Writes a sink runs at once, each for a different event (writes for one event are
-    /// always sequential).
-    pub max_concurrent_writes: usize,
-    /// Distinct events a sink may have writes pending for. At the bound the sink stops taking
-    /// events from its watcher until a write completes.
-    pub max_pending_writes: usize,
-    /// How long [`EventBroadcaster::shutdown`] waits for queued events to be written. Writes
-    /// still pending then are abandoned and counted as `dropped_shutdown`.
-    pub shutdown_timeout: Duration,
-    /// The recorder's clock: event names and first/last timestamps.
-    pub clock: Arc<dyn Clock>,
-}
-
-impl Default for BroadcasterOptions {
-    fn default() -> Self {
-        Self {
-            queue_capacity: 1000,
-            watcher_queue: 1000,
-            correlator: CorrelatorOptions::default(),
-            retry: RetryOptions::default(),
-            max_concurrent_writes: 8,
-            max_pending_writes: 4096,
-            shutdown_timeout: Duration::from_secs(10),
-            clock: Arc::new(SystemClock),
-        }
-    }
-}
-
-impl std::fmt::Debug for BroadcasterOptions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BroadcasterOptions")
-            .field("queue_capacity", &self.queue_capacity)
-            .field("watcher_queue", &self.watcher_queue)
-            .field("retry", &self.retry)
-            .field("max_concurrent_writes", &self.max_concurrent_writes)
-            .field("max_pending_writes", &self.max_pending_writes)
-            .field("shutdown_timeout", &self.shutdown_timeout)
-            .finish_non_exhaustive()
-    }
 }
 
 /// Fans events from its [`Recorder`]s out to watchers and sinks. Cheap to clone.
@@ -97,7 +53,7 @@ pub struct EventBroadcaster {
 }
 
 struct Inner {
-    opts: BroadcasterOptions,
+    correlator: CorrelatorOptions,
     pipeline: Pipeline<Event>,
 }
 
@@ -123,24 +79,19 @@ impl WatchHandle {
 impl EventBroadcaster {
     /// A broadcaster with `opts`; starts its distributor task.
     pub fn new(opts: BroadcasterOptions) -> Self {
-        let pipeline = Pipeline::new(
-            PipelineOptions {
-                queue_capacity: opts.queue_capacity,
-                watcher_queue: opts.watcher_queue,
-                shutdown_timeout: opts.shutdown_timeout,
-                clock: opts.clock.clone(),
-            },
-            Metrics::default(),
-        );
+        let pipeline = Pipeline::new(opts.pipeline, Metrics::default());
         Self {
-            inner: Arc::new(Inner { opts, pipeline }),
+            inner: Arc::new(Inner {
+                correlator: opts.correlator,
+                pipeline,
+            }),
         }
     }
 
     /// A recorder stamping `source` on its events.
     pub fn new_recorder(&self, source: EventSource) -> Recorder {
         Recorder::new(RecorderInner {
-            intake: self.inner.pipeline.intake(self.inner.opts.clock.clone()),
+            intake: self.inner.pipeline.intake(),
             source,
         })
     }
@@ -197,17 +148,12 @@ impl EventBroadcaster {
     /// As [`start_recording_to_sink`](Self::start_recording_to_sink), labelling the sink's
     /// metrics with `name`.
     pub fn start_recording_to_named_sink(&self, name: &str, sink: impl EventSink) -> WatchHandle {
-        let opts = &self.inner.opts;
-        let writer = WriterOptions {
-            retry: opts.retry.clone(),
-            max_concurrent_writes: opts.max_concurrent_writes,
-            max_pending_writes: opts.max_pending_writes,
-        };
+        let correlator = &self.inner.correlator;
         self.inner
             .pipeline
-            .start_sink(name, Arc::new(sink), &writer, |_| CorrelatorLogic {
-                correlator: EventCorrelator::new(opts.correlator.clone()),
-                clock: opts.correlator.clock.clone(),
+            .start_sink(name, Arc::new(sink), |_| CorrelatorLogic {
+                correlator: EventCorrelator::new(correlator.clone()),
+                clock: correlator.clock.clone(),
             })
     }
 

@@ -64,6 +64,7 @@ pub use correlator::{
     SIMILAR_MESSAGES_ANNOTATION, SpamKeyFunc, TrailingFlushOptions,
 };
 pub use event::{EventSource, EventType, object_reference};
+pub use pipeline::PipelineOptions;
 pub use recorder::Recorder;
 pub use sink::{
     EventSink, EventsApi, KubeSink, MemorySink, RetryClass, SinkCall, SinkError, SinkOp,

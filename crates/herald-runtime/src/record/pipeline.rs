@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicI64;
 use std::time::Duration;
 
-use herald_core::clock::Clock;
+use herald_core::clock::{Clock, SystemClock};
 use herald_core::watch::{
     Broadcaster, BroadcasterBuilder, Distribution, FullChannelBehavior, Watcher,
 };
@@ -32,21 +32,81 @@ use super::sink::EventSink;
 use super::stats::{Metrics, SinkOutcome};
 use super::writer::{KeyedWriter, RetryOptions, WritableEvent};
 
-/// The bounds of a [`Pipeline`] (copied from the broadcaster's options).
+/// The settings both broadcasters share — core/v1's
+/// [`BroadcasterOptions::pipeline`](crate::record::BroadcasterOptions::pipeline) and
+/// events.k8s.io/v1's
+/// [`EventBroadcasterOptions::pipeline`](crate::events::EventBroadcasterOptions::pipeline):
+/// the incoming queue, the fan-out to watchers, how sinks write, shutdown and the clock.
+///
+/// `Default` gives client-go's limits, the same in `tools/record` and `tools/events`
+/// (queues of 1000, 12 attempts per write), and Herald's own where client-go has none (write
+/// concurrency and pending bound, shutdown timeout).
+///
+/// ```
+/// use herald_runtime::record::{BroadcasterOptions, PipelineOptions};
+/// use herald_runtime::events::EventBroadcasterOptions;
+///
+/// let pipeline = PipelineOptions { queue_capacity: 5000, ..PipelineOptions::default() };
+/// // The same settings for either recorder:
+/// let core_v1 = BroadcasterOptions { pipeline: pipeline.clone(), ..Default::default() };
+/// let events_v1 = EventBroadcasterOptions { pipeline, ..Default::default() };
+/// assert_eq!(core_v1.pipeline.queue_capacity, events_v1.pipeline.queue_capacity);
+/// ```
 #[derive(Clone)]
-pub(crate) struct PipelineOptions {
+pub struct PipelineOptions {
+    /// Distinct occurrences the incoming queue holds (client-go: 1000). An occurrence
+    /// identical to a queued one always merges into it (core/v1: its count grows;
+    /// events.k8s.io/v1: its series counts it); at the bound a distinct one is dropped and
+    /// counted (`dropped_queue_full`).
     pub queue_capacity: usize,
+    /// Occurrences buffered per watcher (client-go: 1000). At the bound the fan-out waits for
+    /// that watcher (and so, in turn, the incoming queue fills).
     pub watcher_queue: usize,
+    /// How sinks retry failed writes (client-go: 12 attempts).
+    pub retry: RetryOptions,
+    /// Writes a sink runs at once, each for a different event (client-go: one at a time for
+    /// core/v1, 8 workers for events.k8s.io/v1). Writes for one event are always sequential,
+    /// so a create precedes the patches of the same event. `0` behaves as `1`.
+    pub max_concurrent_writes: usize,
+    /// Distinct events a sink may have writes pending for. At the bound the sink stops taking
+    /// occurrences from its watcher until a write completes. `0` behaves as `1`.
+    pub max_pending_writes: usize,
+    /// How long `shutdown` waits for queued occurrences (and, for events.k8s.io/v1, every
+    /// series' final count) to be written. Writes still pending then are abandoned and
+    /// counted as `dropped_shutdown`.
     pub shutdown_timeout: Duration,
+    /// The recorders' clock: event names and times (core/v1: first and last timestamps, the
+    /// correlator reads [`CorrelatorOptions::clock`](crate::record::CorrelatorOptions::clock);
+    /// events.k8s.io/v1: `eventTime`, series times and the series timers — client-go reads the
+    /// real clock for all but the name) and the pacing of drop warnings.
     pub clock: Arc<dyn Clock>,
 }
 
-/// How a sink task writes: bounds of its [`KeyedWriter`] and its retries.
-#[derive(Clone)]
-pub(crate) struct WriterOptions {
-    pub retry: RetryOptions,
-    pub max_concurrent_writes: usize,
-    pub max_pending_writes: usize,
+impl Default for PipelineOptions {
+    fn default() -> Self {
+        Self {
+            queue_capacity: 1000,
+            watcher_queue: 1000,
+            retry: RetryOptions::default(),
+            max_concurrent_writes: 8,
+            max_pending_writes: 4096,
+            shutdown_timeout: Duration::from_secs(10),
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+impl std::fmt::Debug for PipelineOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PipelineOptions")
+            .field("queue_capacity", &self.queue_capacity)
+            .field("watcher_queue", &self.watcher_queue)
+            .field("retry", &self.retry)
+            .field("max_concurrent_writes", &self.max_concurrent_writes)
+            .field("max_pending_writes", &self.max_pending_writes)
+            .field("shutdown_timeout", &self.shutdown_timeout)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Queue, fan-out, drop log, counters and tasks of one broadcaster.
@@ -62,7 +122,7 @@ pub(crate) struct Pipeline<T: Mergeable + Sync> {
     /// Cancelled at the shutdown deadline: abandon whatever is still pending.
     deadline: CancellationToken,
     shutdown_started: tokio::sync::Mutex<bool>,
-    shutdown_timeout: Duration,
+    opts: PipelineOptions,
 }
 
 impl<T: Mergeable + Sync> Pipeline<T> {
@@ -82,25 +142,30 @@ impl<T: Mergeable + Sync> Pipeline<T> {
             fanout: fanout.clone(),
             metrics,
             last_name_nanos: Arc::new(AtomicI64::new(0)),
-            drop_log: Arc::new(DropLog::new(opts.clock)),
+            drop_log: Arc::new(DropLog::new(opts.clock.clone())),
             tasks: TaskTracker::new(),
             deadline: CancellationToken::new(),
             shutdown_started: tokio::sync::Mutex::new(false),
-            shutdown_timeout: opts.shutdown_timeout,
+            opts,
         };
         p.tasks.spawn(distribute(queue, fanout));
         p
     }
 
-    /// The recorder's side of this pipeline, reading `clock`.
-    pub(crate) fn intake(&self, clock: Arc<dyn Clock>) -> Intake<T> {
+    /// The recorder's side of this pipeline, reading the pipeline's clock.
+    pub(crate) fn intake(&self) -> Intake<T> {
         Intake {
             last_name_nanos: self.last_name_nanos.clone(),
             drop_log: self.drop_log.clone(),
             queue: self.queue.clone(),
             metrics: self.metrics.clone(),
-            clock,
+            clock: self.opts.clock.clone(),
         }
+    }
+
+    /// The options the pipeline was built with.
+    pub(crate) fn options(&self) -> &PipelineOptions {
+        &self.opts
     }
 
     /// Tasks started by this pipeline that are still running.
@@ -152,7 +217,6 @@ impl<T: Mergeable + Sync> Pipeline<T> {
         &self,
         name: &str,
         sink: Arc<dyn EventSink<L::Event>>,
-        writer: &WriterOptions,
         logic: impl FnOnce(&str) -> L,
     ) -> WatchHandle
     where
@@ -166,11 +230,11 @@ impl<T: Mergeable + Sync> Pipeline<T> {
         let logic = logic(counters.name());
         let writer = KeyedWriter::new(
             sink,
-            Arc::new(writer.retry.clone()),
+            Arc::new(self.opts.retry.clone()),
             counters,
             self.deadline.clone(),
-            writer.max_concurrent_writes,
-            writer.max_pending_writes,
+            self.opts.max_concurrent_writes,
+            self.opts.max_pending_writes,
         );
         let task = SinkTask {
             logic,
@@ -196,7 +260,7 @@ impl<T: Mergeable + Sync> Pipeline<T> {
         *started = true;
         self.queue.close();
         self.tasks.close();
-        let timeout = self.shutdown_timeout;
+        let timeout = self.opts.shutdown_timeout;
         if tokio::time::timeout(timeout, self.tasks.wait())
             .await
             .is_err()

@@ -25,7 +25,7 @@ use std::time::Duration;
 use herald_runtime::record::sink::SinkFuture;
 use herald_runtime::record::{
     BroadcasterOptions, CorrelatorOptions, EventBroadcaster, EventSink, EventSource, EventType,
-    RecordStats, SinkError, SinkOp, TrailingFlushOptions,
+    PipelineOptions, RecordStats, SinkError, SinkOp, TrailingFlushOptions,
 };
 use herald_runtime::time::TokioClock;
 use k8s_openapi::api::core::v1::{Event, Pod};
@@ -349,12 +349,14 @@ fn t0() -> jiff::Timestamp {
 pub fn options() -> BroadcasterOptions {
     let clock: Arc<dyn herald_core::clock::Clock> = Arc::new(TokioClock::new(t0()));
     BroadcasterOptions {
-        clock: clock.clone(),
+        pipeline: PipelineOptions {
+            clock: clock.clone(),
+            ..PipelineOptions::default()
+        },
         correlator: CorrelatorOptions {
             clock,
             ..CorrelatorOptions::default()
         },
-        ..BroadcasterOptions::default()
     }
 }
 
