@@ -31,6 +31,11 @@
 //!   resourceVersion from elsewhere relists instead of silently skipping changes.
 //! - **Writes race safely**: unconditional updates and patches retry on a concurrent write
 //!   (at most [`MAX_RETRIES`] times, then 409); a client resourceVersion is a precondition.
+//! - **Admission**: with a hook ([`EventRegistry::with_admission`]), every create, update
+//!   and patch is shown to it once the event is complete and valid (a patch: as patched) and
+//!   before anything is stored; its error is the answer ([`admission`]). The hook's
+//!   implementations (EventRateLimit) live in the HTTP layer, which the registry never
+//!   imports.
 //!
 //! ```
 //! use std::sync::Arc;
