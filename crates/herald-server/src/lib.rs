@@ -4,7 +4,8 @@
 //! source to that):
 //!
 //! - [`server`]: [`server::Server`] wires the others together (and nothing imports it).
-//! - [`api`]: HTTP. The accept loop and TLS ([`api::listen`], [`api::tls`]), negotiation,
+//! - [`api`]: HTTP. The accept loop and TLS ([`api::listen`], [`api::tls`]), authentication
+//!   and authorization ([`api::auth`]), admission plugins ([`api::admission`]), negotiation,
 //!   the events endpoints, discovery, OpenAPI, health, metrics, the output layer. It reaches events only through the [`registry`], never [`storage`].
 //! - [`registry`]: kube-apiserver's store semantics for events: validation, resourceVersion,
 //!   TTL, selectors, pagination, watch rules, patches and `managedFields`. It answers events
@@ -28,6 +29,7 @@
 //!   └ herald_wire::body / protobuf::event_body / schema::known_fields   body → CoreEvent
 //!  registry::EventRegistry::create → registry::write::create
 //!   ├ herald_core::event::validate, generateName, uid, managedFields (registry::fieldmanager)
+//!   ├ registry::admission hook → api::admission (EventRateLimit: 429 + Retry-After)
 //!   ├ herald_wire::stored::encode                                        CoreEvent → stored bytes
 //!   └ storage::Backend::create (SQLite: group commit, fsync)             → revision
 //!  api::events::event_response  stored bytes + revision → JSON (or protobuf) answer, 201

@@ -33,6 +33,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::api::admission::{AdmissionError, AdmissionOptions, AdmissionPlugins};
 use crate::api::auth::{self, Auth, AuthError, AuthLayer, AuthOptions, Authorization};
 use crate::api::browser::{BrowserLayer, BrowserOptions};
 use crate::api::events::EventsApi;
@@ -112,7 +113,10 @@ pub struct ServerOptions {
     /// on at start, so authentication and RBAC are in force; over plain HTTP the default is
     /// open.
     pub auth: AuthOptions,
-    /// The clock of TTLs, creation timestamps and Table ages.
+    /// Admission plugins (`--enable-admission-plugins`, `--admission-control-config-file`):
+    /// EventRateLimit. Default: none.
+    pub admission: AdmissionOptions,
+    /// The clock of TTLs, creation timestamps, Table ages and admission's token buckets.
     pub clock: Arc<dyn Clock>,
 }
 
@@ -129,6 +133,7 @@ impl std::fmt::Debug for ServerOptions {
             .field("limits", &self.limits)
             .field("browser", &self.browser)
             .field("auth", &self.auth)
+            .field("admission", &self.admission)
             .finish_non_exhaustive()
     }
 }
@@ -148,6 +153,7 @@ impl Default for ServerOptions {
             limits: RequestLimitOptions::default(),
             browser: BrowserOptions::default(),
             auth: AuthOptions::default(),
+            admission: AdmissionOptions::default(),
             clock: Arc::new(SystemClock),
         }
     }
@@ -162,6 +168,10 @@ pub enum ServerError {
     /// The token or RBAC file is unreadable or malformed (the message names file and line).
     #[error("{0}")]
     Auth(AuthError),
+    /// An admission flag or file is wrong (the message names the file and line, or the
+    /// flag).
+    #[error("{0}")]
+    Admission(AdmissionError),
     /// Opening the store failed.
     #[error("opening the store: {0}")]
     Storage(StorageError),
@@ -239,6 +249,9 @@ impl Server {
         // Bad token and RBAC files fail the start before the store is opened.
         let access = Auth::new(&auth_options).map_err(ServerError::Auth)?;
         let mut metrics = Metrics::default();
+        // So do bad admission flags and files.
+        let admission = AdmissionPlugins::new(&config.admission, clock.clone(), &metrics)
+            .map_err(ServerError::Admission)?;
         let mut sqlite = None;
         let mut store_closed = None;
         let hub_bytes;
@@ -299,7 +312,12 @@ impl Server {
                 "this store does not count its events, so max-events is not enforced"
             );
         }
-        let registry = EventRegistry::new(backend.clone(), clock.clone(), ropts);
+        let mut registry = EventRegistry::new(backend.clone(), clock.clone(), ropts);
+        if !admission.is_empty() {
+            let enabled: Vec<String> = admission.enabled().map(|p| p.to_string()).collect();
+            tracing::info!(plugins = ?enabled, "admission plugins enabled");
+            registry = registry.with_admission(Arc::new(admission));
+        }
         let shutdown = CancellationToken::new();
         if let Authorization::Rbac(rules) = &access.authorization {
             // Ends with the shutdown token.

@@ -25,6 +25,7 @@ mod for_object;
 mod get;
 mod interrupt;
 mod kubeconfig;
+mod serve_admission;
 mod serve_auth;
 mod stdout;
 mod style;
@@ -204,6 +205,8 @@ struct ServeArgs {
     allow_hosts: Vec<String>,
     #[command(flatten)]
     auth: serve_auth::AuthArgs,
+    #[command(flatten)]
+    admission: serve_admission::AdmissionArgs,
     /// PEM file of the serving certificate (then any intermediates), instead of the one
     /// herald makes under --data (kube-apiserver's flag). Reloaded when the file changes.
     #[arg(long, value_name = "FILE", requires = "tls_private_key_file")]
@@ -388,6 +391,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     no_huge_pages();
     // As Go programs (kube-apiserver) do: every connection is a file descriptor.
     listen::raise_open_files_limit();
+    let admission = args.admission.options()?;
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async move {
         let store = match args.store {
@@ -425,6 +429,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 ..BrowserOptions::default()
             },
             auth: args.auth.options(),
+            admission,
             ..ServerOptions::default()
         };
         let server = match Server::start(config).await {

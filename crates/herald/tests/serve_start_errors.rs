@@ -76,3 +76,54 @@ async fn a_store_file_that_is_not_a_database_is_named_and_left_alone() {
         "the file is left as it was"
     );
 }
+
+/// Runs `herald serve --store memory` with `extra` flags, expecting one line.
+async fn refused_line(extra: &[&str]) -> String {
+    let mut args = vec!["--store", "memory", "--listen", "127.0.0.1:0"];
+    args.extend_from_slice(extra);
+    let lines = serve_refused(&args).await;
+    let [line] = lines.as_slice() else {
+        panic!("one line expected: {lines:?}");
+    };
+    line.clone()
+}
+
+#[tokio::test]
+async fn a_bad_admission_config_is_one_line_naming_the_file_and_line() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let admission = dir.path().join("admission.yaml");
+    std::fs::write(
+        &admission,
+        "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n- name: EventRateLimit\n  path: limits.yaml\n",
+    )
+    .expect("write the admission file");
+    let limits = dir.path().join("limits.yaml");
+    std::fs::write(
+        &limits,
+        "apiVersion: eventratelimit.admission.k8s.io/v1alpha1\nkind: Configuration\nlimits:\n- type: Namespace\n  qps: 10\n  burst: 20\n- type: Pod\n  qps: 0\n  burst: 1\n",
+    )
+    .expect("write the limits file");
+    let admission_arg = admission.to_string_lossy();
+    let flags = [
+        "--enable-admission-plugins=EventRateLimit",
+        "--admission-control-config-file",
+        &admission_arg,
+    ];
+    assert_eq!(
+        refused_line(&flags).await,
+        format!(
+            r#"herald: {}:7: limits[1]: [type: Unsupported value: "Pod": supported values: "Namespace", "Server", "SourceAndObject", "User", qps: Invalid value: 0: must be positive]"#,
+            limits.display()
+        )
+    );
+    // Enabled without a configuration file, or with a plugin Herald does not have: the
+    // flag and what to do.
+    assert_eq!(
+        refused_line(&["--enable-admission-plugins=EventRateLimit"]).await,
+        "herald: --enable-admission-plugins=EventRateLimit needs --admission-control-config-file: an AdmissionConfiguration (apiserver.config.k8s.io/v1) with a plugins entry for EventRateLimit, whose limits must not be empty"
+    );
+    assert_eq!(
+        refused_line(&["--enable-admission-plugins=EventRateLimit,AlwaysPullImages"]).await,
+        r#"herald: unknown admission plugin "AlwaysPullImages" in --enable-admission-plugins: Herald supports EventRateLimit"#
+    );
+}

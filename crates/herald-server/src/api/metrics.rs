@@ -1,6 +1,7 @@
 //! Prometheus metrics of the API: requests by verb and code, open watches, requests in
 //! flight and those turned away at the inflight limits, open connections and those over the
-//! connection bound or closed by a timeout, and storage write latency.
+//! connection bound or closed by a timeout, storage write latency, and writes refused by
+//! [admission](super::admission) plugins.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicI64;
@@ -58,6 +59,19 @@ pub struct ProbeLaneLabels {
     pub outcome: &'static str,
 }
 
+/// Labels of `herald_apiserver_admission_rejections_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AdmissionRejectionLabels {
+    /// The plugin that refused: `EventRateLimit`.
+    pub plugin: &'static str,
+    /// The plugin's limit that refused: `Server`, `Namespace`, `User` or `SourceAndObject`
+    /// for EventRateLimit.
+    pub limit_type: &'static str,
+}
+
+/// The counter family of admission refusals (cheap to clone; clones count together).
+pub type AdmissionRejections = Family<AdmissionRejectionLabels, Counter>;
+
 /// The server's metrics. The label sets are bounded (a fixed verb vocabulary × HTTP codes).
 pub struct Metrics {
     registry: Registry,
@@ -81,6 +95,9 @@ pub struct Metrics {
     pub connections_timed_out: Family<TimedOutLabels, Counter>,
     /// Connections the [probe lane](super::probe_lane) accepted, by where they were served.
     pub probe_lane_connections: Family<ProbeLaneLabels, Counter>,
+    /// Writes refused by an admission plugin, by plugin and limit type: a write several
+    /// limits refused counts once under each.
+    pub admission_rejections: AdmissionRejections,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -152,6 +169,12 @@ impl Default for Metrics {
             "Connections accepted on the probe lane, by where they were served",
             probe_lane_connections.clone(),
         );
+        let admission_rejections = AdmissionRejections::default();
+        registry.register(
+            "apiserver_admission_rejections",
+            "Event writes refused (429) by an admission plugin, by plugin and limit type",
+            admission_rejections.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -164,6 +187,7 @@ impl Default for Metrics {
             connections_over_limit,
             connections_timed_out,
             probe_lane_connections,
+            admission_rejections,
         }
     }
 }

@@ -25,6 +25,7 @@
 // errors are the cold path, so the size of `ApiError` is not worth a box.
 #![allow(clippy::result_large_err)]
 
+pub mod admission;
 pub mod auth;
 pub mod browser;
 pub mod compression;

@@ -31,6 +31,11 @@
 //!   resourceVersion from elsewhere relists instead of silently skipping changes.
 //! - **Writes race safely**: unconditional updates and patches retry on a concurrent write
 //!   (at most [`MAX_RETRIES`] times, then 409); a client resourceVersion is a precondition.
+//! - **Admission**: with a hook ([`EventRegistry::with_admission`]), every create, update
+//!   and patch is shown to it once the event is complete and valid (a patch: as patched) and
+//!   before anything is stored; its error is the answer ([`admission`]). The hook's
+//!   implementations (EventRateLimit) live in the HTTP layer, which the registry never
+//!   imports.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -60,6 +65,7 @@
 // path, so the size of `ApiError` is not worth a box.
 #![allow(clippy::result_large_err)]
 
+pub mod admission;
 pub mod continue_token;
 pub mod errors;
 pub mod fieldmanager;
@@ -153,6 +159,10 @@ pub struct WriteOptions {
     /// For patches: checks the patched object (in the request group's JSON shape) for unknown
     /// fields per `fieldValidation`, returning warnings or the 400 of `Strict`.
     pub field_check: Option<FieldCheck>,
+    /// The name of the authenticated user making the request, for the
+    /// [admission](admission) hook (EventRateLimit's `User` limits key on it); `None` when
+    /// the caller does not know it (in-process writes), which admission sees as `""`.
+    pub user: Option<String>,
 }
 
 impl WriteOptions {
@@ -170,6 +180,7 @@ impl std::fmt::Debug for WriteOptions {
             .field("force", &self.force)
             .field("field_manager", &self.field_manager)
             .field("user_agent", &self.user_agent)
+            .field("user", &self.user)
             .finish_non_exhaustive()
     }
 }
@@ -279,12 +290,15 @@ pub struct EventRegistry {
     /// Set while creates are refused at `max_events`, so the warning is logged once per
     /// episode, not once per refused create.
     full: Arc<AtomicBool>,
+    /// Asked before every create, update and patch is stored ([`admission`]).
+    admission: Option<Arc<dyn admission::Admission>>,
 }
 
 impl std::fmt::Debug for EventRegistry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EventRegistry")
             .field("opts", &self.opts)
+            .field("admission", &self.admission.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -297,7 +311,37 @@ impl EventRegistry {
             clock,
             opts,
             full: Arc::new(AtomicBool::new(false)),
+            admission: None,
         }
+    }
+
+    /// This registry, asking `hook` before it stores any create, update or patch (see
+    /// [`admission`] for when exactly). Replaces an earlier hook; combine several in one.
+    pub fn with_admission(mut self, hook: Arc<dyn admission::Admission>) -> Self {
+        self.admission = Some(hook);
+        self
+    }
+
+    /// Runs the admission hook, if any, on `event` about to be written by `operation`.
+    pub(crate) fn admit(
+        &self,
+        operation: admission::Operation,
+        group: ApiGroup,
+        namespace: &str,
+        event: &CoreEvent,
+        opts: &WriteOptions,
+    ) -> Result<(), ApiError> {
+        let Some(hook) = &self.admission else {
+            return Ok(());
+        };
+        hook.validate(&admission::Attributes {
+            operation,
+            group,
+            namespace,
+            user: opts.user.as_deref().unwrap_or(""),
+            event,
+            dry_run: opts.is_dry_run(),
+        })
     }
 
     /// The backend (for sweeps, compaction and health checks).

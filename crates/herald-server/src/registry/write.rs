@@ -13,6 +13,7 @@ use herald_core::status::{ApiError, Reason, Resource};
 use herald_wire::json::event_json;
 use serde_json::Value;
 
+use super::admission::Operation;
 use super::errors::{storage_error, store_full};
 use super::fieldmanager;
 use super::keys::{self, decode, parse_rv};
@@ -175,6 +176,7 @@ async fn insert(
             fieldmanager::track_update(group, None, &mut e, m, now);
         }
         validate_create(&e, group)?;
+        reg.admit(Operation::Create, group, namespace, &e, opts)?;
         let name = e.metadata.name.clone().unwrap_or_default();
         let ns = e.metadata.namespace.clone().unwrap_or_default();
         let key = keys::key(&ns, &name);
@@ -324,6 +326,7 @@ pub(super) async fn update(
         prepare_for_update(&mut e.metadata, &old.metadata, namespace)?;
         fieldmanager::track_update(group, Some(&old), &mut e, &opts.manager(), reg.clock.now());
         validate_update(&e, &old, group)?;
+        reg.admit(Operation::Update, group, namespace, &e, opts)?;
         match commit_update(reg, r, name, &old, e, &kv, opts.is_dry_run()).await? {
             Some(c) => {
                 return Ok(Written {
@@ -537,6 +540,7 @@ pub(super) async fn patch(
             fieldmanager::track_update(group, Some(&old), &mut e, &opts.manager(), now);
         }
         validate_update(&e, &old, group)?;
+        reg.admit(Operation::Update, group, namespace, &e, opts)?;
         match commit_update(reg, r, name, &old, e, &kv, opts.is_dry_run()).await? {
             Some(c) => {
                 return Ok(Written {

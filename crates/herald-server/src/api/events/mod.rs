@@ -60,6 +60,7 @@ use http::{HeaderMap, HeaderValue, StatusCode, header};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::auth::UserInfo;
 use super::compression::Streaming;
 use super::error::StatusError;
 use super::field_validation::{FieldValidation, add_warnings, check_fields, duplicate_fields};
@@ -510,7 +511,10 @@ struct WriteCtx {
     opts: WriteOptions,
 }
 
-fn write_ctx(uri: &http::Uri, headers: &HeaderMap) -> Result<WriteCtx, ApiError> {
+/// The write options of a create, update or patch request, the user authentication found
+/// (a [`UserInfo`] extension) included.
+fn write_ctx(req: &Request) -> Result<WriteCtx, ApiError> {
+    let (uri, headers) = (req.uri(), req.headers());
     let pairs = query_pairs(uri)?;
     let field_validation = q(&pairs, "fieldValidation");
     // An unsupported value is refused by the options validation, before the directive is
@@ -526,6 +530,7 @@ fn write_ctx(uri: &http::Uri, headers: &HeaderMap) -> Result<WriteCtx, ApiError>
             .and_then(|v| v.to_str().ok())
             .map(str::to_string),
         field_check: None,
+        user: req.extensions().get::<UserInfo>().map(|u| u.name.clone()),
     };
     Ok(WriteCtx { validation, opts })
 }
@@ -583,7 +588,7 @@ async fn create(
     req: Request,
 ) -> Res {
     segments(&ns, None)?;
-    let ctx = write_ctx(req.uri(), req.headers())?;
+    let ctx = write_ctx(&req)?;
     let (headers, body) = read_body(req, st.api.max_body).await?;
     check_options(&ctx.opts, None)?;
     let (event, warnings) = event_body(st.group, &headers, &body, ctx.validation)?;
@@ -608,7 +613,7 @@ async fn update(
     req: Request,
 ) -> Res {
     segments(&ns, Some(&name))?;
-    let ctx = write_ctx(req.uri(), req.headers())?;
+    let ctx = write_ctx(&req)?;
     let (headers, body) = read_body(req, st.api.max_body).await?;
     check_update_options(&ctx.opts)?;
     let (event, warnings) = event_body(st.group, &headers, &body, ctx.validation)?;
@@ -635,7 +640,7 @@ async fn patch(
     req: Request,
 ) -> Res {
     segments(&ns, Some(&name))?;
-    let mut ctx = write_ctx(req.uri(), req.headers())?;
+    let mut ctx = write_ctx(&req)?;
     let (headers, body) = read_body(req, st.api.max_body).await?;
     let ct = content_type(&headers);
     let Some(mut kind) = PatchKind::from_content_type(&ct) else {
