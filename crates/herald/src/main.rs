@@ -25,6 +25,7 @@ mod for_object;
 mod get;
 mod interrupt;
 mod kubeconfig;
+mod serve_audit;
 mod serve_auth;
 mod stdout;
 mod style;
@@ -204,6 +205,8 @@ struct ServeArgs {
     allow_hosts: Vec<String>,
     #[command(flatten)]
     auth: serve_auth::AuthArgs,
+    #[command(flatten)]
+    audit: serve_audit::AuditArgs,
     /// PEM file of the serving certificate (then any intermediates), instead of the one
     /// herald makes under --data (kube-apiserver's flag). Reloaded when the file changes.
     #[arg(long, value_name = "FILE", requires = "tls_private_key_file")]
@@ -424,6 +427,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 ..BrowserOptions::default()
             },
             auth: args.auth.options(),
+            audit: args.audit.options(),
             ..ServerOptions::default()
         };
         let server = match Server::start(config).await {
@@ -446,6 +450,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             }
             Err(e @ ServerError::Bind { .. }) if is_addr_in_use(&e) => {
                 anyhow::bail!("{e}; stop what is using it or choose another --listen address")
+            }
+            Err(e @ ServerError::Audit(_)) => {
+                anyhow::bail!("{e}; choose a --audit-log-path herald can write")
             }
             Err(e) => anyhow::bail!("{e}"),
         };
