@@ -60,7 +60,7 @@ impl Default for AuditMetrics {
             dropped: Family::default(),
         };
         for reason in ["queue_full", "write_failed", "closed"] {
-            m.dropped.get_or_create(&DroppedLabels { reason });
+            drop(m.dropped.get_or_create(&DroppedLabels { reason }));
         }
         m
     }
