@@ -5,7 +5,8 @@
 //!
 //! - [`server`]: [`server::Server`] wires the others together (and nothing imports it).
 //! - [`api`]: HTTP. The accept loop and TLS ([`api::listen`], [`api::tls`]), negotiation,
-//!   the events endpoints, discovery, OpenAPI, health, metrics, the output layer. It reaches events only through the [`registry`], never [`storage`].
+//!   the events endpoints, discovery, OpenAPI, health, metrics, the output layer, authentication
+//!   and authorization ([`api::auth`]), the audit log ([`api::audit`]). It reaches events only through the [`registry`], never [`storage`].
 //! - [`registry`]: kube-apiserver's store semantics for events: validation, resourceVersion,
 //!   TTL, selectors, pagination, watch rules, patches and `managedFields`. It answers events
 //!   as stored ([`registry::Stored`]: bytes and revision) and knows nothing of HTTP.

@@ -60,10 +60,12 @@
 //!     target: Some(AuditTarget::File("/var/log/herald/audit.log".into())),
 //!     ..AuditOptions::default()
 //! };
-//! let (layer, metrics, writer) = audit::open(&options, Arc::new(SystemClock))?;
-//! // Apply `layer` outermost (api::Guards::audit); register `metrics`; at shutdown, drop the
-//! // router and `writer.finished(…)`.
-//! # let _ = (layer, metrics, writer); Ok(()) }
+//! if let Some((layer, metrics, writer)) = audit::open(&options, Arc::new(SystemClock))? {
+//!     // Apply `layer` outermost (api::Guards::audit) and register `metrics`; at shutdown,
+//!     // drop the router, then `writer.finished(…)` waits for the queued lines.
+//!     # let _ = (layer, metrics, writer);
+//! }
+//! # Ok(()) }
 //! ```
 
 pub mod event;
