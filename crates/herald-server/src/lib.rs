@@ -5,8 +5,10 @@
 //!
 //! - [`server`]: [`server::Server`] wires the others together (and nothing imports it).
 //! - [`api`]: HTTP. The accept loop and TLS ([`api::listen`], [`api::tls`]), authentication
-//!   and authorization ([`api::auth`]), admission plugins ([`api::admission`]), negotiation,
-//!   the events endpoints, discovery, OpenAPI, health, metrics, the output layer. It reaches events only through the [`registry`], never [`storage`].
+//!   and authorization ([`api::auth`]), admission plugins ([`api::admission`]), the audit log
+//!   ([`api::audit`]), negotiation, the events endpoints, discovery, OpenAPI, health,
+//!   metrics, the output layer. It reaches events only through the [`registry`], never
+//!   [`storage`].
 //! - [`registry`]: kube-apiserver's store semantics for events: validation, resourceVersion,
 //!   TTL, selectors, pagination, watch rules, patches and `managedFields`. It answers events
 //!   as stored ([`registry::Stored`]: bytes and revision) and knows nothing of HTTP.

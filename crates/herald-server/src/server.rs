@@ -34,6 +34,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::admission::{AdmissionError, AdmissionOptions, AdmissionPlugins};
+use crate::api::audit::{self, AuditError, AuditLayer, AuditOptions, AuditWriter};
 use crate::api::auth::{self, Auth, AuthError, AuthLayer, AuthOptions, Authorization};
 use crate::api::browser::{BrowserLayer, BrowserOptions};
 use crate::api::events::EventsApi;
@@ -116,7 +117,11 @@ pub struct ServerOptions {
     /// Admission plugins (`--enable-admission-plugins`, `--admission-control-config-file`):
     /// EventRateLimit. Default: none.
     pub admission: AdmissionOptions,
-    /// The clock of TTLs, creation timestamps, Table ages and admission's token buckets.
+    /// The audit log (`--audit-log-path`, `--audit-log-maxsize`, `--audit-log-maxbackup`,
+    /// `--audit-log-maxage`); none by default.
+    pub audit: AuditOptions,
+    /// The clock of TTLs, creation timestamps, Table ages, admission's token buckets and
+    /// audit events.
     pub clock: Arc<dyn Clock>,
 }
 
@@ -134,6 +139,7 @@ impl std::fmt::Debug for ServerOptions {
             .field("browser", &self.browser)
             .field("auth", &self.auth)
             .field("admission", &self.admission)
+            .field("audit", &self.audit)
             .finish_non_exhaustive()
     }
 }
@@ -154,6 +160,7 @@ impl Default for ServerOptions {
             browser: BrowserOptions::default(),
             auth: AuthOptions::default(),
             admission: AdmissionOptions::default(),
+            audit: AuditOptions::default(),
             clock: Arc::new(SystemClock),
         }
     }
@@ -172,6 +179,9 @@ pub enum ServerError {
     /// flag).
     #[error("{0}")]
     Admission(AdmissionError),
+    /// The audit log cannot be opened (the message names the path).
+    #[error("{0}")]
+    Audit(AuditError),
     /// Opening the store failed.
     #[error("opening the store: {0}")]
     Storage(StorageError),
@@ -216,6 +226,8 @@ pub struct Server {
     metrics: Arc<Metrics>,
     /// Fails once a SQLite store has closed (`None` for the memory store).
     store_closed: Option<tokio::sync::watch::Receiver<()>>,
+    /// The audit log's writer, which ends once the router (every connection) is gone.
+    audit: Option<AuditWriter>,
 }
 
 impl std::fmt::Debug for Server {
@@ -252,6 +264,25 @@ impl Server {
         // So do bad admission flags and files.
         let admission = AdmissionPlugins::new(&config.admission, clock.clone(), &metrics)
             .map_err(ServerError::Admission)?;
+        // And an unwritable audit path (opened last: nothing is created before the checks).
+        let audit = audit::open(&config.audit, clock.clone()).map_err(ServerError::Audit)?;
+        let mut audit_layer = AuditLayer::disabled();
+        let mut audit_writer = None;
+        if let Some((layer, counters, writer)) = audit {
+            metrics = metrics
+                .with_metric(
+                    "apiserver_audit_events",
+                    "Audit events written to the audit log",
+                    counters.events,
+                )
+                .with_metric(
+                    "apiserver_audit_dropped_events",
+                    "Audit events lost: queue_full (the writer could not keep up), write_failed, closed",
+                    counters.dropped,
+                );
+            audit_layer = layer;
+            audit_writer = Some(writer);
+        }
         let mut sqlite = None;
         let mut store_closed = None;
         let hub_bytes;
@@ -358,6 +389,7 @@ impl Server {
             })?;
         let addr = listener.local_addr().map_err(ServerError::Io)?;
         let guards = Guards {
+            audit: audit_layer,
             browser: BrowserLayer::new(addr, &config.browser),
             auth: AuthLayer::new(access),
             limits: LimitsLayer::new(&config.limits, Some(metrics.clone())),
@@ -416,6 +448,7 @@ impl Server {
             registry,
             metrics,
             store_closed,
+            audit: audit_writer,
         })
     }
 
@@ -460,8 +493,8 @@ impl Server {
     }
 
     /// Graceful shutdown: ends open watches, stops accepting, finishes in-flight requests,
-    /// stops the sweeper, then waits (at most [`STORE_CLOSE_WAIT`]) until the store has
-    /// closed: on return a SQLite data directory is released and can be opened again, unless
+    /// stops the sweeper, then waits (at most [`STORE_CLOSE_WAIT`] each) until the store has
+    /// closed and the audit log's queued lines are written: on return a SQLite data directory is released and can be opened again, unless
     /// the caller still holds [`Server::registry`] clones (then it closes when they go).
     pub async fn shutdown(mut self) -> Result<(), ServerError> {
         self.shutdown.cancel();
@@ -486,14 +519,24 @@ impl Server {
     /// Drops this server's handles on the store, then waits for the last one elsewhere to go:
     /// connection tasks drop their handles just after the serve loop has seen them close.
     async fn close_store(mut self) {
-        let Some(mut closed) = self.store_closed.take() else {
-            return;
-        };
+        let audit = self.audit.take();
+        let closed = self.store_closed.take();
         drop(self);
-        let gone = async { while closed.changed().await.is_ok() {} };
-        if tokio::time::timeout(STORE_CLOSE_WAIT, gone).await.is_err() {
+        if let Some(mut closed) = closed {
+            let gone = async { while closed.changed().await.is_ok() {} };
+            if tokio::time::timeout(STORE_CLOSE_WAIT, gone).await.is_err() {
+                tracing::warn!(
+                    "the store is still in use {STORE_CLOSE_WAIT:?} after shutdown; it closes when its last user lets go"
+                );
+            }
+        }
+        // The writer ends once the last connection has let go of the router, after writing
+        // every queued line (the ResponseComplete of the watches the shutdown ended too).
+        if let Some(writer) = audit
+            && !writer.finished(STORE_CLOSE_WAIT).await
+        {
             tracing::warn!(
-                "the store is still in use {STORE_CLOSE_WAIT:?} after shutdown; it closes when its last user lets go"
+                "the audit log is still in use {STORE_CLOSE_WAIT:?} after shutdown; lines still queued may be lost"
             );
         }
     }

@@ -26,6 +26,7 @@ mod get;
 mod interrupt;
 mod kubeconfig;
 mod serve_admission;
+mod serve_audit;
 mod serve_auth;
 mod stdout;
 mod style;
@@ -207,6 +208,8 @@ struct ServeArgs {
     auth: serve_auth::AuthArgs,
     #[command(flatten)]
     admission: serve_admission::AdmissionArgs,
+    #[command(flatten)]
+    audit: serve_audit::AuditArgs,
     /// PEM file of the serving certificate (then any intermediates), instead of the one
     /// herald makes under --data (kube-apiserver's flag). Reloaded when the file changes.
     #[arg(long, value_name = "FILE", requires = "tls_private_key_file")]
@@ -430,6 +433,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             },
             auth: args.auth.options(),
             admission,
+            audit: args.audit.options(),
             ..ServerOptions::default()
         };
         let server = match Server::start(config).await {
@@ -452,6 +456,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             }
             Err(e @ ServerError::Bind { .. }) if is_addr_in_use(&e) => {
                 anyhow::bail!("{e}; stop what is using it or choose another --listen address")
+            }
+            Err(e @ ServerError::Audit(_)) => {
+                anyhow::bail!("{e}; choose a --audit-log-path herald can write")
             }
             Err(e) => anyhow::bail!("{e}"),
         };

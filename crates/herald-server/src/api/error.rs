@@ -78,6 +78,8 @@ pub fn status_response(err: &ApiError) -> Response {
     if let Some(secs) = err.retry_after_seconds.filter(|s| *s > 0) {
         headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
     }
+    resp.extensions_mut()
+        .insert(FailureStatus(std::sync::Arc::new(err.clone())));
     if code.is_server_error() {
         resp.extensions_mut().insert(ServerFailure {
             reason: err.reason.as_str().to_string(),
@@ -86,6 +88,12 @@ pub fn status_response(err: &ApiError) -> Response {
     }
     resp
 }
+
+/// The error behind every `Status` answer ([`status_response`]), kept on the response for
+/// the layers outside the handler that describe it: the [audit log](super::audit) records
+/// its `status`, `message`, `reason` and `details`. Cheap to clone (one `Arc`).
+#[derive(Debug, Clone)]
+pub struct FailureStatus(pub std::sync::Arc<ApiError>);
 
 /// The `Status` of a 5xx answer, kept on the response for the
 /// [`output`](super::output) layer to log with the request's method, path and audit ID:

@@ -76,7 +76,7 @@ use super::health::is_health_path;
 use super::hold::Holding;
 use super::log_throttle::Throttle;
 use super::metrics::{Metrics, OverLimitLabels, ProbeLaneLabels, TimedOutLabels};
-use super::peer::VerifiedClientCertificates;
+use super::peer::{PeerAddr, VerifiedClientCertificates};
 use super::probe_lane;
 
 /// kube-apiserver's `ReadHeaderTimeout`.
@@ -662,6 +662,7 @@ struct ConnService {
     state: Arc<ConnState>,
     kind: SlotKind,
     client_certificates: Option<VerifiedClientCertificates>,
+    peer: Option<PeerAddr>,
 }
 
 impl hyper::service::Service<Request<Incoming>> for ConnService {
@@ -673,6 +674,9 @@ impl hyper::service::Service<Request<Incoming>> for ConnService {
         let busy = Busy::begin(self.state.clone());
         if let Some(certs) = &self.client_certificates {
             req.extensions_mut().insert(certs.clone());
+        }
+        if let Some(peer) = self.peer {
+            req.extensions_mut().insert(peer);
         }
         if self.kind == SlotKind::HealthOnly && !is_health_path(req.uri().path()) {
             let mut resp = status_response(&ApiError::too_many_requests(
@@ -786,6 +790,7 @@ async fn connection<H: Handshake>(
     keep: Keep,
 ) {
     let accepted = Instant::now();
+    let peer = tcp.peer_addr().ok().map(PeerAddr);
     let timeouts = match slot.kind {
         SlotKind::Regular => timeouts,
         SlotKind::HealthOnly => Timeouts {
@@ -814,6 +819,7 @@ async fn connection<H: Handshake>(
         state: state.clone(),
         kind: slot.kind,
         client_certificates: session.client_certificates,
+        peer,
     };
     let mut builder = auto::Builder::new(TokioExecutor::new());
     // The timeouts are this module's (hyper's header timer would also cut idle keep-alive

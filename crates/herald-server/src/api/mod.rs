@@ -26,6 +26,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod admission;
+pub mod audit;
 pub mod auth;
 pub mod browser;
 pub mod compression;
@@ -187,9 +188,12 @@ pub fn router_with_output(state: ApiState, extra: Router, output: output::Output
 
 /// The checks every request of a served API passes inside the [`output`] layer, outermost
 /// first: the [`browser`] checks (Host, Content-Type), then [`auth`] (401, 403), then the
-/// [`limits`] (inflight, the request deadline).
+/// [`limits`] (inflight, the request deadline); and, outside the output layer, the
+/// [`audit`] log, which sees every answer as the client gets it.
 #[derive(Debug, Clone)]
 pub struct Guards {
+    /// The audit log ([`audit::AuditLayer::disabled`] for none).
+    pub audit: audit::AuditLayer,
     /// Host and Content-Type checks.
     pub browser: browser::BrowserLayer,
     /// Authentication and authorization.
@@ -199,7 +203,8 @@ pub struct Guards {
 }
 
 /// [`finish_with`] with `guards` between the output layer and the routes, so their refusals
-/// (401, 403, 415, 429, 504) get the standard headers and are counted like any other answer.
+/// (401, 403, 415, 429, 504) get the standard headers and are counted like any other answer,
+/// and the audit layer outside them all.
 pub fn finish_guarded(router: Router, output: output::OutputLayer, guards: Guards) -> Router {
     router
         .fallback(|| async { StatusError(error::path_not_found()) })
@@ -208,6 +213,7 @@ pub fn finish_guarded(router: Router, output: output::OutputLayer, guards: Guard
         .layer(guards.auth)
         .layer(guards.browser)
         .layer(output)
+        .layer(guards.audit)
 }
 
 /// [`router_with_output`] with `guards` (what the server serves).

@@ -5,7 +5,11 @@
 //! certificate chain that verified against `--client-ca-file`; authentication reads it
 //! (CN = user name, O = groups, as kube-apiserver does). On plain HTTP, and on TLS
 //! connections without a client certificate, the extension is absent.
+//!
+//! Every request also carries the [`PeerAddr`] of its connection (the audit log's
+//! `sourceIPs`).
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use rustls_pki_types::CertificateDer;
@@ -23,3 +27,8 @@ impl VerifiedClientCertificates {
         self.0.first()
     }
 }
+
+/// The address of the connection's remote end (the client, or the last proxy before
+/// Herald), inserted into every request the accept loop serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerAddr(pub SocketAddr);

@@ -13,6 +13,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use super::attributes::Attributes;
+use super::outcome::{Admitted, AuthOutcome};
 use super::user::UserInfo;
 use super::{Auth, Authentication, certificate, forbidden, unauthorized};
 use crate::api::error::StatusError;
@@ -119,21 +120,31 @@ impl Auth {
     }
 
     /// Authenticates and authorizes `req`, leaving the [`UserInfo`] in its extensions and
-    /// taking the `Authorization` header out; `Err` is the 401 or 403 to answer.
+    /// taking the `Authorization` header out; `Err` is the 401 or 403 to answer. When the
+    /// request carries an [`AuthOutcome`], the user and the decision are recorded in it
+    /// (nothing is on a 401).
     pub fn admit(&self, req: &mut Request) -> Result<(), ApiError> {
         let user = self.authenticate(req)?;
         req.headers_mut().remove(header::AUTHORIZATION);
-        let result = if is_open_path(req.uri().path()) {
-            Ok(())
+        let (result, decision) = if is_open_path(req.uri().path()) {
+            (Ok(()), None)
         } else {
             let attrs = Attributes::from_request(req.method(), req.uri().path(), req.uri().query());
-            if self.authorization.allows(&user, &attrs) {
+            let decision = self.authorization.decide(&user, &attrs);
+            let result = if decision.allowed {
                 Ok(())
             } else {
                 tracing::debug!(user = %user.name, verb = %attrs.verb, path = %attrs.path, "forbidden");
                 Err(forbidden(&user, &attrs))
-            }
+            };
+            (result, Some(decision))
         };
+        if let Some(outcome) = req.extensions().get::<AuthOutcome>() {
+            outcome.record(Admitted {
+                user: user.clone(),
+                decision,
+            });
+        }
         req.extensions_mut().insert(user);
         result
     }

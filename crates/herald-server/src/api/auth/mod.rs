@@ -29,10 +29,14 @@
 //! ([`attributes`]).
 //!
 //! `kubectl auth can-i` and `kubectl auth whoami` are answered by [`reviews`].
+//!
+//! A layer outside this one learns the user and the decision (with its reason) through an
+//! [`AuthOutcome`] it puts in the request's extensions ([`outcome`]): the audit log does.
 
 pub mod attributes;
 pub mod certificate;
 pub mod layer;
+pub mod outcome;
 pub mod rbac;
 pub mod reload;
 pub mod reviews;
@@ -47,6 +51,7 @@ use herald_core::status::{ApiError, Reason};
 
 pub use attributes::Attributes;
 pub use layer::AuthLayer;
+pub use outcome::{Admitted, AuthOutcome, Decision};
 pub use rbac::{RbacFileError, RbacPolicy};
 pub use reload::RbacRules;
 pub use token::{TokenFile, TokenFileError};
@@ -167,9 +172,15 @@ pub enum Authorization {
 impl Authorization {
     /// Whether `user` may do what `attrs` asks.
     pub fn allows(&self, user: &UserInfo, attrs: &Attributes) -> bool {
+        self.decide(user, attrs).allowed
+    }
+
+    /// The decision on what `attrs` asks of `user`, with its reason (empty for
+    /// `AlwaysAllow`; see [`RbacPolicy::decide`] for RBAC's).
+    pub fn decide(&self, user: &UserInfo, attrs: &Attributes) -> Decision {
         match self {
-            Authorization::AlwaysAllow => true,
-            Authorization::Rbac(rules) => rules.current().allows(user, attrs),
+            Authorization::AlwaysAllow => Decision::allow(String::new()),
+            Authorization::Rbac(rules) => rules.current().decide(user, attrs),
         }
     }
 }

@@ -54,6 +54,7 @@ use k8s_openapi::api::rbac::v1::{
 };
 use serde::Deserialize;
 
+use super::Decision;
 use super::attributes::Attributes;
 use super::user::{AUTHENTICATED, MASTERS, UNAUTHENTICATED, UserInfo};
 use crate::api::discovery::EVENT_VERBS;
@@ -95,6 +96,8 @@ pub struct RbacPolicy {
 
 #[derive(Debug, Clone)]
 struct Binding {
+    /// The binding's name (named in the reason of the decisions it allows).
+    name: String,
     /// Empty for a ClusterRoleBinding.
     namespace: String,
     subjects: Vec<Subject>,
@@ -188,11 +191,13 @@ impl RbacPolicy {
                     .extend(r.rules.unwrap_or_default());
             }
             RbacObject::RoleBinding(b) => self.role_bindings.push(Binding {
+                name: b.metadata.name.unwrap_or_default(),
                 namespace: b.metadata.namespace.unwrap_or_default(),
                 subjects: b.subjects.unwrap_or_default(),
                 role_ref: b.role_ref,
             }),
             RbacObject::ClusterRoleBinding(b) => self.cluster_role_bindings.push(Binding {
+                name: b.metadata.name.unwrap_or_default(),
                 namespace: String::new(),
                 subjects: b.subjects.unwrap_or_default(),
                 role_ref: b.role_ref,
@@ -211,27 +216,40 @@ impl RbacPolicy {
 
     /// Whether `user` may do what `attrs` asks.
     pub fn allows(&self, user: &UserInfo, attrs: &Attributes) -> bool {
+        self.decide(user, attrs).allowed
+    }
+
+    /// The decision on what `attrs` asks of `user`, with kube-apiserver's reason: empty for
+    /// `system:masters` (its privileged-group authorizer gives none) and for a denial,
+    /// `RBAC: allowed by ClusterRoleBinding "b" of ClusterRole "r" to User "jane"` (or
+    /// `RoleBinding "b/ns" of Role "r" to Group "dev"`) naming the first binding that allows.
+    pub fn decide(&self, user: &UserInfo, attrs: &Attributes) -> Decision {
         if user.in_group(MASTERS) {
-            return true;
+            return Decision::allow(String::new());
         }
         let allowed_by = |b: &Binding| {
-            b.subjects
+            let subject = b
+                .subjects
                 .iter()
-                .any(|s| subject_matches(s, &b.namespace, user))
-                && self
-                    .rules_of(&b.namespace, &b.role_ref)
-                    .iter()
-                    .any(|r| rule_allows(r, attrs))
+                .find(|s| subject_matches(s, &b.namespace, user))?;
+            self.rules_of(&b.namespace, &b.role_ref)
+                .iter()
+                .any(|r| rule_allows(r, attrs))
+                .then(|| describe(b, subject))
         };
-        if self.cluster_role_bindings.iter().any(allowed_by) {
-            return true;
+        let namespaced = self
+            .role_bindings
+            .iter()
+            .filter(|b| !attrs.namespace.is_empty() && b.namespace == attrs.namespace);
+        match self
+            .cluster_role_bindings
+            .iter()
+            .chain(namespaced)
+            .find_map(allowed_by)
+        {
+            Some(reason) => Decision::allow(format!("RBAC: allowed by {reason}")),
+            None => Decision::deny(String::new()),
         }
-        !attrs.namespace.is_empty()
-            && self
-                .role_bindings
-                .iter()
-                .filter(|b| b.namespace == attrs.namespace)
-                .any(allowed_by)
     }
 
     /// The rules `user` has in `namespace` (cluster-wide ones included; for an empty
@@ -406,6 +424,30 @@ fn document_line(text: &str, value: &serde_yaml_ng::Value) -> Option<usize> {
     text.lines()
         .position(|l| l.trim_start().starts_with("kind:") && l.contains(kind))
         .map(|n| n + 1)
+}
+
+/// How kube-apiserver's RBAC authorizer names the binding and subject that allowed a request.
+fn describe(b: &Binding, s: &Subject) -> String {
+    let subject = match s.kind.as_str() {
+        "ServiceAccount" => {
+            let ns = s.namespace.as_deref().unwrap_or(&b.namespace);
+            format!("{} {:?}", s.kind, format!("{}/{ns}", s.name))
+        }
+        _ => format!("{} {:?}", s.kind, s.name),
+    };
+    if b.namespace.is_empty() {
+        format!(
+            "ClusterRoleBinding {:?} of {} {:?} to {subject}",
+            b.name, b.role_ref.kind, b.role_ref.name
+        )
+    } else {
+        format!(
+            "RoleBinding {:?} of {} {:?} to {subject}",
+            format!("{}/{}", b.name, b.namespace),
+            b.role_ref.kind,
+            b.role_ref.name
+        )
+    }
 }
 
 fn subject_matches(s: &Subject, binding_namespace: &str, user: &UserInfo) -> bool {
