@@ -186,7 +186,7 @@ async fn classifies_server_answers() {
     let err = sink.create(&e).await.unwrap_err();
     assert_eq!(
         err.retry_class(),
-        RetryClass::Retry(Some(std::time::Duration::from_secs(7))),
+        RetryClass::Throttled(std::time::Duration::from_secs(7)),
         "{err:?}"
     );
     let err = sink.create(&e).await.unwrap_err();

@@ -79,7 +79,7 @@ async fn a_storm_under_event_rate_limit_is_retried_until_every_count_is_stored()
     let dir = tempfile::tempdir().expect("temp dir");
     std::fs::write(
         dir.path().join("limits.yaml"),
-        "apiVersion: eventratelimit.admission.k8s.io/v1alpha1\nkind: Configuration\nlimits:\n- type: Namespace\n  qps: 5\n  burst: 10\n",
+        "apiVersion: eventratelimit.admission.k8s.io/v1alpha1\nkind: Configuration\nlimits:\n- type: Namespace\n  qps: 1\n  burst: 5\n",
     )
     .expect("write the limits");
     let admission = dir.path().join("admission.yaml");

@@ -7,8 +7,8 @@
 
 use herald_core::flow::{ExponentialBackoff, JitterMode};
 use k8s_openapi::api::core::v1::Event;
-use rand::SeedableRng;
 use rand::rngs::SmallRng;
+use rand::{Rng as _, SeedableRng};
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::sync::Arc;
@@ -31,6 +31,16 @@ pub struct RetryOptions {
     pub max_attempts: u32,
     /// Delay before retry *n* (n = 0 for the first retry).
     pub backoff: ExponentialBackoff,
+    /// How long, in all, one write may wait on a throttling server (`429` with a
+    /// `Retry-After`) without using up its attempts (default 10 minutes). Each such answer is
+    /// waited out for the server's `Retry-After` (plus up to a quarter more, so throttled
+    /// writers do not all come back at once), not for the growing backoff: the server asked
+    /// for that pace, and a backoff grown to 15 s would starve behind its token bucket.
+    /// Past the bound, throttling answers count as attempts like any failure. Meanwhile the
+    /// write's key stays pending, so later occurrences of it merge into one write and the
+    /// sink's pending bound holds memory. `Duration::ZERO`: every throttling answer is an
+    /// attempt (client-go).
+    pub max_throttled_wait: Duration,
 }
 
 impl Default for RetryOptions {
@@ -39,6 +49,7 @@ impl Default for RetryOptions {
             max_attempts: 12,
             backoff: ExponentialBackoff::new(Duration::from_millis(500), Duration::from_secs(15))
                 .with_jitter(JitterMode::Proportional(0.25)),
+            max_throttled_wait: Duration::from_secs(600),
         }
     }
 }
@@ -286,13 +297,13 @@ pub(crate) async fn write_with_retries<E: WritableEvent>(
 ) -> WriteResult<E> {
     let max = opts.max_attempts.max(1);
     let mut tries = 0u32;
+    let mut throttled_for = Duration::ZERO;
     loop {
         let result = attempt(sink, w, counters).await;
         let err = match result {
             Ok(written) => return written,
             Err(e) => e,
         };
-        tries += 1;
         let class = if matches!(w.op, WriteOp::Patch(_))
             && err.is_already_exists()
             && E::retry_already_exists_after_patch()
@@ -311,8 +322,24 @@ pub(crate) async fn write_with_retries<E: WritableEvent>(
                 tracing::error!(event = ?name, error = %err, "Server rejected event (will not retry!)");
                 return WriteResult::Failed;
             }
+            RetryClass::Throttled(after) => {
+                // Up to a quarter more than asked, so throttled writers spread out.
+                let delay = after.mul_f64(1.0 + rng.random::<f64>() * 0.25);
+                if throttled_for.saturating_add(delay) <= opts.max_throttled_wait {
+                    throttled_for += delay;
+                    tracing::debug!(event = ?name, error = %err, ?delay, "Server is throttling events (will retry after it asked)");
+                    counters.retry();
+                    if !pause(delay, stop).await {
+                        tracing::warn!(event = ?name, error = %err, "Unable to write event (broadcaster is shut down)");
+                        return WriteResult::Failed;
+                    }
+                    continue;
+                }
+                Some(after)
+            }
             RetryClass::Retry(after) => after,
         };
+        tries += 1;
         if tries >= max {
             tracing::error!(event = ?name, error = %err, attempts = tries, "Unable to write event (retry limit exceeded!)");
             return WriteResult::Failed;
@@ -327,13 +354,18 @@ pub(crate) async fn write_with_retries<E: WritableEvent>(
             .max(wait.unwrap_or_default());
         tracing::debug!(event = ?name, error = %err, ?delay, "Unable to write event (may retry after sleeping)");
         counters.retry();
-        tokio::select! {
-            _ = tokio::time::sleep(delay) => {}
-            _ = stop.cancelled() => {
-                tracing::warn!(event = ?name, error = %err, "Unable to write event (broadcaster is shut down)");
-                return WriteResult::Failed;
-            }
+        if !pause(delay, stop).await {
+            tracing::warn!(event = ?name, error = %err, "Unable to write event (broadcaster is shut down)");
+            return WriteResult::Failed;
         }
+    }
+}
+
+/// Sleeps `delay`; false when `stop` is cancelled first.
+async fn pause(delay: Duration, stop: &CancellationToken) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep(delay) => true,
+        _ = stop.cancelled() => false,
     }
 }
 
@@ -660,6 +692,64 @@ mod tests {
         assert!(matches!(r, WriteResult::Created(_)), "{r:?}");
         assert_eq!(calls, 2);
         assert!(start.elapsed() >= std::time::Duration::from_secs(42));
+    }
+
+    /// A sink that answers `429` with `Retry-After: 1s` to the first `n` calls.
+    fn throttling(n: u32) -> MemorySink {
+        let calls = std::sync::Arc::new(AtomicU32::new(0));
+        MemorySink::new().with_faults(move |_: &SinkCall| {
+            (calls.fetch_add(1, Ordering::SeqCst) < n).then(|| SinkError::Status {
+                code: 429,
+                reason: "TooManyRequests".into(),
+                message: "Too many requests: limit reached".into(),
+                cause_types: vec![],
+                retry_after: Some(Duration::from_secs(1)),
+            })
+        })
+    }
+
+    /// Throttling (429 with a retry-after) uses up no attempt: 50 of them in a row, far past
+    /// the 12 attempts, and the write still lands; each wait is the server's second plus at
+    /// most a quarter, not the backoff grown to 15 s.
+    #[tokio::test(start_paused = true)]
+    async fn throttling_is_waited_out_without_using_up_attempts() {
+        let sink = throttling(50);
+        let start = tokio::time::Instant::now();
+        let w = Write::for_event(event("t", 1, None), None, Tally::default());
+        let (r, calls) = run(&sink, &w, &CancellationToken::new()).await;
+        assert!(matches!(r, WriteResult::Created(_)), "{r:?}");
+        assert_eq!(calls, 51);
+        let waited = start.elapsed();
+        assert!(waited >= Duration::from_secs(50), "{waited:?}");
+        assert!(waited <= Duration::from_millis(62_500), "{waited:?}");
+    }
+
+    /// Past `max_throttled_wait`, throttling counts as attempts: with a 10 s budget and
+    /// 12 attempts, a server that never stops throttling fails the write after about 9
+    /// waited-out answers and then 12 attempts.
+    #[tokio::test(start_paused = true)]
+    async fn throttling_past_its_budget_counts_as_attempts() {
+        let sink = throttling(u32::MAX);
+        let opts = RetryOptions {
+            max_throttled_wait: Duration::from_secs(10),
+            ..RetryOptions::default()
+        };
+        let counters = Metrics::default().new_sink("t");
+        let mut rng = SmallRng::seed_from_u64(1);
+        let w = Write::for_event(event("t", 1, None), None, Tally::default());
+        let r = write_with_retries(
+            &sink,
+            &w,
+            &opts,
+            &counters,
+            &CancellationToken::new(),
+            &mut rng,
+        )
+        .await;
+        assert!(matches!(r, WriteResult::Failed), "{r:?}");
+        let calls = sink.calls().len();
+        // 8 to 10 waits of 1–1.25 s fit in 10 s, then 12 counted attempts.
+        assert!((8 + 12..=10 + 12).contains(&calls), "{calls}");
     }
 
     #[test]

@@ -68,6 +68,11 @@ pub enum SinkError {
 pub enum RetryClass {
     /// Try again after a backoff (at least `Some(d)` when the server said so).
     Retry(Option<Duration>),
+    /// The server is throttling (`429` with a `Retry-After`, as Herald's EventRateLimit and
+    /// kube-apiserver's API Priority and Fairness send): try again after that long. The write
+    /// is not failing, the server asked it to slow down, so the wait does not use up an
+    /// attempt (within [`RetryOptions::max_throttled_wait`](crate::record::RetryOptions::max_throttled_wait)).
+    Throttled(Duration),
     /// Give up and log it as an error.
     GiveUp,
     /// Give up quietly: an expected rejection (AlreadyExists, NamespaceTerminating).
@@ -97,9 +102,10 @@ impl SinkError {
         matches!(self, SinkError::Status { reason, .. } if reason == "AlreadyExists")
     }
 
-    /// The recorder's decision for this error. Transport errors, unexpected objects, 429
-    /// and 5xx are retried (honouring the server's retry-after); any other `Status` gives up
-    /// at once; AlreadyExists and NamespaceTerminating give up quietly.
+    /// The recorder's decision for this error. A 429 with a retry-after is throttling;
+    /// transport errors, unexpected objects, other 429s and 5xx are retried (honouring the
+    /// server's retry-after); any other `Status` gives up at once; AlreadyExists and
+    /// NamespaceTerminating give up quietly.
     pub fn retry_class(&self) -> RetryClass {
         match self {
             SinkError::RequestConstruction(_) => RetryClass::GiveUp,
@@ -111,7 +117,9 @@ impl SinkError {
                 retry_after,
                 ..
             } => {
-                if *code == 429 || (500..600).contains(code) {
+                if let (429, Some(after)) = (*code, retry_after) {
+                    RetryClass::Throttled(*after)
+                } else if *code == 429 || (500..600).contains(code) {
                     RetryClass::Retry(*retry_after)
                 } else if reason == "AlreadyExists"
                     || cause_types.iter().any(|c| c == "NamespaceTerminating")
@@ -173,6 +181,17 @@ mod tests {
         };
         assert_eq!(
             throttled.retry_class(),
+            RetryClass::Throttled(Duration::from_secs(3))
+        );
+        let unavailable = SinkError::Status {
+            code: 503,
+            reason: "ServiceUnavailable".into(),
+            message: String::new(),
+            cause_types: vec![],
+            retry_after: Some(Duration::from_secs(3)),
+        };
+        assert_eq!(
+            unavailable.retry_class(),
             RetryClass::Retry(Some(Duration::from_secs(3)))
         );
         assert_eq!(
