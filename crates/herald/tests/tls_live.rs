@@ -340,3 +340,52 @@ async fn bench_sends_the_kubeconfigs_bearer_token() {
     assert_eq!(s["succeeded"], 0, "{s}");
     assert_eq!(s["errors"]["403"], 200, "{s}");
 }
+
+/// Herald's recorder through `KubeSink` over the generated kubeconfig (HTTPS, the admin
+/// certificate): repeats of one event are stored as one event with the exact count, and
+/// every occurrence is accounted for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_recorders_kube_sink_writes_through_the_generated_kubeconfig() {
+    use herald_runtime::record::{
+        BroadcasterOptions, EventBroadcaster, EventSource, EventType, KubeSink,
+    };
+    use k8s_openapi::api::core::v1::Pod;
+
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let server = Herald::start_https(&["--data", utf8(&data)]).await;
+    let text = kubeconfig_text(&server, &["--data", utf8(&data)]).await;
+    let kc = kube::config::Kubeconfig::from_yaml(&text).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    let client = kube::Client::try_from(config).unwrap();
+
+    let broadcaster = EventBroadcaster::new(BroadcasterOptions::default());
+    broadcaster.start_recording_to_sink(KubeSink::new(client.clone()));
+    let recorder = broadcaster.new_recorder(EventSource::new("tls-test", "node-1"));
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "web-1", "namespace": "default", "uid": "u-1"},
+    }))
+    .unwrap();
+    for _ in 0..25 {
+        recorder.event(
+            &pod,
+            EventType::Warning,
+            "BackOff",
+            "Back-off restarting failed container",
+        );
+    }
+    broadcaster.shutdown().await;
+    let stats = broadcaster.stats();
+    assert_eq!(stats.emitted, 25);
+    assert_eq!(stats.unaccounted(0), 0, "{stats:?}");
+    assert_eq!(stats.sinks[0].failed, 0, "{stats:?}");
+
+    let api: Api<Event> = Api::namespaced(client, "default");
+    let stored = api.list(&ListParams::default()).await.unwrap().items;
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    assert_eq!(stored[0].count, Some(25));
+    assert_eq!(stored[0].reason.as_deref(), Some("BackOff"));
+}
