@@ -394,6 +394,41 @@ async fn a_client_certificate_of_another_ca_fails_the_handshake_and_reaches_noth
     server.shutdown().await.unwrap();
 }
 
+/// [`whoami`] served over `tls` on 127.0.0.1, until [`Whoami::stop`].
+struct Whoami {
+    addr: SocketAddr,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Whoami {
+    async fn serve(tls: Tls) -> Whoami {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(listen::serve_with(
+            listener,
+            tls,
+            whoami(),
+            ConnectionOptions::default(),
+            Arc::new(Metrics::default()),
+            async move {
+                let _ = stopped.await;
+            },
+        ));
+        Whoami { addr, stop, task }
+    }
+
+    async fn stop(self) {
+        self.stop.send(()).unwrap();
+        tokio::time::timeout(GUARD, self.task)
+            .await
+            .expect("stops")
+            .unwrap()
+            .unwrap();
+    }
+}
+
 /// A handler that says which client certificate its request carried.
 fn whoami() -> Router {
     Router::new().route(
@@ -416,19 +451,8 @@ async fn a_verified_client_certificate_rides_on_every_request_as_an_extension() 
         Some(pki.ca_der()),
     )
     .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(listen::serve_with(
-        listener,
-        tls,
-        whoami(),
-        ConnectionOptions::default(),
-        Arc::new(Metrics::default()),
-        async move {
-            let _ = stopped.await;
-        },
-    ));
+    let whoami = Whoami::serve(tls).await;
+    let addr = whoami.addr;
     let leaf_len = pem_certs(&pki.admin().client_cert)[0].len();
     for alpn in [&b"h2"[..], &b"http/1.1"[..]] {
         let mut admin = Client::trusting(pki.ca_cert());
@@ -444,12 +468,7 @@ async fn a_verified_client_certificate_rides_on_every_request_as_an_extension() 
         let (code, body) = anonymous.request(addr, "GET", "/whoami", "").await.unwrap();
         assert_eq!((code, body.as_str()), (200, "none"));
     }
-    stop.send(()).unwrap();
-    tokio::time::timeout(GUARD, task)
-        .await
-        .expect("stops")
-        .unwrap()
-        .unwrap();
+    whoami.stop().await;
 }
 
 /// `--client-ca-file` is reloaded without a restart: after the file is replaced, the new CA's
@@ -469,19 +488,8 @@ async fn the_client_ca_file_is_reloaded_without_a_restart() {
         Some(client_ca.clone()),
     )
     .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(listen::serve_with(
-        listener,
-        tls,
-        whoami(),
-        ConnectionOptions::default(),
-        Arc::new(Metrics::default()),
-        async move {
-            let _ = stopped.await;
-        },
-    ));
+    let whoami = Whoami::serve(tls).await;
+    let addr = whoami.addr;
     // Both clients trust the server (a's CA signed its serving certificate).
     let client_of = |pki: &Pki| {
         let mut c = Client::trusting(a.ca_cert());
@@ -514,12 +522,7 @@ async fn the_client_ca_file_is_reloaded_without_a_restart() {
     assert_eq!(r, Ok((200, leaf_len(&b))), "the last good CAs stay");
     assert_eq!(client_ca.refresh(), Refresh::Unchanged);
 
-    stop.send(()).unwrap();
-    tokio::time::timeout(GUARD, task)
-        .await
-        .expect("stops")
-        .unwrap()
-        .unwrap();
+    whoami.stop().await;
 }
 
 #[tokio::test]

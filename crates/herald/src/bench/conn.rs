@@ -50,8 +50,10 @@ impl Failure {
 /// clone.
 #[derive(Clone)]
 pub struct Endpoint {
-    /// The server's socket address (also the `Host` header).
+    /// The server's socket address.
     pub addr: SocketAddr,
+    /// `Host`: the address, made once.
+    host: http::HeaderValue,
     tls: Option<Tls>,
     /// `Authorization: Bearer …`, marked sensitive so hyper never logs it.
     authorization: Option<http::HeaderValue>,
@@ -68,6 +70,7 @@ impl Endpoint {
     pub fn plain(addr: SocketAddr) -> Endpoint {
         Endpoint {
             addr,
+            host: host_header(addr),
             tls: None,
             authorization: None,
         }
@@ -83,6 +86,7 @@ impl Endpoint {
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         Endpoint {
             addr,
+            host: host_header(addr),
             tls: Some(Tls {
                 connector: tokio_rustls::TlsConnector::from(Arc::new(config)),
                 name,
@@ -112,7 +116,7 @@ impl Endpoint {
         let builder = http::Request::builder()
             .method(method)
             .uri(path)
-            .header(http::header::HOST, self.addr.to_string());
+            .header(http::header::HOST, self.host.clone());
         match &self.authorization {
             Some(auth) => builder.header(http::header::AUTHORIZATION, auth.clone()),
             None => builder,
@@ -123,6 +127,12 @@ impl Endpoint {
     pub fn is_tls(&self) -> bool {
         self.tls.is_some()
     }
+}
+
+/// The `Host` header of `addr` (`127.0.0.1:6443`, `[::1]:6443`: always a valid value).
+fn host_header(addr: SocketAddr) -> http::HeaderValue {
+    http::HeaderValue::try_from(addr.to_string())
+        .unwrap_or_else(|_| http::HeaderValue::from_static("localhost"))
 }
 
 /// Opens a raw HTTP/1.1 connection to `endpoint` (the TLS handshake included); the

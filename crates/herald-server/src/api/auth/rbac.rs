@@ -214,9 +214,10 @@ impl RbacPolicy {
         self
     }
 
-    /// Whether `user` may do what `attrs` asks.
+    /// Whether `user` may do what `attrs` asks (no reason is put into words: the request
+    /// path's check).
     pub fn allows(&self, user: &UserInfo, attrs: &Attributes) -> bool {
-        self.decide(user, attrs).allowed
+        self.grant(user, attrs).is_some()
     }
 
     /// The decision on what `attrs` asks of `user`, with kube-apiserver's reason: empty for
@@ -224,10 +225,23 @@ impl RbacPolicy {
     /// `RBAC: allowed by ClusterRoleBinding "b" of ClusterRole "r" to User "jane"` (or
     /// `RoleBinding "b/ns" of Role "r" to Group "dev"`) naming the first binding that allows.
     pub fn decide(&self, user: &UserInfo, attrs: &Attributes) -> Decision {
-        if user.in_group(MASTERS) {
-            return Decision::allow(String::new());
+        match self.grant(user, attrs) {
+            Some(Grant::Masters) => Decision::allow(String::new()),
+            Some(Grant::Binding(b, subject)) => {
+                Decision::allow(format!("RBAC: allowed by {}", describe(b, subject)))
+            }
+            None => Decision::deny(String::new()),
         }
-        let allowed_by = |b: &Binding| {
+    }
+
+    /// What lets `user` do what `attrs` asks: membership in `system:masters`, else the first
+    /// binding (cluster-wide ones first, then the request namespace's) naming the user whose
+    /// role has a rule allowing it.
+    fn grant<'a>(&'a self, user: &UserInfo, attrs: &Attributes) -> Option<Grant<'a>> {
+        if user.in_group(MASTERS) {
+            return Some(Grant::Masters);
+        }
+        let allowed_by = |b: &'a Binding| {
             let subject = b
                 .subjects
                 .iter()
@@ -235,21 +249,16 @@ impl RbacPolicy {
             self.rules_of(&b.namespace, &b.role_ref)
                 .iter()
                 .any(|r| rule_allows(r, attrs))
-                .then(|| describe(b, subject))
+                .then_some(Grant::Binding(b, subject))
         };
         let namespaced = self
             .role_bindings
             .iter()
             .filter(|b| !attrs.namespace.is_empty() && b.namespace == attrs.namespace);
-        match self
-            .cluster_role_bindings
+        self.cluster_role_bindings
             .iter()
             .chain(namespaced)
             .find_map(allowed_by)
-        {
-            Some(reason) => Decision::allow(format!("RBAC: allowed by {reason}")),
-            None => Decision::deny(String::new()),
-        }
     }
 
     /// The rules `user` has in `namespace` (cluster-wide ones included; for an empty
@@ -424,6 +433,14 @@ fn document_line(text: &str, value: &serde_yaml_ng::Value) -> Option<usize> {
     text.lines()
         .position(|l| l.trim_start().starts_with("kind:") && l.contains(kind))
         .map(|n| n + 1)
+}
+
+/// What allowed a request ([`RbacPolicy::grant`]).
+enum Grant<'a> {
+    /// The user is in `system:masters`.
+    Masters,
+    /// This binding, through this subject of it.
+    Binding(&'a Binding, &'a Subject),
 }
 
 /// How kube-apiserver's RBAC authorizer names the binding and subject that allowed a request.

@@ -97,7 +97,7 @@ pub use config::{Configuration, Limit, LimitType};
 use super::aggregate;
 use crate::api::log_throttle::{LOG_INTERVAL, Throttle};
 use crate::api::metrics::{AdmissionRejectionLabels, AdmissionRejections};
-use crate::registry::admission::{Admission, Attributes, Operation};
+use crate::registry::admission::{Admission, Attributes};
 
 /// The plugin's name, in `--enable-admission-plugins` and in the `AdmissionConfiguration`.
 pub const NAME: &str = "EventRateLimit";
@@ -167,13 +167,15 @@ pub fn key(limit_type: LimitType, a: &Attributes<'_>) -> String {
 }
 
 fn source_and_object(group: ApiGroup, e: &CoreEvent) -> String {
-    let s = |v: &Option<String>| v.clone().unwrap_or_default();
+    fn s(v: &Option<String>) -> &str {
+        v.as_deref().unwrap_or("")
+    }
     let (source, host) = match group {
         ApiGroup::Core => {
             let src = e.source.as_ref();
             (
-                src.map(|x| s(&x.component)).unwrap_or_default(),
-                src.map(|x| s(&x.host)).unwrap_or_default(),
+                src.map_or("", |x| s(&x.component)),
+                src.map_or("", |x| s(&x.host)),
             )
         }
         ApiGroup::EventsV1 => (s(&e.reporting_component), s(&e.reporting_instance)),
@@ -234,10 +236,8 @@ impl EventRateLimit {
 }
 
 impl Admission for EventRateLimit {
+    /// Creates and updates alike (the only operations admission sees).
     fn validate(&self, a: &Attributes<'_>) -> Result<(), ApiError> {
-        match a.operation {
-            Operation::Create | Operation::Update => {}
-        }
         // A dry run stores nothing, so it takes no token (upstream's rule).
         if a.dry_run {
             return Ok(());
