@@ -143,6 +143,7 @@ fn list_100k(c: &mut Criterion) {
                         start_after: Some("/events/default/pod-000050000".into()),
                         limit: Some(500),
                         at_revision: Some(snapshot),
+                        ..Default::default()
                     },
                 )
                 .await

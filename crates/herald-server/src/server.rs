@@ -50,8 +50,8 @@ use crate::api::tls::{
 use crate::api::{self, ApiState, Guards};
 use crate::registry::{EventRegistry, RegistryOptions};
 use crate::storage::{
-    Backend, CachedWatchStream, Deleted, HistoryOptions, KeyValue, ListOptions, ListResult,
-    MemoryBackend, Revision, SqliteBackend, SqliteOptions, StorageError, WatchStream,
+    Backend, CachedWatchStream, Deleted, HistoryOptions, IndexValues, KeyValue, ListOptions,
+    ListResult, MemoryBackend, Revision, SqliteBackend, SqliteOptions, StorageError, WatchStream,
     spawn_sweeper,
 };
 
@@ -637,6 +637,25 @@ impl Backend for MeteredBackend {
         ttl: Option<Duration>,
     ) -> BoxFuture<'a, crate::storage::Result<KeyValue>> {
         self.timed(self.inner.update(key, value, expected, ttl))
+    }
+    fn create_indexed<'a>(
+        &'a self,
+        key: &'a str,
+        value: Bytes,
+        index: IndexValues,
+        ttl: Option<Duration>,
+    ) -> BoxFuture<'a, crate::storage::Result<KeyValue>> {
+        self.timed(self.inner.create_indexed(key, value, index, ttl))
+    }
+    fn update_indexed<'a>(
+        &'a self,
+        key: &'a str,
+        value: Bytes,
+        expected: Option<Revision>,
+        index: IndexValues,
+        ttl: Option<Duration>,
+    ) -> BoxFuture<'a, crate::storage::Result<KeyValue>> {
+        self.timed(self.inner.update_indexed(key, value, expected, index, ttl))
     }
     fn delete<'a>(
         &'a self,

@@ -1060,3 +1060,91 @@ async fn query_booleans_read_as_kube_apiserver_reads_them() {
     }
     server.shutdown().await.unwrap();
 }
+
+/// A watch's initial events are read from the store a page at a time at the watch's start
+/// revision: 1,300 events (three pages) arrive as ADDED in key order, those created after
+/// the watch started come after the initial-events-end bookmark as changes, and a page
+/// whose revision was compacted meanwhile ends the watch with a 410.
+#[tokio::test(start_paused = true)]
+async fn initial_events_are_read_a_page_at_a_time_from_one_snapshot() {
+    let clock = fake_clock();
+    let reg = registry_with(clock.clone(), RegistryOptions::default());
+    let opts = WriteOptions::default();
+    for i in 0..1_300 {
+        let mut e = event(&format!("p.{i:04}"));
+        e.reason = Some(if i % 2 == 0 { "Even" } else { "Odd" }.into());
+        reg.create(ApiGroup::Core, "default", e, &opts)
+            .await
+            .unwrap();
+    }
+    let p = ListParams {
+        watch: true,
+        allow_watch_bookmarks: true,
+        send_initial_events: Some(true),
+        resource_version_match: Some("NotOlderThan".into()),
+        field_selector: Some("reason=Even".into()),
+        ..ListParams::default()
+    };
+    let mut w = decoded(
+        reg.watch(ApiGroup::Core, Some("default"), None, &p)
+            .await
+            .unwrap(),
+    );
+    // Written after the watch started: not an initial event.
+    let mut late = event("p.0000a");
+    late.reason = Some("Even".into());
+    reg.create(ApiGroup::Core, "default", late, &opts)
+        .await
+        .unwrap();
+    let mut names = Vec::new();
+    let end = loop {
+        match w.next().await {
+            Some(DecodedItem::Added(e)) => names.push(e.metadata.name.unwrap()),
+            Some(DecodedItem::Bookmark {
+                resource_version,
+                initial_events_end: true,
+            }) => break resource_version,
+            other => panic!("expected an initial event, got {other:?}"),
+        }
+    };
+    let want: Vec<String> = (0..1_300).step_by(2).map(|i| format!("p.{i:04}")).collect();
+    assert_eq!(names, want);
+    assert_eq!(end, (R0 + 1_300).to_string());
+    match w.next().await {
+        Some(DecodedItem::Added(e)) => assert_eq!(e.metadata.name.as_deref(), Some("p.0000a")),
+        other => panic!("expected the later create, got {other:?}"),
+    }
+
+    // Compacted after the first page was read: the next page cannot be read at the
+    // snapshot any more.
+    let p = ListParams {
+        watch: true,
+        send_initial_events: Some(true),
+        resource_version_match: Some("NotOlderThan".into()),
+        resource_version: Some("0".into()),
+        ..ListParams::default()
+    };
+    let mut w = decoded(
+        reg.watch(ApiGroup::Core, Some("default"), None, &p)
+            .await
+            .unwrap(),
+    );
+    assert!(matches!(w.next().await, Some(DecodedItem::Added(_))));
+    for i in 0..100 {
+        reg.create(ApiGroup::Core, "default", event(&format!("q.{i}")), &opts)
+            .await
+            .unwrap();
+    }
+    let head = reg.backend().current_revision().await.unwrap();
+    reg.backend().compact(head).await.unwrap();
+    let ended = loop {
+        match w.next().await {
+            Some(DecodedItem::Added(_)) => {}
+            other => break other,
+        }
+    };
+    match ended {
+        Some(DecodedItem::Error(e)) => assert_eq!(e.code, 410, "{e:?}"),
+        other => panic!("expected a 410, got {other:?}"),
+    }
+}

@@ -10,8 +10,8 @@ use bytes::Bytes;
 use futures::StreamExt;
 use herald_core::clock::{FakeClock, SystemClock};
 use herald_server::storage::{
-    Backend, HistoryOptions, INITIAL_REVISION, KeyValue, ListOptions, MemoryBackend, Revision,
-    SqliteBackend, SqliteOptions, StorageError, WatchEvent, WatchStream,
+    Backend, HistoryOptions, INITIAL_REVISION, IndexQuery, IndexValues, KeyValue, ListOptions,
+    MemoryBackend, Revision, SqliteBackend, SqliteOptions, StorageError, WatchEvent, WatchStream,
 };
 
 /// A new store's revision; its `n`-th write takes `R0 + n`.
@@ -201,6 +201,7 @@ async fn list_pages_at_a_fixed_revision_while_writes_continue(f: Fixture) {
                     start_after: Some(start_after),
                     limit: Some(10),
                     at_revision: Some(snapshot),
+                    ..Default::default()
                 },
             )
             .await
@@ -251,6 +252,7 @@ async fn list_pages_at_a_fixed_revision_while_writes_continue(f: Fixture) {
                 start_after: Some("/a".into()),
                 limit: Some(1),
                 at_revision: None,
+                ..Default::default()
             },
         )
         .await
@@ -1253,6 +1255,7 @@ async fn paged(s: &Arc<dyn Backend>, prefix: &str, at: Revision, limit: usize) -
                     start_after: start_after.clone(),
                     limit: Some(limit),
                     at_revision: Some(at),
+                    ..Default::default()
                 },
             )
             .await
@@ -1267,10 +1270,9 @@ async fn paged(s: &Arc<dyn Backend>, prefix: &str, at: Revision, limit: usize) -
     panic!("paging {prefix} at {at} did not end");
 }
 
-/// The three ways a list can be answered must agree at every revision: the memory backend
-/// (the reference), SQLite from its watch cache (revisions inside the ring), and SQLite from
-/// its version log (a one-event ring, so every older revision is read from the database),
-/// across a restart of both SQLite stores and an explicit compaction.
+/// Lists must agree at every revision between the memory backend (the reference) and SQLite's
+/// version log, with the default watch ring and a one-event ring (lists never read the ring,
+/// which must not matter), across a restart of both SQLite stores and an explicit compaction.
 #[tokio::test]
 async fn lists_at_every_revision_agree_between_memory_cache_and_log() {
     let clock = clock();
@@ -1397,4 +1399,251 @@ async fn sqlite_opens_a_store_of_the_first_schema() {
     clock.advance(Duration::from_secs(61));
     assert_eq!(s.expire_due().await.unwrap(), 1);
     assert_eq!(s.get("/events/ns/b").await.unwrap(), None);
+}
+
+/// Index values with `v` in slot 0 and nothing else.
+fn slot0(v: &str) -> IndexValues {
+    let mut values = IndexValues::default();
+    values.0[0] = Some(v.to_string());
+    values
+}
+
+/// `ListOptions` asking for the keys with `v` in slot 0, at `at`, `limit` at a time.
+fn in_slot0(v: &str, at: Option<Revision>, limit: Option<usize>) -> ListOptions {
+    ListOptions {
+        at_revision: at,
+        limit,
+        index: Some(IndexQuery {
+            slot: 0,
+            value: v.to_string(),
+        }),
+        ..ListOptions::default()
+    }
+}
+
+/// SQLite answers an index query from the index: only the keys whose current (or, at an
+/// older revision, then current) version holds the value, paged and at a snapshot as any
+/// list. The memory backend ignores the query (a caller filters what it gets either way).
+#[tokio::test]
+async fn sqlite_index_queries_read_only_the_matching_keys() {
+    let f = sqlite(HistoryOptions::default());
+    let s = &f.store;
+    let a = s
+        .create_indexed("/events/ns/a", b("a"), slot0("x"), None)
+        .await
+        .unwrap();
+    let bb = s
+        .create_indexed("/events/ns/b", b("b"), slot0("y"), None)
+        .await
+        .unwrap();
+    s.create_indexed("/events/ns/c", b("c"), slot0("x"), None)
+        .await
+        .unwrap();
+    s.create_indexed("/events/other/d", b("d"), slot0("x"), None)
+        .await
+        .unwrap();
+    let before = s.current_revision().await.unwrap();
+    s.update_indexed(
+        "/events/ns/b",
+        b("b2"),
+        Some(bb.mod_revision),
+        slot0("x"),
+        None,
+    )
+    .await
+    .unwrap();
+    s.delete("/events/ns/c", None).await.unwrap();
+    // A write without index values leaves the key out of every index.
+    s.update("/events/ns/a", b("a2"), Some(a.mod_revision), None)
+        .await
+        .unwrap();
+
+    let list = |o: ListOptions, prefix: &'static str| {
+        let s = Arc::clone(s);
+        async move { s.list(prefix, o).await.unwrap() }
+    };
+    let now = list(in_slot0("x", None, None), "/events/ns/").await;
+    assert_eq!(keys(&now.items), ["/events/ns/b"]);
+    assert_eq!(now.items[0].value, b("b2"));
+    let then = list(in_slot0("x", Some(before), None), "/events/ns/").await;
+    assert_eq!(keys(&then.items), ["/events/ns/a", "/events/ns/c"]);
+    assert_eq!(then.revision, before);
+    let everywhere = list(in_slot0("x", Some(before), None), "/events/").await;
+    assert_eq!(
+        keys(&everywhere.items),
+        ["/events/ns/a", "/events/ns/c", "/events/other/d"]
+    );
+    // Paged: one key at a time, `more` only while matching keys follow.
+    let first = list(in_slot0("x", Some(before), Some(1)), "/events/").await;
+    assert_eq!(
+        (keys(&first.items), first.more),
+        (vec!["/events/ns/a"], true)
+    );
+    let mut o = in_slot0("x", Some(before), Some(2));
+    o.start_after = Some("/events/ns/a".into());
+    let second = list(o, "/events/").await;
+    assert_eq!(
+        (keys(&second.items), second.more),
+        (vec!["/events/ns/c", "/events/other/d"], false)
+    );
+    assert!(
+        list(in_slot0("z", None, None), "/events/")
+            .await
+            .items
+            .is_empty()
+    );
+    // An unknown slot is no narrowing.
+    let mut o = in_slot0("x", None, None);
+    o.index.as_mut().unwrap().slot = 99;
+    assert_eq!(list(o, "/events/ns/").await.items.len(), 2);
+
+    let m = memory(HistoryOptions::default());
+    m.store
+        .create_indexed("/events/ns/a", b("a"), slot0("x"), None)
+        .await
+        .unwrap();
+    m.store
+        .create_indexed("/events/ns/b", b("b"), slot0("y"), None)
+        .await
+        .unwrap();
+    let all = m
+        .store
+        .list("/events/", in_slot0("x", None, None))
+        .await
+        .unwrap();
+    assert_eq!(keys(&all.items), ["/events/ns/a", "/events/ns/b"]);
+}
+
+/// A store of schema 2 (the log without indexes) gains them on open. Its versions have no
+/// index terms, so index queries read every key (the caller's filter still answers right)
+/// until the last of those versions has been replaced and compacted away; from then on they
+/// are narrowed. The live keys are counted once, on the upgrade.
+#[tokio::test]
+async fn sqlite_store_of_schema_2_reads_unindexed_versions_until_they_are_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let conn = rusqlite::Connection::open(dir.path().join("herald.db")).unwrap();
+        conn.execute_batch(
+            "PRAGMA journal_mode=WAL;
+             CREATE TABLE meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+             INSERT INTO meta(name, value) VALUES ('revision', 1), ('compacted', 0), ('schema', 2);
+             CREATE TABLE versions (rev INTEGER PRIMARY KEY, key TEXT NOT NULL, value BLOB,
+                 create_rev INTEGER NOT NULL, prev_rev INTEGER, expires_at INTEGER,
+                 next_rev INTEGER);
+             CREATE INDEX versions_expiry ON versions(expires_at)
+                 WHERE next_rev IS NULL AND expires_at IS NOT NULL;
+             CREATE INDEX versions_replaced ON versions(next_rev) WHERE next_rev IS NOT NULL;
+             INSERT INTO versions VALUES (2, '/events/ns/a', X'61', 2, NULL, NULL, NULL);
+             INSERT INTO versions VALUES (3, '/events/ns/b', X'62', 3, NULL, NULL, 4);
+             INSERT INTO versions VALUES (4, '/events/ns/b', NULL, 3, 3, NULL, 4);
+             INSERT INTO versions VALUES (5, '/events/ns/c', X'63', 5, NULL, NULL, NULL);",
+        )
+        .unwrap();
+    }
+    let s = SqliteBackend::open(dir.path(), clock(), SqliteOptions::default()).unwrap();
+    assert_eq!(s.current_revision().await.unwrap(), 5);
+    assert_eq!(s.live_keys(), Some(2));
+    let a = s.get("/events/ns/a").await.unwrap().unwrap();
+    assert_eq!((a.value.clone(), a.mod_revision), (b("a"), 2));
+    assert_eq!(s.get("/events/ns/b").await.unwrap(), None);
+    s.create_indexed("/events/ns/d", b("d"), slot0("x"), None)
+        .await
+        .unwrap();
+    let all = s.list("/events/", in_slot0("x", None, None)).await.unwrap();
+    assert_eq!(
+        keys(&all.items),
+        ["/events/ns/a", "/events/ns/c", "/events/ns/d"],
+        "versions without terms are read"
+    );
+    // Replace both old versions (a with a term, c without) and compact the old ones away.
+    s.update_indexed("/events/ns/a", b("a2"), Some(2), slot0("x"), None)
+        .await
+        .unwrap();
+    s.update("/events/ns/c", b("c2"), Some(5), None)
+        .await
+        .unwrap();
+    let head = s.current_revision().await.unwrap();
+    s.compact(head).await.unwrap();
+    let narrowed = s.list("/events/", in_slot0("x", None, None)).await.unwrap();
+    assert_eq!(keys(&narrowed.items), ["/events/ns/a", "/events/ns/d"]);
+    assert_eq!(s.live_keys(), Some(3));
+    drop(s);
+    let s = SqliteBackend::open(dir.path(), clock(), SqliteOptions::default()).unwrap();
+    assert_eq!(s.live_keys(), Some(3), "the count is kept, not recounted");
+}
+
+/// The database file's size (after a reopen: closing checkpoints the WAL into it).
+fn db_size(dir: &std::path::Path) -> u64 {
+    std::fs::metadata(dir.join("herald.db")).unwrap().len()
+}
+
+/// Under steady churn (a wave of events with a TTL, expired, the next wave) the file stops
+/// growing once the free pages of one wave's expiry hold the next wave; after a storm far
+/// larger than the steady load has expired, the file gives most of its space back.
+#[tokio::test]
+async fn sqlite_file_stays_bounded_under_churn_and_shrinks_after_a_storm() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = clock();
+    let opts = SqliteOptions {
+        history: HistoryOptions {
+            keep_revisions: 500,
+            ..HistoryOptions::default()
+        },
+        reserve_bytes: 0,
+        ..SqliteOptions::default()
+    };
+    let ttl = Some(Duration::from_secs(60));
+    let value = Bytes::from(vec![b'v'; 800]);
+    let open = || Arc::new(SqliteBackend::open(dir.path(), clock.clone(), opts).unwrap());
+    // `n` events in groups of 64 concurrent creates.
+    let create = |s: Arc<SqliteBackend>, first: usize, n: usize| {
+        let value = value.clone();
+        async move {
+            for chunk in (first..first + n).collect::<Vec<_>>().chunks(64) {
+                futures::future::join_all(chunk.iter().map(|i| {
+                    let key = format!("/events/ns/e{i:07}");
+                    let (s, value) = (Arc::clone(&s), value.clone());
+                    async move { s.create(&key, value, ttl).await.unwrap() }
+                }))
+                .await;
+            }
+        }
+    };
+    // Expires the `n` events, then writes on: the automatic compaction and the writer's
+    // shrink check run every few commits.
+    let expire = |s: Arc<SqliteBackend>, n: usize, tag: usize| {
+        let clock = clock.clone();
+        async move {
+            clock.advance(Duration::from_secs(61));
+            assert_eq!(s.expire_due().await.unwrap(), n);
+            for i in 0..100 {
+                let key = format!("/events/tick/{tag}-{i}");
+                s.create(&key, Bytes::from_static(b"t"), None)
+                    .await
+                    .unwrap();
+            }
+        }
+    };
+    let mut sizes = Vec::new();
+    for round in 0..6 {
+        let s = open();
+        create(Arc::clone(&s), round * 5_000, 5_000).await;
+        expire(s, 5_000, round).await;
+        sizes.push(db_size(dir.path()));
+    }
+    assert!(
+        sizes[5] <= sizes[1] + sizes[1] / 10,
+        "the file kept growing under steady churn: {sizes:?}"
+    );
+
+    create(open(), 1_000_000, 60_000).await;
+    let storm = db_size(dir.path());
+    expire(open(), 60_000, 100).await;
+    let after = db_size(dir.path());
+    assert!(
+        // The writer keeps 16 MiB of free pages for reuse.
+        after < storm / 2 && after <= sizes[5] + (17 << 20),
+        "the storm's space was not given back: {storm} bytes with it, {after} after it \
+         (steady churn: {sizes:?})"
+    );
 }

@@ -164,12 +164,13 @@ struct ServeArgs {
     /// How long an event lives after its last write, e.g. 1h, 30m, 90s ("0" keeps events forever).
     #[arg(long, default_value = "1h", value_parser = parse_duration)]
     event_ttl: Duration,
-    /// The most events the store holds ("0": no limit). Every live event is also kept in
-    /// memory (about 1.4 KB for a typical event), so this bounds the server's memory in a
-    /// storm; at the limit, creates get 429 TooManyRequests until events expire or are
-    /// deleted, while updates and deletes still work.
-    #[arg(long, default_value_t = herald_server::registry::DEFAULT_MAX_EVENTS)]
-    max_events: usize,
+    /// The most events the store holds ("0": no limit); at the limit, creates get 429
+    /// TooManyRequests until events expire or are deleted, while updates and deletes still
+    /// work. Default: 10,000,000 on SQLite, which keeps events on disk (about 1.6 KB each
+    /// with its indexes: the bound is on the disk a storm can fill, not on memory);
+    /// 1,000,000 with --store memory, which holds every event in memory (about 1.4 KB each).
+    #[arg(long)]
+    max_events: Option<usize>,
     /// The most memory the watch cache's window of recent changes takes, e.g. 256Mi, 1Gi,
     /// 500M (with --store memory, the history kept for lists at older revisions has the same
     /// bound). The window also ends at 65,536 changes. A watch or list from a revision older
@@ -409,7 +410,11 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             transport: args.transport(),
             event_ttl: (!args.event_ttl.is_zero()).then_some(args.event_ttl),
             registry: RegistryOptions {
-                max_events: (args.max_events > 0).then_some(args.max_events),
+                max_events: Some(args.max_events.unwrap_or(match args.store {
+                    Store::Sqlite => herald_server::registry::DEFAULT_MAX_EVENTS,
+                    Store::Memory => herald_server::registry::DEFAULT_MAX_EVENTS_IN_MEMORY,
+                }))
+                .filter(|max| *max > 0),
                 ..RegistryOptions::default()
             },
             history: HistoryOptions {

@@ -69,6 +69,7 @@ pub mod admission;
 pub mod continue_token;
 pub mod errors;
 pub mod fieldmanager;
+pub mod index;
 pub mod keys;
 pub mod options;
 pub mod patch;
@@ -113,20 +114,26 @@ pub struct RegistryOptions {
     /// `[d, 2d)` (default 1800 s, kube's `--min-request-timeout`).
     pub default_watch_timeout: Duration,
     /// The most events the store may hold (`--max-events`, default [`DEFAULT_MAX_EVENTS`]);
-    /// `None` = no limit. The current state of every event is kept in memory, so this is
-    /// what bounds the server's memory when a storm outpaces the TTL. At the bound a create
-    /// is a 429 `TooManyRequests` (updates, patches and deletes still work). It counts
-    /// events, not bytes: memory is bounded for events of ordinary size. Concurrent creates
-    /// may overshoot it by as many as are in flight at once (64 `herald bench` clients
-    /// overshot a million by 59). Applies only to backends that count their keys
-    /// ([`Backend::live_keys`]); the server warns at start when its backend does not.
+    /// `None` = no limit. It bounds what a storm that outpaces the TTL can fill: the disk of a
+    /// store that keeps its state on disk (SQLite), the memory of one that keeps it in memory
+    /// (the memory backend; see [`DEFAULT_MAX_EVENTS_IN_MEMORY`]). At the bound a create is a
+    /// 429 `TooManyRequests` (updates, patches and deletes still work). It counts events, not
+    /// bytes. Concurrent creates may overshoot it by as many as are in flight at once (64
+    /// `herald bench` clients overshot a million by 59). Applies only to backends that count
+    /// their keys ([`Backend::live_keys`]); the server warns at start when its backend does
+    /// not.
     pub max_events: Option<usize>,
 }
 
-/// The default of [`RegistryOptions::max_events`]: about 1.4 GB of server memory for events
-/// of a typical 1 KB (1.34 GB resident with a million `herald bench` events on SQLite; etcd's
-/// default quota is 2 GB).
-pub const DEFAULT_MAX_EVENTS: usize = 1_000_000;
+/// The default of [`RegistryOptions::max_events`], sized for disks: 10 million events of a
+/// typical 1 KB take about 16 GB of SQLite file with their indexes and history (measured with
+/// `herald bench`, see `crates/herald-server/benches/README.md`), a week of a busy cluster's
+/// events, while the server's memory does not depend on it.
+pub const DEFAULT_MAX_EVENTS: usize = 10_000_000;
+
+/// The `--max-events` default of a store that holds every event in memory (`--store
+/// memory`): about 1.4 GB for events of a typical 1 KB.
+pub const DEFAULT_MAX_EVENTS_IN_MEMORY: usize = 1_000_000;
 
 impl Default for RegistryOptions {
     fn default() -> Self {
@@ -442,6 +449,7 @@ impl EventRegistry {
                         start_after: cursor.clone(),
                         limit,
                         at_revision: at,
+                        index: filter.index_query(),
                     },
                 )
                 .await

@@ -256,6 +256,12 @@ impl Filter {
         self.labels.is_empty() && self.fields.is_empty()
     }
 
+    /// The storage index that narrows a list with this filter, if its field selector pins an
+    /// indexed field ([`super::index`]).
+    pub fn index_query(&self) -> Option<crate::storage::IndexQuery> {
+        super::index::index_query(&self.fields)
+    }
+
     /// Whether `event` passes both selectors.
     pub fn matches(&self, event: &CoreEvent) -> bool {
         self.fields.matches(event) && self.labels.matches_opt(event.metadata.labels.as_ref())

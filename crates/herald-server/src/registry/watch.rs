@@ -230,43 +230,40 @@ pub(super) async fn start(
     let rv = parse_rv(p.rv())?;
     let legacy_initial = matches!(rv, None | Some(0));
     let send_initial = p.send_initial_events.unwrap_or(legacy_initial);
-    let mut initial = VecDeque::new();
+    let mut initial = None;
     // Set when the watch asks for a revision beyond the store's: it subscribes at the current
     // revision instead and waits (bounded) for the requested one.
     let mut ahead = None;
     let start = if send_initial {
-        let page = reg
-            .backend
-            .list(&prefix, ListOptions::default())
+        let mut pages = Initial {
+            backend: Arc::clone(&reg.backend),
+            prefix: prefix.clone(),
+            at: None,
+            cursor: None,
+            more: true,
+            ready: VecDeque::new(),
+            end: None,
+        };
+        pages
+            .fill(&filter)
             .await
             .map_err(|e| storage_error(e, r, ""))?;
-        if let Some(min) = rv.filter(|m| *m > page.revision) {
-            return Err(too_large_rv(min, page.revision));
-        }
-        let everything = filter.is_everything();
-        for kv in page.items {
-            if everything {
-                initial.push_back(WatchItem::Initial(Stored {
-                    bytes: kv.value,
-                    revision: kv.mod_revision,
-                }));
-            } else if let Ok(ev) = decode(&kv)
-                && filter.matches(&ev)
-            {
-                initial.push_back(WatchItem::Judged(ChangeKind::Added, Box::new(ev)));
-            }
+        let revision = pages.at.unwrap_or_default();
+        if let Some(min) = rv.filter(|m| *m > revision) {
+            return Err(too_large_rv(min, revision));
         }
         // kube-apiserver (1.32, WatchList on) defaults a watch from "" or "0" that names
         // neither sendInitialEvents nor resourceVersionMatch to `sendInitialEvents=true`, so
         // it too ends its initial events with the bookmark when bookmarks are allowed.
         let defaulted = p.send_initial_events.is_none() && p.rv_match().is_none();
         if (p.send_initial_events == Some(true) || defaulted) && p.allow_watch_bookmarks {
-            initial.push_back(WatchItem::Bookmark {
-                resource_version: page.revision.to_string(),
+            pages.end = Some(WatchItem::Bookmark {
+                resource_version: revision.to_string(),
                 initial_events_end: true,
             });
         }
-        page.revision
+        initial = Some(pages);
+        revision
     } else {
         let current = reg
             .backend
@@ -334,8 +331,65 @@ pub(super) async fn start(
     Ok(futures::stream::unfold(state, State::next).boxed())
 }
 
+/// The initial events still to send: read from the store [`INITIAL_BATCH`] keys at a time at
+/// the watch's start revision, as the client takes them, so that a watch of a large store
+/// holds one page, not the store (a page read after the history of its revision was
+/// compacted ends the watch with a 410, and the client re-lists).
+struct Initial {
+    backend: Arc<dyn crate::storage::Backend>,
+    prefix: String,
+    /// The snapshot revision (the first page's).
+    at: Option<Revision>,
+    /// The last key read.
+    cursor: Option<String>,
+    /// Whether keys may follow the cursor.
+    more: bool,
+    /// Read and selected, not yet sent.
+    ready: VecDeque<WatchItem>,
+    /// The initial-events-end bookmark, sent after the last initial event.
+    end: Option<WatchItem>,
+}
+
+impl Initial {
+    /// Reads pages until one has an event the filter selects, or none are left.
+    async fn fill(&mut self, filter: &Filter) -> Result<(), StorageError> {
+        let everything = filter.is_everything();
+        while self.ready.is_empty() && self.more {
+            let page = self
+                .backend
+                .list(
+                    &self.prefix,
+                    ListOptions {
+                        start_after: self.cursor.take(),
+                        limit: Some(INITIAL_BATCH),
+                        at_revision: self.at,
+                        index: filter.index_query(),
+                    },
+                )
+                .await?;
+            self.at = Some(page.revision);
+            self.more = page.more;
+            self.cursor = page.items.last().map(|kv| kv.key.clone());
+            for kv in page.items {
+                if everything {
+                    self.ready.push_back(WatchItem::Initial(Stored {
+                        bytes: kv.value,
+                        revision: kv.mod_revision,
+                    }));
+                } else if let Ok(ev) = decode(&kv)
+                    && filter.matches(&ev)
+                {
+                    self.ready
+                        .push_back(WatchItem::Judged(ChangeKind::Added, Box::new(ev)));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 struct State {
-    initial: VecDeque<WatchItem>,
+    initial: Option<Initial>,
     inner: CachedWatchStream,
     filter: Filter,
     /// A requested start revision the store had not reached when the watch began.
@@ -416,10 +470,26 @@ fn one(item: WatchItem) -> Vec<WatchItem> {
 impl State {
     async fn next(mut self) -> Option<(Vec<WatchItem>, Self)> {
         loop {
-            if !self.initial.is_empty() {
-                let n = self.initial.len().min(INITIAL_BATCH);
-                let batch: Vec<WatchItem> = self.initial.drain(..n).collect();
-                return Some((batch, self));
+            if let Some(init) = &mut self.initial {
+                if let Err(e) = init.fill(&self.filter).await {
+                    self.initial = None;
+                    self.done = true;
+                    let err = match e {
+                        StorageError::Expired { requested, oldest } => too_old(requested, oldest),
+                        e => ApiError::internal(e.to_string()),
+                    };
+                    return Some((one(WatchItem::Error(Box::new(err))), self));
+                }
+                if !init.ready.is_empty() {
+                    let n = init.ready.len().min(INITIAL_BATCH);
+                    let batch: Vec<WatchItem> = init.ready.drain(..n).collect();
+                    return Some((batch, self));
+                }
+                let end = init.end.take();
+                self.initial = None;
+                if let Some(bookmark) = end {
+                    return Some((one(bookmark), self));
+                }
             }
             if self.done {
                 return None;

@@ -205,10 +205,11 @@ async fn insert(
             Err(err) if generated && err.reason == Reason::AlreadyExists => continue,
             Err(err) => return Err(err),
         }
+        let index = super::index::values(&e);
         let (bytes, mut e) = herald_wire::stored::encode_owned(e);
         match reg
             .backend
-            .create(&key, bytes.clone(), reg.opts.event_ttl)
+            .create_indexed(&key, bytes.clone(), index, reg.opts.event_ttl)
             .await
         {
             Ok(kv) => {
@@ -375,10 +376,11 @@ async fn store_update(
     let ns = new.metadata.namespace.clone().unwrap_or_default();
     match reg
         .backend
-        .update(
+        .update_indexed(
             &keys::key(&ns, name),
             bytes.clone(),
             Some(kv.mod_revision),
+            super::index::values(&new),
             reg.opts.event_ttl,
         )
         .await

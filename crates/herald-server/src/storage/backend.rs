@@ -8,8 +8,8 @@ use futures::future::BoxFuture;
 use futures::StreamExt;
 
 use super::{
-    CachedEvent, CachedWatchStream, Deleted, KeyValue, ListOptions, ListResult, Result, Revision,
-    WatchStream,
+    CachedEvent, CachedWatchStream, Deleted, IndexValues, KeyValue, ListOptions, ListResult,
+    Result, Revision, WatchStream,
 };
 
 /// A revisioned key-value store (the model of etcd v3 and kine).
@@ -35,6 +35,34 @@ pub trait Backend: Send + Sync + 'static {
         value: Bytes,
         ttl: Option<Duration>,
     ) -> BoxFuture<'a, Result<KeyValue>>;
+
+    /// [`Backend::create`] with the write's [index values](super::index): backends that keep
+    /// indexes store them, so lists with an [`IndexQuery`](super::IndexQuery) find the key.
+    /// The default ignores them.
+    fn create_indexed<'a>(
+        &'a self,
+        key: &'a str,
+        value: Bytes,
+        index: IndexValues,
+        ttl: Option<Duration>,
+    ) -> BoxFuture<'a, Result<KeyValue>> {
+        let _ = index;
+        self.create(key, value, ttl)
+    }
+
+    /// [`Backend::update`] with the write's [index values](super::index) (see
+    /// [`Backend::create_indexed`]). The default ignores them.
+    fn update_indexed<'a>(
+        &'a self,
+        key: &'a str,
+        value: Bytes,
+        expected: Option<Revision>,
+        index: IndexValues,
+        ttl: Option<Duration>,
+    ) -> BoxFuture<'a, Result<KeyValue>> {
+        let _ = index;
+        self.update(key, value, expected, ttl)
+    }
 
     /// Replaces the value of an existing `key`. With `expected = Some(rev)` the write happens
     /// only if the key's mod revision is `rev` (else `Conflict`); with `None` it is

@@ -1,5 +1,5 @@
-//! The watch cache: committed writes held in memory, serving watches and (where it is
-//! consistent) lists and gets, so that they do not read the database.
+//! The watch cache: the recent committed writes held in memory, serving watches so that they
+//! do not read the database. Gets and lists read the backend's own store.
 //!
 //! Every backend publishes each committed write here, in revision order, *before* it
 //! acknowledges the write; so anything a client has been told is written is already here.
@@ -9,11 +9,9 @@
 //!   replay (a watch from revision `R` starts reading the ring just after `R`) and live delivery
 //!   (watchers have no queues of their own; each holds a cursor and, when woken, copies the next
 //!   batch of matching events out of the ring as `Arc`s, no value copies);
-//! - **the current state of every key**, when the backend loads it on open
-//!   ([`WatchHub::with_state`]): gets and lists are then answered from memory
-//!   ([`WatchHub::get`], [`WatchHub::list`]), at the newest revision from the state, at an older
-//!   revision still inside the ring by undoing the ring's later events; lists at revisions
-//!   older than the ring go to the backend;
+//! - **a count of the live keys** ([`WatchHub::live_keys`]), kept from the count the backend
+//!   starts it with and every create and delete it publishes (the registry's `max_events`
+//!   bound reads it);
 //! - **shared encodings** of each event ([`CachedEvent::encoding`]): a watch line is encoded
 //!   once and the same bytes go to every watcher (kube-apiserver's `cachingObject`).
 //!
@@ -27,18 +25,16 @@
 //! revisions of an event that was replaced, deleted or expired leave with it. A watcher whose
 //! cursor falls behind the evicted part (a slow consumer, or a watch from a revision older than
 //! the window) receives one [`StorageError::Expired`] and its stream ends; memory never grows
-//! with slow watchers. Kubernetes clients answer that 410 by re-listing. The
-//! current state is as large as the live data, as in kube-apiserver's watch cache: the
-//! registry bounds it with the TTL and with `max_events`, which reads the hub's count of live
-//! keys ([`WatchHub::live_keys`]).
+//! with slow watchers. Kubernetes clients answer that 410 by re-listing. Unlike
+//! kube-apiserver's watch cache, the hub keeps no copy of the current state: its memory does
+//! not grow with the number of stored events.
 //!
 //! **Wake-ups.** A watcher that has just taken a batch waits a little before it takes the next
 //! one ([`PACE_PER_WATCHER`] times the number of open watchers, at most [`MAX_PACE`]), so that
 //! under a write storm each watcher wakes a bounded number of times per second, each time for
 //! a larger batch, instead of once per commit. A watcher that is idle or behind is not paced.
 
-use std::collections::{BTreeMap, VecDeque};
-use std::ops::{Bound, RangeBounds};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 use std::time::Duration;
@@ -49,10 +45,8 @@ use futures::stream::BoxStream;
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::watch;
 
-use super::types::prefix_end;
 use super::{
-    HistoryOptions, INITIAL_REVISION, KeyValue, ListOptions, ListResult, Revision, StorageError,
-    WatchEvent, WatchStream,
+    HistoryOptions, INITIAL_REVISION, KeyValue, Revision, StorageError, WatchEvent, WatchStream,
 };
 
 /// The most events a watcher copies out of the ring per wake-up (bounds its batch; the
@@ -118,7 +112,7 @@ impl CachedEvent {
 
     /// The bytes the watch cache counts for `event` before any encoding of it: its keys and
     /// values and a fixed overhead. A `Put`'s previous value is counted too, even though it
-    /// usually shares its bytes with an older event or the current state: the count is an
+    /// usually shares its bytes with an older event: the count is an
     /// upper bound of what the event keeps alive.
     pub fn size_of(event: &WatchEvent) -> usize {
         let kv = |kv: &KeyValue| kv.key.len() + kv.value.len();
@@ -279,7 +273,8 @@ impl WatchProgress {
     }
 }
 
-/// The shared ring of recent events, the current state, and the wake-up signal for watchers.
+/// The shared ring of recent events, the count of live keys, and the wake-up signal for
+/// watchers.
 #[derive(Debug)]
 pub struct WatchHub {
     ring: RwLock<Ring>,
@@ -294,17 +289,10 @@ pub struct WatchHub {
     /// This hub, for the events of its ring to charge their encodings to.
     me: Weak<WatchHub>,
     watchers: Arc<AtomicUsize>,
-    /// Live keys, when the hub has seen every one of them (it keeps the state, or it started
-    /// on an empty store): creates add one, deletes take one away. Read without the lock.
+    /// Live keys, when the hub knows how many there were at its start (the backend counted
+    /// them, or it started on an empty store): creates add one, deletes take one away. Read
+    /// without the lock.
     live: Option<AtomicUsize>,
-}
-
-/// The current value of one key.
-#[derive(Debug)]
-struct Current {
-    value: Bytes,
-    create_revision: Revision,
-    mod_revision: Revision,
 }
 
 #[derive(Debug)]
@@ -315,16 +303,14 @@ struct Ring {
     /// The revision of the newest published write.
     head: Revision,
     closed: bool,
-    /// Every live key as of `head`, when the backend keeps the state here.
-    state: Option<BTreeMap<String, Current>>,
 }
 
 impl WatchHub {
     /// An empty hub for a store currently at `revision`; its ring is bounded by `window`'s
     /// [`watch_window`](HistoryOptions::watch_window) events (at least 1) and
-    /// [`watch_window_bytes`](HistoryOptions::watch_window_bytes) bytes, and it keeps no
-    /// state. For a store never written to (`revision` at most [`INITIAL_REVISION`]) it counts
-    /// the live keys ([`WatchHub::live_keys`]) from the writes it is given.
+    /// [`watch_window_bytes`](HistoryOptions::watch_window_bytes) bytes. It knows how many
+    /// keys are live ([`WatchHub::live_keys`]) only for a store never written to (`revision`
+    /// at most [`INITIAL_REVISION`]), counting from the writes it is given.
     pub fn new(window: &HistoryOptions, revision: Revision) -> Arc<Self> {
         Self::build(window, revision, revision, Vec::new(), None)
     }
@@ -332,32 +318,18 @@ impl WatchHub {
     /// A hub preloaded with `history` (events in increasing revision order, complete after
     /// `floor`: every write with a revision above `floor` is in it) for a store at `revision`
     /// (the newest event's, or later when the newest writes left no event, as on a new store at
-    /// [`INITIAL_REVISION`](super::INITIAL_REVISION)), keeping the current state, starting
-    /// from `current`: every live key at `revision`. Used by persistent backends on start so
-    /// watches from revisions before a restart still replay, and from then on
-    /// [`WatchHub::list`] and [`WatchHub::get`] answer from memory. Only the newest events
-    /// within `window`'s bounds are kept.
-    pub fn with_state(
+    /// [`INITIAL_REVISION`](super::INITIAL_REVISION)) that holds `live` keys (`None`: unknown,
+    /// then [`WatchHub::live_keys`] is `None`). Used by persistent backends on start so
+    /// watches from revisions before a restart still replay. Only the newest events within
+    /// `window`'s bounds are kept.
+    pub fn preloaded(
         window: &HistoryOptions,
         floor: Revision,
         revision: Revision,
         history: Vec<WatchEvent>,
-        current: impl IntoIterator<Item = KeyValue>,
+        live: Option<usize>,
     ) -> Arc<Self> {
-        let state = current
-            .into_iter()
-            .map(|kv| {
-                (
-                    kv.key,
-                    Current {
-                        value: kv.value,
-                        create_revision: kv.create_revision,
-                        mod_revision: kv.mod_revision,
-                    },
-                )
-            })
-            .collect();
-        Self::build(window, floor, revision, history, Some(state))
+        Self::build(window, floor, revision, history, live)
     }
 
     fn build(
@@ -365,7 +337,7 @@ impl WatchHub {
         floor: Revision,
         revision: Revision,
         history: Vec<WatchEvent>,
-        state: Option<BTreeMap<String, Current>>,
+        live: Option<usize>,
     ) -> Arc<Self> {
         let capacity = window.watch_window.max(1);
         let head = history
@@ -373,8 +345,8 @@ impl WatchHub {
             .map_or(floor, WatchEvent::revision)
             .max(revision);
         let (signal, _) = watch::channel(head);
-        let live = match &state {
-            Some(state) => Some(AtomicUsize::new(state.len())),
+        let live = match live {
+            Some(n) => Some(AtomicUsize::new(n)),
             // A store that has never been written to has no keys yet.
             None if revision <= INITIAL_REVISION => Some(AtomicUsize::new(0)),
             None => None,
@@ -386,7 +358,6 @@ impl WatchHub {
                     floor,
                     head,
                     closed: false,
-                    state,
                 }),
                 signal,
                 capacity,
@@ -419,8 +390,7 @@ impl WatchHub {
     /// The bytes the ring holds: for each event its keys, values (a `Put`'s previous value
     /// included) and a fixed overhead ([`CachedEvent::size_of`]), plus every encoding of it
     /// made while it was in the ring. At most [`WatchHub::max_bytes`], or the size of the
-    /// newest event when that alone is larger. The current state ([`WatchHub::get`]) is not
-    /// counted: it is the live data, bounded by the registry.
+    /// newest event when that alone is larger.
     pub fn bytes(&self) -> usize {
         usize::try_from(self.bytes.get()).unwrap_or(0)
     }
@@ -455,14 +425,14 @@ impl WatchHub {
         self.watchers.load(Ordering::Relaxed)
     }
 
-    /// How many keys are live after the newest published write; `None` when this hub has not
-    /// seen them all (it keeps no state and did not start on an empty store). No lock.
+    /// How many keys are live after the newest published write; `None` when this hub does not
+    /// know (it was not given a count and did not start on an empty store). No lock.
     pub fn live_keys(&self) -> Option<usize> {
         self.live.as_ref().map(|n| n.load(Ordering::Relaxed))
     }
 
-    /// Appends committed events (increasing revisions, each above the current head), applies
-    /// them to the state, and wakes the watchers. Events at or below the head are ignored (they
+    /// Appends committed events (increasing revisions, each above the current head), counts
+    /// their creates and deletes, and wakes the watchers. Events at or below the head are ignored (they
     /// were already published).
     pub fn publish(&self, events: impl IntoIterator<Item = WatchEvent>) {
         let head = {
@@ -476,26 +446,17 @@ impl WatchHub {
                         WatchEvent::Put { prev: Some(_), .. } => 0,
                         WatchEvent::Delete { .. } => -1,
                     };
-                    if let Some(state) = &mut ring.state {
-                        apply(state, &ev);
-                    }
                     self.push(&mut ring, ev);
                 }
             }
             // Under the write lock, so updates never interleave.
             if let Some(live) = &self.live {
-                let n = match &ring.state {
-                    Some(state) => state.len(),
-                    None => {
-                        let before = live.load(Ordering::Relaxed);
-                        debug_assert!(
-                            before.checked_add_signed(live_delta).is_some(),
-                            "more deletes than live keys: {before} {live_delta:+}"
-                        );
-                        before.saturating_add_signed(live_delta)
-                    }
-                };
-                live.store(n, Ordering::Relaxed);
+                let before = live.load(Ordering::Relaxed);
+                debug_assert!(
+                    before.checked_add_signed(live_delta).is_some(),
+                    "more deletes than live keys: {before} {live_delta:+}"
+                );
+                live.store(before.saturating_add_signed(live_delta), Ordering::Relaxed);
             }
             ring.head
         };
@@ -503,7 +464,7 @@ impl WatchHub {
     }
 
     /// Forgets every event at or before `revision`; watches from such revisions become
-    /// `Expired` (what etcd does after a compaction). The current state is kept.
+    /// `Expired` (what etcd does after a compaction).
     pub fn compact(&self, revision: Revision) {
         let mut ring = self.write();
         let revision = revision.min(ring.head);
@@ -558,70 +519,6 @@ impl WatchHub {
     pub fn close(&self) {
         self.write().closed = true;
         self.signal.send_modify(|_| {});
-    }
-
-    /// The current value of `key`: `None` when this hub keeps no state (ask the backend),
-    /// else `Some` of what a linearizable get answers.
-    pub fn get(&self, key: &str) -> Option<Option<KeyValue>> {
-        let ring = self.read();
-        let state = ring.state.as_ref()?;
-        Some(state.get(key).map(|c| c.to_kv(key)))
-    }
-
-    /// Whether `key` is live: `None` when this hub keeps no state.
-    pub fn contains(&self, key: &str) -> Option<bool> {
-        let ring = self.read();
-        Some(ring.state.as_ref()?.contains_key(key))
-    }
-
-    /// A list answered from memory: at the newest revision from the current state, at an
-    /// older revision still in the ring from the current state and the ring's events after
-    /// it (each key written since keeps its state before its first later write). `None` when
-    /// this hub keeps no state or the revision is outside `[floor, head]` (ask the backend).
-    /// Same result as the backend's list at that revision; the caller checks the backend's
-    /// own compaction first.
-    pub fn list(&self, prefix: &str, opts: &ListOptions) -> Option<ListResult> {
-        let ring = self.read();
-        let state = ring.state.as_ref()?;
-        let at = opts.at_revision.unwrap_or(ring.head);
-        if at > ring.head || at < ring.floor {
-            return None;
-        }
-        let lower = match opts.start_after.as_deref() {
-            Some(s) if s >= prefix => Bound::Excluded(s),
-            _ => Bound::Included(prefix),
-        };
-        let end = prefix_end(prefix);
-        let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-        let bounds = (lower, upper);
-        let limit = opts.limit.filter(|&l| l > 0).unwrap_or(usize::MAX);
-        let current = state.range::<str, _>(bounds);
-        let (items, more) = if at == ring.head {
-            take(current.map(|(k, c)| c.to_kv(k)), limit)
-        } else {
-            // The state at `at` of the keys written after it.
-            let start = ring.events.partition_point(|e| e.revision() <= at);
-            let mut before: BTreeMap<&str, Option<&KeyValue>> = BTreeMap::new();
-            for ev in ring.events.range(start..) {
-                let key = ev.event().key();
-                if RangeBounds::<str>::contains(&bounds, key) {
-                    before.entry(key).or_insert_with(|| match &**ev.event() {
-                        WatchEvent::Put { prev, .. } => prev.as_ref(),
-                        WatchEvent::Delete { prev, .. } => Some(prev),
-                    });
-                }
-            }
-            let unchanged = current
-                .filter(|(k, _)| !before.contains_key(k.as_str()))
-                .map(|(k, c)| c.to_kv(k));
-            let changed = before.values().filter_map(|kv| kv.cloned());
-            take(merge_by_key(unchanged, changed), limit)
-        };
-        Some(ListResult {
-            items,
-            revision: at,
-            more,
-        })
     }
 
     /// A stream of the events under `prefix` with revisions above `after`. `Expired` at once
@@ -682,58 +579,6 @@ impl WatchHub {
 
     fn write(&self) -> RwLockWriteGuard<'_, Ring> {
         self.ring.write().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-/// The first `limit` items, and whether more follow.
-fn take(mut items: impl Iterator<Item = KeyValue>, limit: usize) -> (Vec<KeyValue>, bool) {
-    let page: Vec<KeyValue> = items.by_ref().take(limit).collect();
-    let more = page.len() == limit && items.next().is_some();
-    (page, more)
-}
-
-/// Merges two key-ordered iterators with disjoint keys into one key-ordered iterator.
-fn merge_by_key(
-    a: impl Iterator<Item = KeyValue>,
-    b: impl Iterator<Item = KeyValue>,
-) -> impl Iterator<Item = KeyValue> {
-    let mut a = a.peekable();
-    let mut b = b.peekable();
-    std::iter::from_fn(move || match (a.peek(), b.peek()) {
-        (Some(x), Some(y)) if x.key < y.key => a.next(),
-        (Some(_), Some(_)) => b.next(),
-        (Some(_), None) => a.next(),
-        (None, _) => b.next(),
-    })
-}
-
-impl Current {
-    fn to_kv(&self, key: &str) -> KeyValue {
-        KeyValue {
-            key: key.to_owned(),
-            value: self.value.clone(),
-            create_revision: self.create_revision,
-            mod_revision: self.mod_revision,
-        }
-    }
-}
-
-/// Applies one committed event to the state.
-fn apply(state: &mut BTreeMap<String, Current>, ev: &WatchEvent) {
-    match ev {
-        WatchEvent::Put { kv, .. } => {
-            let cur = Current {
-                value: kv.value.clone(),
-                create_revision: kv.create_revision,
-                mod_revision: kv.mod_revision,
-            };
-            // One search: most writes are creates of new keys, and for the others the copied
-            // key is dropped, which costs less than a second walk down the tree.
-            state.insert(kv.key.clone(), cur);
-        }
-        WatchEvent::Delete { prev, .. } => {
-            state.remove(prev.key.as_str());
-        }
     }
 }
 
@@ -1015,14 +860,13 @@ mod tests {
     }
 
     #[test]
-    fn a_hub_with_state_counts_its_keys_and_one_without_knows_it_cannot() {
-        let hub =
-            WatchHub::with_state(&window(8), 3, 3, Vec::new(), [kv("a", 2, 2), kv("b", 3, 3)]);
+    fn a_hub_given_a_count_keeps_it_and_one_without_knows_it_cannot() {
+        let hub = WatchHub::preloaded(&window(8), 3, 3, Vec::new(), Some(2));
         assert_eq!(hub.live_keys(), Some(2));
         hub.publish([put("c", 4, 4), delete("a", 5, 2), put("b", 6, 3)]);
         assert_eq!(hub.live_keys(), Some(2));
 
-        // A hub started on a store written to before, without its state, cannot know how
+        // A hub started on a store written to before, without a count, cannot know how
         // many keys there are.
         assert_eq!(WatchHub::new(&window(8), 10).live_keys(), None);
     }

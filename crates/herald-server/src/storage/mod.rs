@@ -6,8 +6,9 @@
 //! - [`MemoryBackend`]: a `BTreeMap` of versions plus a revision log; for tests and
 //!   `--store memory`.
 //! - [`SqliteBackend`]: the embedded default. WAL mode, `synchronous=FULL`, group commit by a
-//!   dedicated writer thread, a small pool of read connections, an indexed TTL column with a
-//!   sweeper, and a compacted history log.
+//!   dedicated writer thread, a small pool of read connections, a compacted history log
+//!   indexed by key and by [index terms](index), and an indexed TTL column with a sweeper.
+//!   The state lives on disk; memory does not grow with the number of stored events.
 //!
 //! Both publish every committed write to a shared [`WatchHub`], the bounded in-memory ring that
 //! serves watches (replay from a revision and live delivery).
@@ -66,6 +67,7 @@
 mod backend;
 mod error;
 mod hub;
+pub mod index;
 mod memory;
 mod options;
 mod sqlite;
@@ -75,6 +77,7 @@ mod types;
 pub use backend::Backend;
 pub use error::{Result, StorageError};
 pub use hub::{CachedEvent, CachedWatchStream, ENCODINGS, WatchHub, WatchProgress};
+pub use index::{INDEX_SLOTS, IndexQuery, IndexValues};
 pub use memory::MemoryBackend;
 pub use options::{DEFAULT_HISTORY_BYTES, HistoryOptions, SqliteOptions};
 pub use sqlite::{CommitMetrics, DataDirLock, LOCK_FILE, RESERVE_FILE, RETRY_READY, SqliteBackend};

@@ -85,9 +85,14 @@ pub struct SqliteOptions {
     /// more than the merged fsyncs save (measured with `herald bench` on 2 cores). Worth
     /// turning on where fsyncs are slow and CPU is spare.
     pub max_linger: Duration,
-    /// Read-only connections serving the lists the watch cache cannot answer (default 4).
-    /// More concurrent reads than this wait for a free connection.
+    /// Read-only connections serving gets and lists (default 4). More concurrent reads than
+    /// this wait for a free connection.
     pub read_connections: usize,
+    /// SQLite's page cache of the writer's connection (default 64 MiB); each read connection
+    /// has a quarter of it. With the watch cache's bytes and the write queue, this is what the
+    /// store's memory is made of, whatever the number of stored events: a larger cache saves
+    /// reads of index pages from the OS page cache, nothing more.
+    pub page_cache_bytes: usize,
     /// Expired keys deleted per transaction by a TTL sweep (default 1,000); a sweep runs
     /// transactions until nothing due is left, so writers interleave with a large expiry.
     pub sweep_batch: usize,
@@ -111,6 +116,7 @@ impl Default for SqliteOptions {
             max_batch: 2_048,
             max_linger: Duration::ZERO,
             read_connections: 4,
+            page_cache_bytes: 64 << 20,
             sweep_batch: 1_000,
             reserve_bytes: 32 << 20,
             max_db_bytes: None,

@@ -102,6 +102,10 @@ pub struct ListOptions {
     /// retained history is [`StorageError::Expired`]; one newer than the store is
     /// [`StorageError::FutureRevision`].
     pub at_revision: Option<Revision>,
+    /// Only keys whose write put this value in this index slot, for backends that keep
+    /// indexes (others ignore it): a narrowing, not a filter the caller can rely on alone (see
+    /// [`index`](super::index)). Paging works as without it, over the narrowed keys.
+    pub index: Option<super::IndexQuery>,
 }
 
 /// The stream a watch returns: events strictly after the requested revision, in order.

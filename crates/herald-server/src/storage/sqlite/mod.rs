@@ -25,8 +25,8 @@ use tokio::sync::{mpsc, oneshot};
 use self::read::ReadPool;
 use self::writer::{Counters, Op, Reply, Request, Writer};
 use super::{
-    Backend, CachedWatchStream, Deleted, KeyValue, ListOptions, ListResult, Result, Revision,
-    SqliteOptions, StorageError, WatchHub, WatchStream,
+    Backend, CachedWatchStream, Deleted, IndexValues, KeyValue, ListOptions, ListResult, Result,
+    Revision, SqliteOptions, StorageError, WatchHub, WatchStream,
 };
 
 /// The file name of the database inside the data directory.
@@ -47,13 +47,13 @@ pub const DB_FILE: &str = "herald.db";
 ///   commit path.
 /// - **Version log**: every write appends a row (see the `schema` module), so a group commit of
 ///   many creates writes a few pages, not one B-tree leaf per key.
-/// - **Watch cache**: the [`WatchHub`] holds the recent events *and* every live key (loaded on
-///   open, updated by each commit before it is acknowledged): gets, lists at any revision
-///   inside its ring, and watches are answered from memory, and the writer finds the current
-///   version of a key there.
-/// - **Reads** the cache cannot answer (lists at revisions older than its ring) scan the log
-///   on [`SqliteOptions::read_connections`] read-only connections on tokio's blocking pool, so
-///   they never block writes.
+/// - **State on disk**: gets and lists read the database (the key index, or a term index for
+///   a list with an [`IndexQuery`](crate::storage::IndexQuery)) on
+///   [`SqliteOptions::read_connections`] read-only connections on tokio's blocking pool, so
+///   they never block writes; the writer finds a key's current version with one index seek.
+///   Memory holds the watch cache ([`WatchHub`]: the recent events, bounded), SQLite's page
+///   caches ([`SqliteOptions::page_cache_bytes`]) and the write queue, whatever the number of
+///   stored events; opening reads only the watch cache's window.
 /// - **Revisions** live in the database with the data, so they continue after a restart.
 /// - **TTL**: an indexed `expires_at` column (milliseconds on the injected clock);
 ///   [`Backend::expire_due`] deletes what is due in batches of [`SqliteOptions::sweep_batch`],
@@ -63,9 +63,8 @@ pub const DB_FILE: &str = "herald.db";
 ///   [`HistoryOptions::keep_revisions`](crate::storage::HistoryOptions) revisions, for lists at
 ///   older revisions; the watch ring
 ///   ([`HistoryOptions::watch_window`](crate::storage::HistoryOptions) events and
-///   [`HistoryOptions::watch_window_bytes`](crate::storage::HistoryOptions) bytes) and the current
-///   state are reloaded from the log on open, so watches from revisions before a restart still
-///   replay.
+///   [`HistoryOptions::watch_window_bytes`](crate::storage::HistoryOptions) bytes) is reloaded
+///   from the log on open, so watches from revisions before a restart still replay.
 ///
 /// - **One writer process**: opening takes the data directory's [`DataDirLock`]; a second
 ///   open (from any process) fails with [`StorageError::Locked`] until the first is dropped
@@ -78,6 +77,8 @@ pub struct SqliteBackend {
     writer: Option<JoinHandle<()>>,
     checkpointer: Option<JoinHandle<()>>,
     readers: Arc<ReadPool>,
+    /// Whether index queries can be used (see `read::Indexed`).
+    indexed: Arc<read::Indexed>,
     hub: Arc<WatchHub>,
     counters: Arc<Counters>,
     failure: LastFailure,
@@ -107,7 +108,7 @@ impl SqliteBackend {
         let path = dir.join(DB_FILE);
         files::create_file(&path)
             .map_err(|e| StorageError::Backend(format!("cannot create {}: {e}", path.display())))?;
-        let conn = schema::open_writer(&path)?;
+        let conn = schema::open_writer(&path, opts.page_cache_bytes)?;
         let counters = Arc::new(Counters::default());
         counters
             .revision
@@ -120,14 +121,20 @@ impl SqliteBackend {
             opts.history.watch_window.max(1),
             opts.history.watch_window_bytes,
         )?;
-        let hub = WatchHub::with_state(
+        let live = usize::try_from(schema::meta(&conn, "live")?).ok();
+        let hub = WatchHub::preloaded(
             &opts.history,
             floor,
             counters.revision.load(Ordering::Acquire),
             history,
-            schema::current_state(&conn)?,
+            live,
         );
-        let readers = Arc::new(ReadPool::new(path.clone(), opts.read_connections)?);
+        let shrinks = conn.query_row("PRAGMA auto_vacuum", [], |r| r.get::<_, i64>(0))? == 2;
+        let readers = Arc::new(ReadPool::new(
+            path.clone(),
+            opts.read_connections,
+            opts.page_cache_bytes / 4,
+        )?);
         let (tx, rx) = mpsc::channel(opts.queue_capacity.max(1));
         let commit_metrics = CommitMetrics::default();
         let space = space::Space::open(dir, &conn, &opts)?;
@@ -149,6 +156,7 @@ impl SqliteBackend {
             commits: 0,
             metrics: commit_metrics.clone(),
             space,
+            shrinks,
         };
         let writer = std::thread::Builder::new()
             .name("herald-sqlite-writer".into())
@@ -161,6 +169,7 @@ impl SqliteBackend {
             writer: Some(writer),
             checkpointer: Some(checkpointer),
             readers,
+            indexed: Arc::default(),
             hub,
             counters,
             failure: LastFailure::default(),
@@ -277,9 +286,20 @@ impl Backend for SqliteBackend {
         value: Bytes,
         ttl: Option<Duration>,
     ) -> BoxFuture<'a, Result<KeyValue>> {
+        self.create_indexed(key, value, IndexValues::default(), ttl)
+    }
+
+    fn create_indexed<'a>(
+        &'a self,
+        key: &'a str,
+        value: Bytes,
+        index: IndexValues,
+        ttl: Option<Duration>,
+    ) -> BoxFuture<'a, Result<KeyValue>> {
         let op = Op::Create {
             key: key.to_owned(),
             value,
+            terms: index.terms(),
             expires_at: self.expiry_of(ttl),
         };
         self.write_kv(op).boxed()
@@ -292,10 +312,22 @@ impl Backend for SqliteBackend {
         expected: Option<Revision>,
         ttl: Option<Duration>,
     ) -> BoxFuture<'a, Result<KeyValue>> {
+        self.update_indexed(key, value, expected, IndexValues::default(), ttl)
+    }
+
+    fn update_indexed<'a>(
+        &'a self,
+        key: &'a str,
+        value: Bytes,
+        expected: Option<Revision>,
+        index: IndexValues,
+        ttl: Option<Duration>,
+    ) -> BoxFuture<'a, Result<KeyValue>> {
         let op = Op::Update {
             key: key.to_owned(),
             value,
             expected,
+            terms: index.terms(),
             expires_at: self.expiry_of(ttl),
         };
         self.write_kv(op).boxed()
@@ -322,9 +354,8 @@ impl Backend for SqliteBackend {
     }
 
     fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<KeyValue>>> {
-        // The watch cache holds every live key (loaded on open, updated before each ack).
-        let kv = self.hub.get(key).flatten();
-        std::future::ready(Ok(kv)).boxed()
+        let key = key.to_owned();
+        self.readers.with(move |c| read::get(c, &key)).boxed()
     }
 
     fn list<'a>(&'a self, prefix: &'a str, opts: ListOptions) -> BoxFuture<'a, Result<ListResult>> {
@@ -336,12 +367,10 @@ impl Backend for SqliteBackend {
             }))
             .boxed();
         }
-        if let Some(page) = self.hub.list(prefix, &opts) {
-            return std::future::ready(Ok(page)).boxed();
-        }
         let prefix = prefix.to_owned();
+        let indexed = Arc::clone(&self.indexed);
         self.readers
-            .with(move |c| read::list(c, &prefix, &opts))
+            .with(move |c| read::list(c, &prefix, &opts, &indexed))
             .boxed()
     }
 

@@ -1,30 +1,44 @@
 //! The SQLite schema, connection settings and start-up state.
 //!
-//! The database is a log of versions, written append-only:
+//! The database is a log of versions, written append-only, with indexes by key and by the
+//! values of [index slots](crate::storage::IndexQuery):
 //!
 //! - `versions`: one row per write, keyed by its revision: the key, the new value (`NULL` for a
 //!   deletion), the key's create revision, the revision of the version it replaced
-//!   (`prev_rev`), its TTL deadline, and `next_rev`, the revision of the write that replaced it
-//!   (`NULL` while it is the key's current version; a deletion row is replaced by itself).
+//!   (`prev_rev`), its TTL deadline, `next_rev`, the revision of the write that replaced it
+//!   (`NULL` while it is the key's current version; a deletion row is replaced by itself), and
+//!   `t0`…`t5`, the [terms](crate::storage::index::term) of the write's index values.
 //!   The current state is the rows whose `next_rev` is `NULL`; the state at an older revision
-//!   `R` is the rows with `rev <= R` that had not been replaced by then.
+//!   `R` is the rows with `rev <= R` that had not been replaced by then (`next_rev > R`; a
+//!   deletion row never qualifies, its `next_rev` is its own `rev`).
+//! - `versions_key` (`key, next_rev`): a key's current version (`next_rev IS NULL`) in one
+//!   seek, and every list in key order at any retained revision, filtered in the index (the
+//!   row is read only for the items returned);
+//! - `versions_t0`…`versions_t5`: the versions holding a term in a slot, so a list with an
+//!   index query reads only those (then sorts them by key);
 //! - `versions_expiry`: the current versions with a TTL, by deadline (the TTL sweep);
 //! - `versions_replaced`: the replaced versions, by `next_rev` (compaction deletes the rows
 //!   replaced at or before its revision: no read at or after it can see them);
-//! - `meta`: the compacted revision, written in the same transaction as the compaction, and a
+//! - `meta`: the compacted revision, written in the same transaction as the compaction; a
 //!   revision floor (`revision`: 1 on a new store; stores written before the floor existed
-//!   kept their current revision there). The current revision itself is never written: every
-//!   revision is a row of `versions`, and a row is only ever deleted by a compaction at or
-//!   after its revision, so the current revision is the largest of the newest row's `rev`, the
-//!   compacted revision and that floor ([`revision`]); a commit thus writes no page of `meta`.
+//!   kept their current revision there); `live`, the number of live keys, written by each
+//!   commit that changes it; `indexed_from`, the first revision written with index terms (a
+//!   store upgraded from schema 2 has versions without them, see `read`). The current
+//!   revision itself is never written: every revision is a row of `versions`, and a row is
+//!   only ever deleted by a compaction at or after its revision, so the current revision is
+//!   the largest of the newest row's `rev`, the compacted revision and that floor
+//!   ([`revision`]).
 //!
 //! **Why a log.** A create appends one row at the end of `versions` (and one entry at the end
-//! of `versions_expiry`, deadlines grow with time): a group commit of many creates writes a few
-//! new pages instead of one random B-tree leaf (and its splits) per key, which is what bounded
-//! the old key-ordered table. There is no index by key: the writer finds a key's current
-//! version in the watch cache, which holds the whole current state and is updated by every
-//! commit; lists at the newest revision are served from there too. A list at an older revision
-//! that the cache cannot answer scans the log (see `read`).
+//! of `versions_expiry`, deadlines grow with time); only the key index and the index of a
+//! slot with many distinct values (an object's name, its uid) take an entry at a random
+//! place. Nothing of the state is held in memory: a store of any size opens in the time it
+//! takes to read the watch cache's window of recent writes.
+//!
+//! **File size.** A new database uses `auto_vacuum=INCREMENTAL`: pages freed by expiries and
+//! compactions are reused by later writes, and when many are free at once (after a storm has
+//! expired) the writer gives them back to the file system (`writer`). Databases created
+//! before that keep SQLite's default (no shrinking; free pages are still reused).
 
 use std::path::Path;
 use std::time::Duration;
@@ -35,8 +49,9 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use crate::storage::{CachedEvent, KeyValue, Result, Revision, StorageError, WatchEvent};
 
 /// The schema version this code writes (`meta.schema`); version 1 (no entry) had a
-/// key-ordered `kv` table and a `log` of previous values, and is migrated on open.
-const SCHEMA_VERSION: u64 = 2;
+/// key-ordered `kv` table and a `log` of previous values, version 2 the log without the key
+/// and term indexes; both are migrated on open.
+const SCHEMA_VERSION: u64 = 3;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta (
@@ -53,8 +68,16 @@ CREATE TABLE IF NOT EXISTS versions (
     create_rev INTEGER NOT NULL,
     prev_rev   INTEGER,
     expires_at INTEGER,
-    next_rev   INTEGER
+    next_rev   INTEGER,
+    t0 INTEGER, t1 INTEGER, t2 INTEGER, t3 INTEGER, t4 INTEGER, t5 INTEGER
 );
+CREATE INDEX IF NOT EXISTS versions_key ON versions(key, next_rev);
+CREATE INDEX IF NOT EXISTS versions_t0 ON versions(t0) WHERE t0 IS NOT NULL;
+CREATE INDEX IF NOT EXISTS versions_t1 ON versions(t1) WHERE t1 IS NOT NULL;
+CREATE INDEX IF NOT EXISTS versions_t2 ON versions(t2) WHERE t2 IS NOT NULL;
+CREATE INDEX IF NOT EXISTS versions_t3 ON versions(t3) WHERE t3 IS NOT NULL;
+CREATE INDEX IF NOT EXISTS versions_t4 ON versions(t4) WHERE t4 IS NOT NULL;
+CREATE INDEX IF NOT EXISTS versions_t5 ON versions(t5) WHERE t5 IS NOT NULL;
 CREATE INDEX IF NOT EXISTS versions_expiry ON versions(expires_at)
     WHERE next_rev IS NULL AND expires_at IS NOT NULL;
 CREATE INDEX IF NOT EXISTS versions_replaced ON versions(next_rev)
@@ -63,9 +86,9 @@ CREATE INDEX IF NOT EXISTS versions_replaced ON versions(next_rev)
 
 /// Opens (creating if needed) the writer connection: WAL, `synchronous=FULL` (a commit returns
 /// only once the WAL is fsynced), and the schema (migrating an older one).
-pub(super) fn open_writer(path: &Path) -> Result<Connection> {
+pub(super) fn open_writer(path: &Path, cache_bytes: usize) -> Result<Connection> {
     // Name the file: "file is not a database" alone does not say which file.
-    prepare_writer(path).map_err(|e| match e {
+    prepare_writer(path, cache_bytes).map_err(|e| match e {
         StorageError::Backend(cause) => {
             StorageError::Backend(format!("{}: {cause}", path.display()))
         }
@@ -73,9 +96,13 @@ pub(super) fn open_writer(path: &Path) -> Result<Connection> {
     })
 }
 
-fn prepare_writer(path: &Path) -> Result<Connection> {
+fn prepare_writer(path: &Path, cache_bytes: usize) -> Result<Connection> {
     let conn = Connection::open(path)?;
     conn.busy_timeout(Duration::from_secs(5))?;
+    if !has_table(&conn, "versions")? && !has_table(&conn, "kv")? {
+        // Only possible on a new database, before its first table and before WAL mode.
+        conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
+    }
     let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(StorageError::Backend(format!(
@@ -84,19 +111,64 @@ fn prepare_writer(path: &Path) -> Result<Connection> {
     }
     conn.execute_batch(
         "PRAGMA synchronous=FULL;
-         PRAGMA temp_store=MEMORY;
-         PRAGMA cache_size=-65536;",
+         PRAGMA temp_store=MEMORY;",
     )?;
+    set_cache(&conn, cache_bytes)?;
     // Checkpoints normally run on the checkpointer thread; this large automatic one in the
     // writer only bounds the WAL (~64 MiB) if the background ones fall behind.
     conn.pragma_update(None, "wal_autocheckpoint", 16_384)?;
     migrate_v1(&conn)?;
+    migrate_v2(&conn)?;
     conn.execute_batch(SCHEMA)?;
     conn.execute(
         "INSERT OR REPLACE INTO meta(name, value) VALUES ('schema', ?1)",
         [SCHEMA_VERSION],
     )?;
+    // Absent on a new store and after an upgrade: versions up to the newest one were written
+    // without terms, and nobody counted the live keys.
+    conn.execute(
+        "INSERT OR IGNORE INTO meta(name, value)
+         SELECT 'indexed_from', coalesce(max(rev) + 1, 0) FROM versions",
+        [],
+    )?;
+    conn.execute(
+        "INSERT OR IGNORE INTO meta(name, value)
+         SELECT 'live', count(*) FROM versions WHERE next_rev IS NULL AND value IS NOT NULL",
+        [],
+    )?;
     Ok(conn)
+}
+
+/// Whether the database has the table `name`.
+fn has_table(conn: &Connection, name: &str) -> Result<bool> {
+    Ok(conn
+        .query_row(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1",
+            [name],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some())
+}
+
+/// Adds the term columns to a version-2 log (its indexes are made by [`SCHEMA`]). The old
+/// versions have no terms: `meta.indexed_from` says which (see [`open_writer`]).
+fn migrate_v2(conn: &Connection) -> Result<()> {
+    if !has_table(conn, "versions")? || conn.prepare("SELECT t0 FROM versions LIMIT 0").is_ok() {
+        return Ok(());
+    }
+    tracing::info!("migrating the SQLite store to schema 3 (indexes by key and field)");
+    conn.execute_batch(
+        "BEGIN IMMEDIATE;
+         ALTER TABLE versions ADD COLUMN t0 INTEGER;
+         ALTER TABLE versions ADD COLUMN t1 INTEGER;
+         ALTER TABLE versions ADD COLUMN t2 INTEGER;
+         ALTER TABLE versions ADD COLUMN t3 INTEGER;
+         ALTER TABLE versions ADD COLUMN t4 INTEGER;
+         ALTER TABLE versions ADD COLUMN t5 INTEGER;
+         COMMIT;",
+    )?;
+    Ok(())
 }
 
 /// Turns a version-1 database (`kv` + `log`) into the version log: every live key becomes one
@@ -139,18 +211,25 @@ pub(super) fn open_checkpointer(path: &Path) -> Result<Connection> {
 }
 
 /// Opens a read-only connection to the same database (after [`open_writer`] created it).
-pub(super) fn open_reader(path: &Path) -> Result<Connection> {
+pub(super) fn open_reader(path: &Path, cache_bytes: usize) -> Result<Connection> {
     let conn = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
     conn.busy_timeout(Duration::from_secs(5))?;
-    // Memory-mapped reads: a list at an old revision scans the log, tens of MiB, and reading
-    // them through the page cache with one pread per page costs more than the query itself.
-    conn.execute_batch(
-        "PRAGMA temp_store=MEMORY; PRAGMA cache_size=-32768; PRAGMA mmap_size=1073741824;",
-    )?;
+    // No memory map: a full list of a large store would map (and count as resident) the
+    // whole file in every reader. Each reader's page cache is bounded instead.
+    conn.execute_batch("PRAGMA temp_store=MEMORY; PRAGMA mmap_size=0;")?;
+    set_cache(&conn, cache_bytes)?;
     Ok(conn)
+}
+
+/// Bounds the connection's page cache to `bytes` (at least 64 KiB).
+fn set_cache(conn: &Connection, bytes: usize) -> Result<()> {
+    // A negative cache_size is in KiB.
+    let kib = i64::try_from(bytes / 1024).unwrap_or(i64::MAX).max(64);
+    conn.pragma_update(None, "cache_size", -kib)?;
+    Ok(())
 }
 
 /// Reads a `meta` counter.
@@ -173,16 +252,6 @@ pub(super) fn revision(conn: &Connection) -> Result<Revision> {
         .unwrap_or(0)
         .max(meta(conn, "revision")?)
         .max(meta(conn, "compacted")?))
-}
-
-/// Every live key (the watch cache's starting state), in no particular order.
-pub(super) fn current_state(conn: &Connection) -> Result<Vec<KeyValue>> {
-    let mut stmt = conn.prepare(
-        "SELECT key, value, create_rev, rev FROM versions
-         WHERE next_rev IS NULL AND value IS NOT NULL",
-    )?;
-    let rows = stmt.query_map([], kv_from_row)?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
 /// A `KeyValue` from the columns `key, value, create_rev, rev`.

@@ -7,9 +7,8 @@
 //! waiting writers, so one fsync is shared by many writes.
 //!
 //! Each write appends a row to the version log (see `schema`); an update or delete also marks
-//! the version it replaces. The current version of a key comes from the watch cache (which
-//! every commit updates before it acknowledges) and, for keys already written earlier in the
-//! same batch, from the transaction itself.
+//! the version it replaces. The current version of a key comes from the key index (one seek)
+//! or, for keys already written earlier in the same batch, from the transaction itself.
 //!
 //! A rejected operation (exists, conflict, not found) writes nothing and does not disturb the
 //! others in its batch. A database error (I/O, disk full) rolls the whole batch back and every
@@ -27,22 +26,29 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use rusqlite::{CachedStatement, Connection, OptionalExtension as _, params};
 use tokio::sync::{mpsc, oneshot};
 
+use super::schema::kv_from_row;
 use super::space::{RELIEF_CHUNK, Space};
 use crate::storage::{
-    Deleted, HistoryOptions, KeyValue, Result, Revision, StorageError, WatchEvent, WatchHub,
+    Deleted, HistoryOptions, INDEX_SLOTS, KeyValue, Result, Revision, StorageError, WatchEvent,
+    WatchHub,
 };
+
+/// The index terms of one write, by slot (see [`crate::storage::index`]).
+pub(super) type Terms = [Option<i64>; INDEX_SLOTS];
 
 /// One write operation.
 pub(super) enum Op {
     Create {
         key: String,
         value: Bytes,
+        terms: Terms,
         expires_at: Option<i64>,
     },
     Update {
         key: String,
         value: Bytes,
         expected: Option<Revision>,
+        terms: Terms,
         expires_at: Option<i64>,
     },
     Delete {
@@ -120,7 +126,15 @@ pub(super) struct Writer {
     pub metrics: CommitMetrics,
     /// The reserve and the full state (see `space`).
     pub space: Space,
+    /// Whether the database gives free pages back (`auto_vacuum=INCREMENTAL`, see `schema`).
+    pub shrinks: bool,
 }
+
+/// Free pages the writer leaves alone (16 MiB of 4 KiB pages): churn reuses them.
+const KEEP_FREE_PAGES: u64 = 4096;
+
+/// The most free pages one shrink gives back (64 MiB): bounds the time it holds the writer.
+const SHRINK_STEP_PAGES: u64 = 16_384;
 
 /// How many commits pass between checkpoint requests to the checkpointer thread.
 const CHECKPOINT_EVERY: u64 = 32;
@@ -145,8 +159,10 @@ struct Txn {
     /// Set by an explicit compaction: the watch ring forgets the same history.
     hub_compact: Option<Revision>,
     /// The keys this transaction wrote, with their state after it (`None`: deleted); the
-    /// watch cache holds every other key's current state.
+    /// database holds every other key's current state.
     written: HashMap<String, Option<KeyValue>>,
+    /// Keys created minus keys deleted (for `meta.live`).
+    live_delta: i64,
 }
 
 impl Writer {
@@ -196,11 +212,50 @@ impl Writer {
                 expect = acked + rx.len();
                 self.commits += 1;
                 if self.commits.is_multiple_of(CHECKPOINT_EVERY) {
+                    self.shrink();
                     // Coalesces: if a checkpoint is already pending, this one is not needed.
                     let _ = self.checkpoint.try_send(());
                 }
             }
         });
+    }
+
+    /// Gives free pages back to the file system when more than a quarter of the file (and
+    /// more than [`KEEP_FREE_PAGES`]) is free — after a storm has expired, not under steady
+    /// churn, whose writes reuse the pages its expiries free — at most
+    /// [`SHRINK_STEP_PAGES`] per call, keeping [`KEEP_FREE_PAGES`] for reuse.
+    fn shrink(&self) {
+        if !self.shrinks || self.space.is_full() {
+            return;
+        }
+        let pages = |pragma: &str| -> rusqlite::Result<u64> {
+            self.conn
+                .query_row(&format!("PRAGMA {pragma}"), [], |r| r.get(0))
+        };
+        let (free, total) = match (pages("freelist_count"), pages("page_count")) {
+            (Ok(f), Ok(t)) => (f, t),
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::debug!(error = %e, "reading the free page count");
+                return;
+            }
+        };
+        if free <= KEEP_FREE_PAGES || free * 4 <= total {
+            return;
+        }
+        let give = (free - KEEP_FREE_PAGES).min(SHRINK_STEP_PAGES);
+        // The pragma frees one page per step: run it to the end.
+        let vacuum = || -> rusqlite::Result<()> {
+            let mut stmt = self
+                .conn
+                .prepare(&format!("PRAGMA incremental_vacuum({give})"))?;
+            let mut rows = stmt.query([])?;
+            while rows.next()?.is_some() {}
+            Ok(())
+        };
+        match vacuum() {
+            Ok(()) => tracing::debug!(pages = give, "gave free pages back to the file system"),
+            Err(e) => tracing::warn!(error = %e, "incremental vacuum failed"),
+        }
     }
 
     fn drain(&self, rx: &mut mpsc::Receiver<Request>, batch: &mut Vec<Request>) {
@@ -250,6 +305,7 @@ impl Writer {
             events: Vec::with_capacity(batch.len()),
             hub_compact: None,
             written: HashMap::with_capacity(batch.len()),
+            live_delta: 0,
         };
         match self.apply_all(batch, &mut txn, refuse_growth) {
             Ok(results) => {
@@ -327,6 +383,7 @@ impl Writer {
             events: Vec::new(),
             hub_compact: None,
             written: HashMap::new(),
+            live_delta: 0,
         };
         let target = target.unwrap_or(txn.revision);
         if target <= txn.compacted {
@@ -372,6 +429,11 @@ impl Writer {
         {
             self.compact(target, txn)?;
         }
+        if txn.live_delta != 0 {
+            self.conn
+                .prepare_cached("UPDATE meta SET value = value + ?1 WHERE name = 'live'")?
+                .execute([txn.live_delta])?;
+        }
         // No write of the revision counter: it is the newest row's (see `schema::revision`).
         self.conn.execute_batch("COMMIT")?;
         Ok(results)
@@ -389,21 +451,35 @@ impl Writer {
             Op::Create {
                 key,
                 value,
+                terms: t,
                 expires_at,
             } => {
-                if self.exists(key, txn) {
+                if self.exists(key, txn)? {
                     return Err(StorageError::AlreadyExists { key: key.clone() });
                 }
                 let rev = txn.revision + 1;
                 let insert = match insert_new {
                     Some(stmt) => stmt,
                     None => insert_new.insert(self.conn.prepare_cached(
-                        "INSERT INTO versions(rev, key, value, create_rev, prev_rev, expires_at)
-                         VALUES (?1, ?2, ?3, ?1, NULL, ?4)",
+                        "INSERT INTO versions(rev, key, value, create_rev, prev_rev, expires_at,
+                                              t0, t1, t2, t3, t4, t5)
+                         VALUES (?1, ?2, ?3, ?1, NULL, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
                     )?),
                 };
-                insert.execute(params![rev, key, &value[..], expires_at])?;
+                insert.execute(params![
+                    rev,
+                    key,
+                    &value[..],
+                    expires_at,
+                    t[0],
+                    t[1],
+                    t[2],
+                    t[3],
+                    t[4],
+                    t[5]
+                ])?;
                 txn.revision = rev;
+                txn.live_delta += 1;
                 let kv = KeyValue {
                     key: key.clone(),
                     value: value.clone(),
@@ -421,14 +497,16 @@ impl Writer {
                 key,
                 value,
                 expected,
+                terms: t,
                 expires_at,
             } => {
-                let prev = check(key, self.current(key, txn), *expected)?;
+                let prev = check(key, self.current(key, txn)?, *expected)?;
                 let rev = txn.revision + 1;
                 self.conn
                     .prepare_cached(
-                        "INSERT INTO versions(rev, key, value, create_rev, prev_rev, expires_at)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                        "INSERT INTO versions(rev, key, value, create_rev, prev_rev, expires_at,
+                                              t0, t1, t2, t3, t4, t5)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
                     )?
                     .execute(params![
                         rev,
@@ -436,7 +514,13 @@ impl Writer {
                         &value[..],
                         prev.create_revision,
                         prev.mod_revision,
-                        expires_at
+                        expires_at,
+                        t[0],
+                        t[1],
+                        t[2],
+                        t[3],
+                        t[4],
+                        t[5]
                     ])?;
                 self.replace(prev.mod_revision, rev)?;
                 txn.revision = rev;
@@ -454,7 +538,7 @@ impl Writer {
                 Ok(Reply::Kv(kv))
             }
             Op::Delete { key, expected } => {
-                let prev = check(key, self.current(key, txn), *expected)?;
+                let prev = check(key, self.current(key, txn)?, *expected)?;
                 Ok(Reply::Deleted(self.remove(prev, txn)?))
             }
             Op::Expire { now, limit } => {
@@ -471,7 +555,7 @@ impl Writer {
                 let mut n = 0;
                 for (rev, key) in due {
                     // Skips a version this batch already replaced.
-                    if let Some(prev) = self.current(&key, txn)
+                    if let Some(prev) = self.current(&key, txn)?
                         && prev.mod_revision == rev
                     {
                         self.remove(prev, txn)?;
@@ -506,6 +590,7 @@ impl Writer {
             ])?;
         self.replace(prev.mod_revision, rev)?;
         txn.revision = rev;
+        txn.live_delta -= 1;
         txn.written.insert(prev.key.clone(), None);
         txn.events.push(WatchEvent::Delete {
             prev: prev.clone(),
@@ -526,8 +611,8 @@ impl Writer {
             )?
             .execute(params![old, rev])?;
         if n != 1 {
-            // The watch cache and the database disagree: refuse the whole batch rather than
-            // write a history that does not add up.
+            // The key index and the log disagree: refuse the whole batch rather than write a
+            // history that does not add up.
             return Err(StorageError::Backend(format!(
                 "version {old} is not a current version in the database"
             )));
@@ -550,18 +635,34 @@ impl Writer {
         Ok(())
     }
 
-    /// The current version of `key`: as this transaction left it, else the watch cache's.
-    fn current(&self, key: &str, txn: &Txn) -> Option<KeyValue> {
+    /// The current version of `key`: as this transaction left it, else the database's.
+    fn current(&self, key: &str, txn: &Txn) -> Result<Option<KeyValue>> {
         match txn.written.get(key) {
-            Some(state) => state.clone(),
-            None => self.hub.get(key).flatten(),
+            Some(state) => Ok(state.clone()),
+            None => Ok(self
+                .conn
+                .prepare_cached(
+                    "SELECT key, value, create_rev, rev FROM versions INDEXED BY versions_key
+                     WHERE key = ?1 AND next_rev IS NULL",
+                )?
+                .query_row([key], kv_from_row)
+                .optional()?),
         }
     }
 
-    fn exists(&self, key: &str, txn: &Txn) -> bool {
+    /// Whether `key` is live (from the key index alone).
+    fn exists(&self, key: &str, txn: &Txn) -> Result<bool> {
         match txn.written.get(key) {
-            Some(state) => state.is_some(),
-            None => self.hub.contains(key).unwrap_or(false),
+            Some(state) => Ok(state.is_some()),
+            None => Ok(self
+                .conn
+                .prepare_cached(
+                    "SELECT 1 FROM versions INDEXED BY versions_key
+                     WHERE key = ?1 AND next_rev IS NULL",
+                )?
+                .query_row([key], |_| Ok(()))
+                .optional()?
+                .is_some()),
         }
     }
 }
