@@ -556,3 +556,64 @@ async fn a_watch_is_never_resumed_from_zero_it_relists() {
     token.cancel();
     task.await.unwrap();
 }
+
+/// A reflector over `lw` that starts from `rv` ([`Reflector::resume_from`]).
+fn start_resumed(
+    lw: &FakeLw,
+    rv: &str,
+) -> (
+    Indexer<ConfigMap>,
+    CancellationToken,
+    tokio::task::JoinHandle<()>,
+) {
+    let store: Indexer<ConfigMap> = Indexer::new();
+    let r = Reflector::new(Arc::new(lw.clone()), store.clone(), config()).resume_from(rv);
+    let want = if rv == "0" { "" } else { rv };
+    assert_eq!(r.last_sync_resource_version(), want);
+    let token = CancellationToken::new();
+    let task = tokio::spawn(r.run(token.clone()));
+    (store, token, task)
+}
+
+#[tokio::test(start_paused = true)]
+async fn resume_from_watches_first_without_listing() {
+    let lw = FakeLw::new();
+    lw.push_watch(vec![modified(cm("ns", "a", "31")), Step::Hang]);
+    let (store, token, task) = start_resumed(&lw, "30");
+    assert!(eventually(100, || store.len() == 1).await);
+    assert!(lw.lists().is_empty(), "{:?}", lw.lists());
+    let watches = lw.watches();
+    assert_eq!(watches.len(), 1);
+    assert_eq!(watches[0].resource_version, "30");
+    assert!(watches[0].allow_bookmarks);
+    assert_eq!(names(&store), vec!["a@31"]);
+    token.cancel();
+    task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn resume_from_a_gone_revision_relists_from_it() {
+    let lw = FakeLw::new();
+    lw.push_watch_err(expired());
+    lw.push_page(vec![cm("ns", "a", "40")], "45", None);
+    lw.push_watch(vec![Step::Hang]);
+    let (store, token, task) = start_resumed(&lw, "30");
+    assert!(eventually(1000, || lw.watches().len() == 2).await);
+    assert_eq!(lw.list_rvs(), vec!["30"]);
+    assert_eq!(names(&store), vec!["a@40"]);
+    assert_eq!(lw.watches()[1].resource_version, "45");
+    token.cancel();
+    task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn resume_from_nothing_lists_first() {
+    let lw = FakeLw::new();
+    lw.push_page(vec![cm("ns", "a", "1")], "5", None);
+    lw.push_watch(vec![Step::Hang]);
+    let (_, token, task) = start_resumed(&lw, "0");
+    assert!(eventually(100, || lw.watches().len() == 1).await);
+    assert_eq!(lw.list_rvs(), vec!["0"]);
+    token.cancel();
+    task.await.unwrap();
+}

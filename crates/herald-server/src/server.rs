@@ -123,6 +123,9 @@ pub struct ServerOptions {
     /// The clock of TTLs, creation timestamps, Table ages, admission's token buckets and
     /// audit events.
     pub clock: Arc<dyn Clock>,
+    /// Metrics of parts running beside the server (the `herald` binary's mirror), served at
+    /// `/metrics` with the server's own. Default: none.
+    pub extra_metrics: Vec<Arc<dyn prometheus_client::collector::Collector>>,
 }
 
 impl std::fmt::Debug for ServerOptions {
@@ -162,6 +165,7 @@ impl Default for ServerOptions {
             admission: AdmissionOptions::default(),
             audit: AuditOptions::default(),
             clock: Arc::new(SystemClock),
+            extra_metrics: Vec::new(),
         }
     }
 }
@@ -322,6 +326,9 @@ impl Server {
                 b
             }
         };
+        for c in &config.extra_metrics {
+            metrics = metrics.with_collector(c.clone());
+        }
         let metrics = Arc::new(metrics.with_metric(
             "storage_watch_cache_bytes",
             "Bytes held by the watch cache's window of recent events, encodings included \

@@ -4,6 +4,7 @@ use std::io::IsTerminal as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -25,6 +26,7 @@ mod for_object;
 mod get;
 mod interrupt;
 mod kubeconfig;
+mod mirror;
 mod serve_admission;
 mod serve_audit;
 mod serve_auth;
@@ -89,7 +91,7 @@ enum Command {
     /// Ctrl-C or SIGTERM stops it cleanly: open watches end, requests in flight finish, the
     /// store closes.
     #[command(
-        after_help = "Examples:\n  herald serve\n  herald serve --listen 127.0.0.1:7443 --data /var/lib/herald\n  herald serve --store memory --event-ttl 10m --write-kubeconfig herald.kubeconfig\n  herald serve --listen 0.0.0.0:6443 --tls-cert-file tls.crt --tls-private-key-file tls.key --client-ca-file ca.crt\n  herald serve --insecure-plain-http --store memory   # loopback only\n  herald serve --max-requests-inflight 800 --request-timeout 2m   # kube-apiserver's flags\n\nThen: herald kubeconfig > herald.kubeconfig && kubectl --kubeconfig herald.kubeconfig get events -A"
+        after_help = "Examples:\n  herald serve\n  herald serve --listen 127.0.0.1:7443 --data /var/lib/herald\n  herald serve --store memory --event-ttl 10m --write-kubeconfig herald.kubeconfig\n  herald serve --listen 0.0.0.0:6443 --tls-cert-file tls.crt --tls-private-key-file tls.key --client-ca-file ca.crt\n  herald serve --insecure-plain-http --store memory   # loopback only\n  herald serve --max-requests-inflight 800 --request-timeout 2m   # kube-apiserver's flags\n  herald serve --event-ttl 168h --mirror-kubeconfig ~/.kube/config --mirror-context prod   # keep a cluster's events a week\n\nThen: herald kubeconfig > herald.kubeconfig && kubectl --kubeconfig herald.kubeconfig get events -A"
     )]
     Serve(ServeArgs),
     /// Print a kubeconfig that points kubectl at a herald server.
@@ -211,6 +213,8 @@ struct ServeArgs {
     admission: serve_admission::AdmissionArgs,
     #[command(flatten)]
     audit: serve_audit::AuditArgs,
+    #[command(flatten)]
+    mirror: mirror::MirrorArgs,
     /// PEM file of the serving certificate (then any intermediates), instead of the one
     /// herald makes under --data (kube-apiserver's flag). Reloaded when the file changes.
     #[arg(long, value_name = "FILE", requires = "tls_private_key_file")]
@@ -398,6 +402,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let admission = args.admission.options()?;
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async move {
+        // A bad mirror kubeconfig or context fails the start, before the store opens.
+        let mirror = args.mirror.source().await?;
+        let mirror_metrics = Arc::new(mirror::metrics::MirrorMetrics::new());
         let store = match args.store {
             Store::Memory => StoreKind::Memory,
             Store::Sqlite => StoreKind::Sqlite {
@@ -439,6 +446,10 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             auth: args.auth.options(),
             admission,
             audit: args.audit.options(),
+            extra_metrics: match &mirror {
+                Some(_) => vec![mirror_metrics.clone() as Arc<dyn prometheus_client::collector::Collector>],
+                None => Vec::new(),
+            },
             ..ServerOptions::default()
         };
         let server = match Server::start(config).await {
@@ -501,6 +512,20 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         // banner is a courtesy, serving is the job.
         if let Err(e) = stdout::write(&banner) {
             tracing::debug!(error = %e, "cannot print the address to stdout");
+        }
+        if let Some(source) = mirror {
+            let data = match &store {
+                StoreKind::Sqlite { dir } => Some(dir.clone()),
+                StoreKind::Memory => None,
+            };
+            tracing::info!(source = %source.url(), "mirroring the events of another API server");
+            tokio::spawn(mirror::run(
+                source,
+                server.registry().clone(),
+                data,
+                mirror_metrics,
+                server.shutdown_token(),
+            ));
         }
         // SIGTERM too: it is what systemd, Kubernetes and `kill` send, and a clean stop ends
         // every watch with its last chunk rather than a reset connection.

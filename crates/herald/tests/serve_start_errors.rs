@@ -127,3 +127,41 @@ async fn a_bad_admission_config_is_one_line_naming_the_file_and_line() {
         r#"herald: unknown admission plugin "AlwaysPullImages" in --enable-admission-plugins: Herald supports EventRateLimit"#
     );
 }
+
+#[tokio::test]
+async fn a_bad_mirror_kubeconfig_or_context_is_one_line_naming_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let missing = dir.path().join("nope.kubeconfig");
+    let missing = missing.to_str().unwrap();
+    let line = refused_line(&["--mirror-kubeconfig", missing]).await;
+    assert!(
+        line.starts_with(&format!(
+            "herald: --mirror-kubeconfig {missing}: cannot read it: "
+        )),
+        "{line}"
+    );
+
+    let broken = dir.path().join("broken.kubeconfig");
+    std::fs::write(&broken, "clusters: [oops").unwrap();
+    let broken = broken.to_str().unwrap();
+    let line = refused_line(&["--mirror-kubeconfig", broken]).await;
+    assert!(
+        line.starts_with(&format!(
+            "herald: --mirror-kubeconfig {broken}: not a usable kubeconfig: "
+        )),
+        "{line}"
+    );
+
+    let good = dir.path().join("good.kubeconfig");
+    std::fs::write(
+        &good,
+        support::kubeconfig_for_url("http://127.0.0.1:1", &[]).await,
+    )
+    .unwrap();
+    let good = good.to_str().unwrap();
+    let line = refused_line(&["--mirror-kubeconfig", good, "--mirror-context", "elsewhere"]).await;
+    assert_eq!(
+        line,
+        format!("herald: --mirror-context elsewhere: no such context in the kubeconfig {good}")
+    );
+}

@@ -202,7 +202,18 @@ pub struct Reflector<K, L: ?Sized, S> {
     last_sync: ResourceVersionHandle,
     strategy: ListStrategy,
     backoff: Backoff,
+    start: Start,
     _k: std::marker::PhantomData<fn() -> K>,
+}
+
+/// How the reflector's first round begins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Start {
+    /// With a list (or streaming list), as client-go's.
+    List,
+    /// With a watch from the resourceVersion given to [`Reflector::resume_from`]; every
+    /// later round (after an error, a 410 included) lists.
+    Watch,
 }
 
 enum Step<T> {
@@ -372,6 +383,7 @@ where
             should_resync: None,
             on_error: None,
             last_sync: ResourceVersionHandle::default(),
+            start: Start::List,
             _k: std::marker::PhantomData,
         }
     }
@@ -388,6 +400,25 @@ where
     pub fn with_watch_error_handler(mut self, f: WatchErrorHandler) -> Self {
         self.on_error = Some(f);
         self
+    }
+
+    /// Starts with a watch from `resource_version` instead of a list: for a store that
+    /// already holds everything up to that resourceVersion (a copy persisted across a
+    /// restart), so that it receives exactly the changes after it, none twice, none missed.
+    /// If the server answers that watch with 410 `Expired` (its history no longer reaches
+    /// back so far) or "too large resource version", the reflector relists as after any
+    /// watch error ([`ReflectorStore::replace`] then brings the store up to date). An empty
+    /// `resource_version` or `"0"` (no real position) keeps the usual list-first start.
+    #[must_use]
+    pub fn resume_from(self, resource_version: &str) -> Self {
+        if resource_version.is_empty() || resource_version == "0" {
+            return self;
+        }
+        self.last_sync.set(resource_version);
+        Self {
+            start: Start::Watch,
+            ..self
+        }
     }
 
     /// A handle on the last synced resourceVersion.
@@ -427,6 +458,9 @@ where
     ) -> Result<(), ListWatchError> {
         if shutdown.is_cancelled() {
             return Ok(());
+        }
+        if std::mem::replace(&mut self.start, Start::List) == Start::Watch {
+            return self.watch_loop(None, shutdown).await;
         }
         let mut stream = None;
         let stream_first = matches!(self.strategy, ListStrategy::Stream { .. });

@@ -9,6 +9,7 @@ use std::sync::atomic::AtomicI64;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, header};
+use prometheus_client::collector::Collector;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -205,6 +206,15 @@ impl Metrics {
         self
     }
 
+    /// Adds `collector`, asked for its metrics at every scrape (their names get the
+    /// `herald_` prefix): how parts outside the server (the `herald` binary's mirror) serve
+    /// their metrics at `/metrics`.
+    pub fn with_collector(mut self, collector: Arc<dyn Collector>) -> Self {
+        self.registry
+            .register_collector(Box::new(SharedCollector(collector)));
+        self
+    }
+
     /// The Prometheus text exposition of every metric.
     pub fn encode(&self) -> String {
         let mut out = String::new();
@@ -212,6 +222,19 @@ impl Metrics {
             out.clear();
         }
         out
+    }
+}
+
+/// A collector shared with its owner, who keeps updating what it reports.
+#[derive(Debug)]
+struct SharedCollector(Arc<dyn Collector>);
+
+impl Collector for SharedCollector {
+    fn encode(
+        &self,
+        encoder: prometheus_client::encoding::DescriptorEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        self.0.encode(encoder)
     }
 }
 

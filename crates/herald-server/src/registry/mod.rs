@@ -67,6 +67,7 @@
 
 pub mod admission;
 pub mod continue_token;
+pub mod copy;
 pub mod errors;
 pub mod fieldmanager;
 pub mod index;
@@ -91,6 +92,7 @@ use crate::storage::{Backend, ListOptions, StorageError};
 pub use herald_wire::stored::Stored;
 pub use watch::{Change, ChangeKind, DecodedItem, EventWatch, WatchItem};
 
+pub use copy::CopyOutcome;
 pub use options::{DeleteParams, Filter, ListParams};
 pub use patch::PatchKind;
 

@@ -238,7 +238,7 @@ async fn insert(
 /// and `key` is taken (no wait would make that create succeed). Logs a warning when creates
 /// start being refused, and that there is room again only once the store is below 90 % of
 /// the bound, so a storm that refills each second's expiries does not log every second.
-async fn check_room(
+pub(super) async fn check_room(
     reg: &EventRegistry,
     r: Resource,
     key: &str,
