@@ -303,19 +303,25 @@ impl Occurrence {
         }
     }
 
-    /// The fields it merges on in the incoming queue; see [`identity`].
-    fn identity(&self) -> ([&str; 5], RefFields<'_>, RefFields<'_>) {
-        (
-            [
-                self.type_.as_str(),
-                self.field(ACTION),
-                self.field(REASON),
-                &self.reporter.controller,
-                &self.reporter.instance,
-            ],
-            self.ref_strs(REGARDING),
-            self.ref_strs(RELATED),
-        )
+    /// What the incoming queue merges on besides the type, reporter and annotations (the
+    /// fields of [`identity`], read from the packed text): the lengths of reason, action and
+    /// the fourteen reference fields, the bytes of reason and action, and the bytes of the
+    /// reference fields. Two occurrences have equal parts exactly when those fields are
+    /// equal one by one (the lengths split the bytes), absent reference fields counting as
+    /// empty.
+    fn identity_parts(&self) -> ([usize; 16], &[u8], &[u8]) {
+        let e = &self.ends;
+        let mut lens = [0; 16];
+        lens[0] = e[REASON];
+        lens[1] = e[ACTION].saturating_sub(e[REASON]);
+        for (i, len) in lens[2..].iter_mut().enumerate() {
+            let f = REGARDING + i;
+            *len = e[f].saturating_sub(e[f - 1]);
+        }
+        let b = self.text.as_bytes();
+        let head = b.get(..e[ACTION]).unwrap_or_default();
+        let refs = b.get(e[NAME]..e[FIELDS - 1]).unwrap_or_default();
+        (lens, head, refs)
     }
 }
 
@@ -372,14 +378,23 @@ fn identity(e: &Event) -> ([&str; 5], RefFields<'_>, RefFields<'_>) {
 impl Mergeable for Occurrence {
     fn identity_hash(&self, hasher: &DefaultHashBuilder) -> u64 {
         let mut h = hasher.build_hasher();
-        // `str`'s Hash writes a terminator, so the tuple of fields cannot be ambiguous.
-        self.identity().hash(&mut h);
+        // What `same_identity` compares; `[u8]` and `str` hash their length or a terminator,
+        // so the sequence cannot be ambiguous.
+        self.type_.hash(&mut h);
+        self.identity_parts().hash(&mut h);
+        self.reporter.controller.hash(&mut h);
+        self.reporter.instance.hash(&mut h);
         self.annotations.hash(&mut h);
         h.finish()
     }
 
+    /// [`identity`] of the two events and their annotations compared, without building
+    /// the events.
     fn same_identity(&self, other: &Self) -> bool {
-        self.identity() == other.identity() && self.annotations == other.annotations
+        self.type_ == other.type_
+            && self.identity_parts() == other.identity_parts()
+            && (Arc::ptr_eq(&self.reporter, &other.reporter) || self.reporter == other.reporter)
+            && self.annotations == other.annotations
     }
 
     fn absorb(&mut self, newer: Self) {
