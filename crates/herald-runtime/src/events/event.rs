@@ -91,7 +91,7 @@ pub(crate) struct OccurrenceSpec<'a> {
     pub action: &'a str,
 }
 
-/// The text fields of an occurrence, in the order [`Occurrence::text`] keeps them.
+/// The text fields of an occurrence, in the order `Occurrence::text` keeps them.
 const REASON: usize = 0;
 const ACTION: usize = 1;
 const NOTE: usize = 2;
@@ -212,7 +212,7 @@ impl Occurrence {
     }
 
     /// The seven fields of the regarding (`REGARDING`) or related (`RELATED`) reference,
-    /// absent ones empty (as [`ref_fields`] gives them).
+    /// absent ones empty.
     fn ref_strs(&self, first: usize) -> RefFields<'_> {
         std::array::from_fn(|i| self.field(first + i))
     }
@@ -270,7 +270,7 @@ impl Occurrence {
     /// related reference (empty fields when absent) — not the note, annotations or name.
     /// With `ignore_resource_version` the references' resourceVersion is left out (see
     /// [`SeriesOptions::ignore_resource_version`](super::SeriesOptions::ignore_resource_version)).
-    /// The same key as [`isomorphic_key`] of [`to_event`](Self::to_event).
+    /// The same key as the test rule `isomorphic_key` gives for [`to_event`](Self::to_event).
     pub(crate) fn isomorphic_key(&self, ignore_resource_version: bool, key: &mut KeyBuilder<'_>) {
         for part in [
             self.type_.as_str(),
@@ -304,11 +304,11 @@ impl Occurrence {
     }
 
     /// What the incoming queue merges on besides the type, reporter and annotations (the
-    /// fields of [`identity`], read from the packed text): the lengths of reason, action and
-    /// the fourteen reference fields, the bytes of reason and action, and the bytes of the
-    /// reference fields. Two occurrences have equal parts exactly when those fields are
-    /// equal one by one (the lengths split the bytes), absent reference fields counting as
-    /// empty.
+    /// fields of the test rule `identity`, read from the packed text): the lengths of
+    /// reason, action and the fourteen reference fields, the bytes of reason and action,
+    /// and the bytes of the reference fields. Two occurrences have equal parts exactly when
+    /// those fields are equal one by one (the lengths split the bytes), absent reference
+    /// fields counting as empty.
     fn identity_parts(&self) -> ([usize; 16], &[u8], &[u8]) {
         let e = &self.ends;
         let mut lens = [0; 16];
@@ -388,8 +388,8 @@ impl Mergeable for Occurrence {
         h.finish()
     }
 
-    /// [`identity`] of the two events and their annotations compared, without building
-    /// the events.
+    /// The test rule `identity` of the two events and their annotations compared, without
+    /// building the events.
     fn same_identity(&self, other: &Self) -> bool {
         self.type_ == other.type_
             && self.identity_parts() == other.identity_parts()
