@@ -45,11 +45,30 @@ fn is_label_shape(label: &str, max: usize) -> bool {
 /// assert!(herald_core::naming::is_dns1123_subdomain(&event_name("Test.POD", t)));
 /// ```
 pub fn event_name(object_name: &str, at: Timestamp) -> String {
-    let candidate = format!("{object_name}.{:x}", at.as_nanosecond());
-    if is_dns1123_subdomain(&candidate) {
-        candidate
-    } else {
-        uuid::Uuid::new_v4().to_string()
+    let mut name = String::new();
+    push_event_name(&mut name, object_name, at);
+    name
+}
+
+/// Appends [`event_name`]`(object_name, at)` to `out` (what was in `out` stays in front), for
+/// a caller that keeps the name in a buffer of its own instead of a `String` of its own.
+///
+/// ```
+/// use herald_core::naming::push_event_name;
+/// let t = jiff::Timestamp::from_nanosecond(105_999_103_295_324_396).unwrap();
+/// let mut buf = String::from("note|");
+/// push_event_name(&mut buf, "test-pod", t);
+/// assert_eq!(buf, "note|test-pod.178959f726d80ec");
+/// ```
+pub fn push_event_name(out: &mut String, object_name: &str, at: Timestamp) {
+    use std::fmt::Write as _;
+    let start = out.len();
+    // Writing to a String cannot fail.
+    let _ = write!(out, "{object_name}.{:x}", at.as_nanosecond());
+    if !is_dns1123_subdomain(&out[start..]) {
+        out.truncate(start);
+        let mut uuid = uuid::Uuid::encode_buffer();
+        out.push_str(uuid::Uuid::new_v4().hyphenated().encode_lower(&mut uuid));
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use k8s_openapi::api::events::v1::Event;
 use prometheus_client::registry::Registry;
 
-use super::event::Occurrence;
+use super::event::{Occurrence, Reporter};
 use super::recorder::{EventRecorder, RecorderInner, Target};
 use super::series::{SeriesLogic, SeriesOptions};
 use super::stats::{SeriesMetrics, SeriesStats};
@@ -80,8 +80,10 @@ impl EventBroadcaster {
     ) -> EventRecorder {
         EventRecorder::new(RecorderInner {
             target: Target::Pipeline(self.inner.pipeline.intake()),
-            reporting_controller: reporting_controller.into(),
-            reporting_instance: reporting_instance.into(),
+            reporter: Arc::new(Reporter {
+                controller: reporting_controller.into(),
+                instance: reporting_instance.into(),
+            }),
         })
     }
 
@@ -120,7 +122,8 @@ impl EventBroadcaster {
     }
 
     /// Calls `handler` for every occurrence recorded from now on, one at a time, in order
-    /// (occurrences the queue merged are seen once). After shutdown this returns a handle to a
+    /// (occurrences the queue merged are seen once), with the event of the occurrence
+    /// (without a series; built for the watcher). After shutdown this returns a handle to a
     /// watcher that never runs.
     pub fn start_event_watcher(
         &self,
@@ -128,7 +131,7 @@ impl EventBroadcaster {
     ) -> WatchHandle {
         self.inner
             .pipeline
-            .start_event_watcher(move |o: &Occurrence| handler(&o.event))
+            .start_event_watcher(move |o: &Occurrence| handler(&o.to_event()))
     }
 
     /// Logs every event through `tracing` (target `herald::event`, level INFO) with the

@@ -2,20 +2,24 @@
 //! isomorphic key that groups occurrences into a series.
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::hash::{BuildHasher, Hash, Hasher};
+use std::sync::Arc;
 
 use hashbrown::DefaultHashBuilder;
+use herald_core::naming::{event_namespace, push_event_name};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::{Event, EventSeries};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 
+use crate::record::EventType;
 use crate::record::correlator::KeyBuilder;
-use crate::record::event::new_event_meta;
 use crate::record::queue::Mergeable;
 use crate::record::writer::WritableEvent;
 
-/// Everything the recorder needs to build one event.
+/// Everything client-go's `makeEvent` builds one event from.
+#[cfg(test)]
 #[derive(Debug, Clone)]
 pub(crate) struct EventSpec<'a> {
     pub regarding: ObjectReference,
@@ -38,6 +42,7 @@ pub(crate) fn micro(t: Timestamp) -> Timestamp {
 /// regarding object (or `default`), name `<regarding name>.<hex name_nanos>` (a UUID when that
 /// is not a valid name), `eventTime` = `t` (MicroTime), no series, the reporting controller
 /// and instance, action, reason, regarding, related, note and type.
+#[cfg(test)]
 pub(crate) fn make_event(
     spec: EventSpec<'_>,
     reporting_controller: &str,
@@ -46,7 +51,12 @@ pub(crate) fn make_event(
     name_nanos: i128,
 ) -> Event {
     Event {
-        metadata: new_event_meta(&spec.regarding, spec.annotations, t, name_nanos),
+        metadata: crate::record::event::new_event_meta(
+            &spec.regarding,
+            spec.annotations,
+            t,
+            name_nanos,
+        ),
         event_time: Some(MicroTime(micro(t))),
         series: None,
         reporting_controller: Some(reporting_controller.to_string()),
@@ -61,58 +71,297 @@ pub(crate) fn make_event(
     }
 }
 
-/// One or more identical occurrences of an event, as the pipeline carries them: the first
-/// occurrence's event, how many occurrences it stands for (more than one after the incoming
-/// queue merged identical ones) and when the latest was observed.
+/// Who stamps a recorder's occurrences: its reporting controller and instance, shared by
+/// every occurrence it records (one reference count each, no copy).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Reporter {
+    /// `reportingController`.
+    pub controller: String,
+    /// `reportingInstance`.
+    pub instance: String,
+}
+
+/// What a recorder call gives an occurrence besides its note, reporter and time.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OccurrenceSpec<'a> {
+    pub regarding: &'a ObjectReference,
+    pub related: Option<&'a ObjectReference>,
+    pub type_: EventType,
+    pub reason: &'a str,
+    pub action: &'a str,
+}
+
+/// The text fields of an occurrence, in the order `Occurrence::text` keeps them.
+const REASON: usize = 0;
+const ACTION: usize = 1;
+const NOTE: usize = 2;
+/// The event's name, fixed when the occurrence is recorded (it may be a random UUID, so it
+/// is not made again for each event built).
+const NAME: usize = 3;
+/// The regarding reference's seven fields start here (in [`ref_options`] order).
+const REGARDING: usize = 4;
+/// The related reference's seven fields start here.
+const RELATED: usize = REGARDING + 7;
+const FIELDS: usize = RELATED + 7;
+/// Bit of `Occurrence::present` set when there is a related object (bits `0..14` say
+/// which reference fields are present, regarding first).
+const HAS_RELATED: u16 = 1 << 14;
+
+/// One or more identical occurrences of an event, as the pipeline carries them: not a whole
+/// Event but what the recorder was given — its text fields packed into one allocation, the
+/// recorder's shared [`Reporter`], the annotations and the time —, how many occurrences it
+/// stands for (more than one after the incoming queue merged identical ones) and when the
+/// latest was observed.
+///
+/// So an occurrence that a series only counts costs one allocation to make and one to free;
+/// the Event is built ([`Occurrence::to_event`]) only for a write that sends it (a create,
+/// the patch that starts a series) and for watchers. The built event is exactly the one
+/// client-go's `makeEvent` builds.
 #[derive(Debug, Clone)]
 pub(crate) struct Occurrence {
-    pub event: Event,
+    reporter: Arc<Reporter>,
+    type_: EventType,
+    /// Reason, action, note, name, then the regarding and related references' fields
+    /// ([`ref_options`] order; absent ones empty); field `i` ends at `ends[i]`.
+    text: String,
+    ends: [usize; FIELDS],
+    /// Bit `i < 14`: reference field `i` (regarding's, then related's) is present; and
+    /// [`HAS_RELATED`].
+    present: u16,
+    annotations: Option<BTreeMap<String, String>>,
+    /// The recorder's clock reading (`eventTime`).
+    time: Timestamp,
     pub count: u64,
     pub last_observed: Timestamp,
 }
 
 impl Occurrence {
-    pub(crate) fn new(event: Event) -> Self {
-        let last_observed = event
-            .event_time
-            .as_ref()
-            .map_or(Timestamp::UNIX_EPOCH, |t| t.0);
-        Self {
-            event,
-            count: 1,
-            last_observed,
+    /// One occurrence recorded at `t` by `reporter`, named with `name_nanos` (the event
+    /// client-go's `makeEvent` builds from the same arguments, without building it; the
+    /// name is made now, as [`herald_core::naming::event_name`] makes it).
+    pub(crate) fn new(
+        spec: OccurrenceSpec<'_>,
+        note: fmt::Arguments<'_>,
+        annotations: Option<BTreeMap<String, String>>,
+        reporter: Arc<Reporter>,
+        t: Timestamp,
+        name_nanos: i128,
+    ) -> Self {
+        let regarding = ref_options(Some(spec.regarding));
+        let related = ref_options(spec.related);
+        let refs_len: usize = regarding
+            .iter()
+            .chain(&related)
+            .map(|f| f.map_or(0, str::len))
+            .sum();
+        let note_str = note.as_str();
+        let object_name = spec.regarding.name.as_deref().unwrap_or("");
+        // The name is `<object name>.<at most 32 hex digits>` or a 36-character UUID.
+        let name_len = object_name.len() + 33;
+        let mut text = String::with_capacity(
+            spec.reason.len()
+                + spec.action.len()
+                + note_str.map_or(64, str::len)
+                + name_len
+                + refs_len,
+        );
+        let mut ends = [0; FIELDS];
+        text.push_str(spec.reason);
+        ends[REASON] = text.len();
+        text.push_str(spec.action);
+        ends[ACTION] = text.len();
+        match note_str {
+            Some(s) => text.push_str(s),
+            // Writing to a String cannot fail.
+            None => {
+                let _ = fmt::Write::write_fmt(&mut text, note);
+            }
         }
+        ends[NOTE] = text.len();
+        let stamp = Timestamp::from_nanosecond(name_nanos).unwrap_or(t);
+        push_event_name(&mut text, object_name, stamp);
+        ends[NAME] = text.len();
+        let mut present = 0u16;
+        for (i, f) in regarding.iter().chain(&related).enumerate() {
+            if let Some(f) = f {
+                text.push_str(f);
+                present |= 1 << i;
+            }
+            ends[REGARDING + i] = text.len();
+        }
+        if spec.related.is_some() {
+            present |= HAS_RELATED;
+        }
+        Self {
+            reporter,
+            type_: spec.type_,
+            text,
+            ends,
+            present,
+            annotations,
+            time: t,
+            count: 1,
+            last_observed: t,
+        }
+    }
+
+    #[inline]
+    fn field(&self, i: usize) -> &str {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        self.text.get(start..self.ends[i]).unwrap_or("")
+    }
+
+    /// The seven fields of the regarding (`REGARDING`) or related (`RELATED`) reference,
+    /// absent ones empty.
+    fn ref_strs(&self, first: usize) -> RefFields<'_> {
+        std::array::from_fn(|i| self.field(first + i))
+    }
+
+    fn reference(&self, first: usize) -> ObjectReference {
+        let f = |i: usize| {
+            let i = first + i;
+            (self.present & (1 << (i - REGARDING)) != 0).then(|| self.field(i).to_string())
+        };
+        ObjectReference {
+            kind: f(0),
+            namespace: f(1),
+            name: f(2),
+            uid: f(3),
+            api_version: f(4),
+            resource_version: f(5),
+            field_path: f(6),
+        }
+    }
+
+    /// The occurrence's note.
+    pub(crate) fn note(&self) -> &str {
+        self.field(NOTE)
+    }
+
+    /// The event of this occurrence, without a series: what client-go's `makeEvent` builds
+    /// from the recorder's arguments (namespace the regarding object's or `default`, the
+    /// name made when it was recorded, `eventTime` in whole microseconds).
+    pub(crate) fn to_event(&self) -> Event {
+        let regarding = self.reference(REGARDING);
+        let namespace = event_namespace(regarding.namespace.as_deref()).to_string();
+        Event {
+            metadata: ObjectMeta {
+                name: Some(self.field(NAME).to_string()),
+                namespace: Some(namespace),
+                annotations: self.annotations.clone(),
+                ..ObjectMeta::default()
+            },
+            event_time: Some(MicroTime(micro(self.time))),
+            series: None,
+            reporting_controller: Some(self.reporter.controller.clone()),
+            reporting_instance: Some(self.reporter.instance.clone()),
+            action: Some(self.field(ACTION).to_string()),
+            reason: Some(self.field(REASON).to_string()),
+            regarding: Some(regarding),
+            related: (self.present & HAS_RELATED != 0).then(|| self.reference(RELATED)),
+            note: Some(self.note().to_string()),
+            type_: Some(self.type_.as_str().to_string()),
+            ..Event::default()
+        }
+    }
+
+    /// Writes the isomorphic key (client-go's `getKey`): type, action, reason,
+    /// reportingController, reportingInstance, the whole regarding reference and the whole
+    /// related reference (empty fields when absent) — not the note, annotations or name.
+    /// With `ignore_resource_version` the references' resourceVersion is left out (see
+    /// [`SeriesOptions::ignore_resource_version`](super::SeriesOptions::ignore_resource_version)).
+    /// The same key as the test rule `isomorphic_key` gives for [`to_event`](Self::to_event).
+    pub(crate) fn isomorphic_key(&self, ignore_resource_version: bool, key: &mut KeyBuilder<'_>) {
+        for part in [
+            self.type_.as_str(),
+            self.field(ACTION),
+            self.field(REASON),
+            &self.reporter.controller,
+            &self.reporter.instance,
+        ] {
+            key.push(part);
+        }
+        for first in [REGARDING, RELATED] {
+            let mut fields = self.ref_strs(first);
+            if ignore_resource_version {
+                fields[5] = "";
+            }
+            for part in fields {
+                key.push(part);
+            }
+        }
+    }
+
+    /// Writes the series spam filter's key: the reporting controller and the regarding
+    /// object's kind, namespace, name, uid, apiVersion and fieldPath — not its
+    /// resourceVersion.
+    pub(crate) fn spam_key(&self, key: &mut KeyBuilder<'_>) {
+        key.push(&self.reporter.controller);
+        let [kind, namespace, name, uid, api_version, _rv, field_path] = self.ref_strs(REGARDING);
+        for part in [kind, namespace, name, uid, api_version, field_path] {
+            key.push(part);
+        }
+    }
+
+    /// What the incoming queue merges on besides the type, reporter and annotations (the
+    /// fields of the test rule `identity`, read from the packed text): the lengths of
+    /// reason, action and the fourteen reference fields, the bytes of reason and action,
+    /// and the bytes of the reference fields. Two occurrences have equal parts exactly when
+    /// those fields are equal one by one (the lengths split the bytes), absent reference
+    /// fields counting as empty.
+    fn identity_parts(&self) -> ([usize; 16], &[u8], &[u8]) {
+        let e = &self.ends;
+        let mut lens = [0; 16];
+        lens[0] = e[REASON];
+        lens[1] = e[ACTION].saturating_sub(e[REASON]);
+        for (i, len) in lens[2..].iter_mut().enumerate() {
+            let f = REGARDING + i;
+            *len = e[f].saturating_sub(e[f - 1]);
+        }
+        let b = self.text.as_bytes();
+        let head = b.get(..e[ACTION]).unwrap_or_default();
+        let refs = b.get(e[NAME]..e[FIELDS - 1]).unwrap_or_default();
+        (lens, head, refs)
     }
 }
 
+#[cfg(test)]
 fn s(v: &Option<String>) -> &str {
     v.as_deref().unwrap_or("")
 }
 
 type RefFields<'a> = [&'a str; 7];
 
-fn ref_fields(r: Option<&ObjectReference>) -> RefFields<'_> {
+fn ref_options(r: Option<&ObjectReference>) -> [Option<&str>; 7] {
     match r {
         Some(r) => [
-            s(&r.kind),
-            s(&r.namespace),
-            s(&r.name),
-            s(&r.uid),
-            s(&r.api_version),
-            s(&r.resource_version),
-            s(&r.field_path),
+            r.kind.as_deref(),
+            r.namespace.as_deref(),
+            r.name.as_deref(),
+            r.uid.as_deref(),
+            r.api_version.as_deref(),
+            r.resource_version.as_deref(),
+            r.field_path.as_deref(),
         ],
-        None => [""; 7],
+        None => [None; 7],
     }
 }
 
-/// The fields an occurrence merges on in the incoming queue: the isomorphic key's fields
-/// (with the references' resourceVersion) plus the annotations and namespace. The note is
-/// not among them, as it is not in the isomorphic key: a series keeps its first occurrence's
-/// note whatever the later ones say, so occurrences that differ only in their note belong to
-/// the same series and merge (a storm of changing notes takes one queue slot instead of
-/// overflowing the queue). Time and name are ignored too.
-fn identity(e: &Event) -> ([&str; 6], RefFields<'_>, RefFields<'_>) {
+#[cfg(test)]
+fn ref_fields(r: Option<&ObjectReference>) -> RefFields<'_> {
+    ref_options(r).map(|f| f.unwrap_or(""))
+}
+
+/// The fields an event merges on in the incoming queue: the isomorphic key's fields (with the
+/// references' resourceVersion) plus the annotations (compared beside it). The note is not
+/// among them, as it is not in the isomorphic key: a series keeps its first occurrence's note
+/// whatever the later ones say, so occurrences that differ only in their note belong to the
+/// same series and merge (a storm of changing notes takes one queue slot instead of
+/// overflowing the queue). Time and name are ignored too, and so is the namespace, which is
+/// the regarding object's (or `default`). [`Occurrence`]s compare these fields without
+/// building their events; this is the rule on events, which the tests hold them to.
+#[cfg(test)]
+fn identity(e: &Event) -> ([&str; 5], RefFields<'_>, RefFields<'_>) {
     (
         [
             s(&e.type_),
@@ -120,7 +369,6 @@ fn identity(e: &Event) -> ([&str; 6], RefFields<'_>, RefFields<'_>) {
             s(&e.reason),
             s(&e.reporting_controller),
             s(&e.reporting_instance),
-            s(&e.metadata.namespace),
         ],
         ref_fields(e.regarding.as_ref()),
         ref_fields(e.related.as_ref()),
@@ -130,15 +378,23 @@ fn identity(e: &Event) -> ([&str; 6], RefFields<'_>, RefFields<'_>) {
 impl Mergeable for Occurrence {
     fn identity_hash(&self, hasher: &DefaultHashBuilder) -> u64 {
         let mut h = hasher.build_hasher();
-        // `str`'s Hash writes a terminator, so the tuple of fields cannot be ambiguous.
-        identity(&self.event).hash(&mut h);
-        self.event.metadata.annotations.hash(&mut h);
+        // What `same_identity` compares; `[u8]` and `str` hash their length or a terminator,
+        // so the sequence cannot be ambiguous.
+        self.type_.hash(&mut h);
+        self.identity_parts().hash(&mut h);
+        self.reporter.controller.hash(&mut h);
+        self.reporter.instance.hash(&mut h);
+        self.annotations.hash(&mut h);
         h.finish()
     }
 
+    /// The test rule `identity` of the two events and their annotations compared, without
+    /// building the events.
     fn same_identity(&self, other: &Self) -> bool {
-        identity(&self.event) == identity(&other.event)
-            && self.event.metadata.annotations == other.event.metadata.annotations
+        self.type_ == other.type_
+            && self.identity_parts() == other.identity_parts()
+            && (Arc::ptr_eq(&self.reporter, &other.reporter) || self.reporter == other.reporter)
+            && self.annotations == other.annotations
     }
 
     fn absorb(&mut self, newer: Self) {
@@ -147,90 +403,9 @@ impl Mergeable for Occurrence {
     }
 }
 
-/// Writes the regarding object's part of the series spam filter's key: kind, namespace,
-/// name, uid, apiVersion and fieldPath — not the resourceVersion.
-pub(crate) fn spam_key_of_regarding(r: Option<&ObjectReference>, key: &mut KeyBuilder<'_>) {
-    let [
-        kind,
-        namespace,
-        name,
-        uid,
-        api_version,
-        _resource_version,
-        field_path,
-    ] = ref_fields(r);
-    for part in [kind, namespace, name, uid, api_version, field_path] {
-        key.push(part);
-    }
-}
-
-/// What a series cache entry keeps of a single occurrence: the fields a later occurrence of
-/// the same isomorphic key may have differently — name, note, eventTime, annotations, and the
-/// references' resourceVersions when the key leaves them out. With a later occurrence they
-/// give back the first occurrence's event ([`FirstFields::restore`]).
-///
-/// The rest of an event is the isomorphic key's (type, action, reason, reporting controller
-/// and instance, regarding, related), follows from it (the namespace is the regarding
-/// object's, or `default`), or is never set on an occurrence ([`make_event`] leaves the other
-/// metadata, the deprecated fields and the series empty).
-#[derive(Debug)]
-pub(crate) struct FirstFields {
-    /// The name, then the note: one allocation.
-    text: Box<str>,
-    name_len: usize,
-    event_time: Option<MicroTime>,
-    annotations: Option<BTreeMap<String, String>>,
-    /// The regarding and related references' resourceVersions, kept only when the key
-    /// ignores them.
-    resource_versions: Option<Box<[Option<String>; 2]>>,
-}
-
-impl FirstFields {
-    /// What an entry keeps of `e`; `ignore_resource_version` as the key was built.
-    pub(crate) fn of(e: &Event, ignore_resource_version: bool) -> Self {
-        let (name, note) = (s(&e.metadata.name), s(&e.note));
-        let mut text = String::with_capacity(name.len() + note.len());
-        text.push_str(name);
-        text.push_str(note);
-        let rv = |r: &Option<ObjectReference>| r.as_ref().and_then(|r| r.resource_version.clone());
-        Self {
-            text: text.into_boxed_str(),
-            name_len: name.len(),
-            event_time: e.event_time.clone(),
-            annotations: e.metadata.annotations.clone(),
-            resource_versions: ignore_resource_version
-                .then(|| Box::new([rv(&e.regarding), rv(&e.related)])),
-        }
-    }
-
-    /// The first occurrence's event, from `later`, an occurrence of the same isomorphic key:
-    /// `later` with the first occurrence's name, note, eventTime, annotations (and
-    /// resourceVersions, when the key leaves them out).
-    pub(crate) fn restore(&self, mut later: Event) -> Event {
-        let (name, note) = self.text.split_at(self.name_len);
-        name.clone_into(later.metadata.name.get_or_insert_default());
-        note.clone_into(later.note.get_or_insert_default());
-        later.event_time.clone_from(&self.event_time);
-        later.metadata.annotations.clone_from(&self.annotations);
-        if let Some(rvs) = &self.resource_versions {
-            for (r, rv) in [&mut later.regarding, &mut later.related]
-                .into_iter()
-                .zip(rvs.iter())
-            {
-                if let Some(r) = r {
-                    r.resource_version.clone_from(rv);
-                }
-            }
-        }
-        later
-    }
-}
-
-/// Writes the isomorphic key of `e` (client-go's `getKey`): type, action, reason,
-/// reportingController, reportingInstance, the whole regarding reference and the whole related
-/// reference (zero when absent) — not the note, annotations or name. With
-/// `ignore_resource_version` the references' resourceVersion is left out (see
-/// [`SeriesOptions::ignore_resource_version`](super::SeriesOptions::ignore_resource_version)).
+/// Writes the isomorphic key of `e` (client-go's `getKey`), as [`Occurrence::isomorphic_key`]
+/// does for an occurrence: the rule on events, which the tests hold occurrences to.
+#[cfg(test)]
 pub(crate) fn isomorphic_key(e: &Event, ignore_resource_version: bool, key: &mut KeyBuilder<'_>) {
     for part in [
         s(&e.type_),
@@ -387,77 +562,243 @@ mod tests {
         }
     }
 
-    mod restore {
+    mod occurrence {
         use super::*;
         use proptest::prelude::*;
 
-        fn text() -> impl Strategy<Value = String> {
-            "[a-z0-9]{0,12}"
+        /// A recorder call's arguments, from small alphabets so that two calls often agree
+        /// on some fields and sometimes on all the merge identity looks at.
+        #[derive(Debug, Clone)]
+        struct Call {
+            refs: [Option<String>; 14],
+            has_related: bool,
+            annotations: Option<BTreeMap<String, String>>,
+            warning: bool,
+            texts: [String; 5],
+            secs: i64,
+            name_offset: i128,
+        }
+
+        /// Field indices of [`Call::texts`].
+        const REASON: usize = 0;
+        const ACTION: usize = 1;
+        const NOTE: usize = 2;
+        const CONTROLLER: usize = 3;
+        const INSTANCE: usize = 4;
+
+        fn field() -> impl Strategy<Value = Option<String>> {
+            prop_oneof![
+                Just(None),
+                Just(Some(String::new())),
+                "[ab]{1,2}".prop_map(Some)
+            ]
         }
 
         prop_compose! {
-            /// Two occurrences of one isomorphic key, as the recorder builds them: they may
-            /// differ in everything the key leaves out (name stamp, time, note, annotations,
-            /// and the references' resourceVersions, which the key keeps unless ignored).
-            fn occurrences()(
-                ignore_rv in any::<bool>(),
-                kind in text(), ns in proptest::option::of(text()), name in text(),
-                related in any::<bool>(),
-                notes in (text(), text()),
-                secs in (0i64..1_000_000, 0i64..1_000_000),
-                nanos in (0i128..1_000_000_000, 0i128..1_000_000_000),
-                annotations in proptest::collection::vec(
-                    proptest::option::of(proptest::collection::btree_map(text(), text(), 0..3)),
-                    2,
+            fn call()(
+                refs in proptest::array::uniform14(field()),
+                has_related in any::<bool>(),
+                annotations in proptest::option::of(
+                    proptest::collection::btree_map("[ab]", "[ab]", 0..2),
                 ),
-                rvs in (text(), text(), text(), text()),
-            ) -> (bool, Event, Event) {
-                let reference = |rv: &str| ObjectReference {
-                    kind: Some(kind.clone()),
-                    namespace: ns.clone(),
-                    name: Some(name.clone()),
-                    uid: Some("u".into()),
-                    api_version: Some("v1".into()),
-                    resource_version: Some(rv.into()),
-                    ..ObjectReference::default()
-                };
-                let event = |i: usize, note: &str, secs: i64, nanos: i128, rv: (&str, &str)| {
-                    let t = Timestamp::from_second(secs).unwrap();
-                    let spec = EventSpec {
-                        regarding: reference(rv.0),
-                        related: related.then(|| reference(rv.1)),
-                        annotations: annotations[i].clone(),
-                        type_: "Warning",
-                        reason: "BackOff",
-                        action: "Restarting",
-                        note: note.into(),
-                    };
-                    make_event(spec, "c", "i", t, t.as_nanosecond() + nanos)
-                };
-                let first = event(0, &notes.0, secs.0, nanos.0, (&rvs.0, &rvs.1));
-                let later_rvs = if ignore_rv { (&rvs.2, &rvs.3) } else { (&rvs.0, &rvs.1) };
-                let later = event(1, &notes.1, secs.1, nanos.1, (later_rvs.0, later_rvs.1));
-                (ignore_rv, first, later)
+                warning in any::<bool>(),
+                texts in proptest::array::uniform5("[ab]{0,2}"),
+                secs in 0i64..1_000_000,
+                name_offset in 0i128..1_000_000_000,
+            ) -> Call {
+                Call { refs, has_related, annotations, warning, texts, secs, name_offset }
             }
         }
 
-        proptest! {
-            /// The fields a single occurrence's cache entry keeps, with any later occurrence
-            /// of its key, give back exactly the first occurrence's event: what client-go's
-            /// cache, which keeps the whole event, would send for the series.
-            #[test]
-            fn first_fields_and_a_later_occurrence_give_the_first_event(
-                (ignore_rv, first, later) in occurrences()
-            ) {
-                let key = |e: &Event| {
-                    let mut buf = Vec::new();
-                    isomorphic_key(e, ignore_rv, &mut KeyBuilder::new(&mut buf));
-                    buf
-                };
-                prop_assert_eq!(key(&first), key(&later));
-                let restored = FirstFields::of(&first, ignore_rv).restore(later);
-                prop_assert_eq!(restored, first);
+        /// `x` with the fields `mask` marks taken from `y` (each of the 23 with
+        /// probability 1/8: most pairs differ in a few fields).
+        fn mix(x: &Call, y: &Call, mask: &[bool]) -> Call {
+            let mut m = mask.iter().copied();
+            let mut take = || m.next().unwrap_or(false);
+            let mut out = x.clone();
+            for i in 0..14 {
+                if take() {
+                    out.refs[i].clone_from(&y.refs[i]);
+                }
             }
+            if take() {
+                out.has_related = y.has_related;
+            }
+            if take() {
+                out.annotations.clone_from(&y.annotations);
+            }
+            if take() {
+                out.warning = y.warning;
+            }
+            for i in 0..5 {
+                if take() {
+                    out.texts[i].clone_from(&y.texts[i]);
+                }
+            }
+            if take() {
+                out.secs = y.secs;
+            }
+            if take() {
+                out.name_offset = y.name_offset;
+            }
+            out
+        }
+
+        fn reference(f: &[Option<String>]) -> ObjectReference {
+            ObjectReference {
+                kind: f[0].clone(),
+                namespace: f[1].clone(),
+                name: f[2].clone(),
+                uid: f[3].clone(),
+                api_version: f[4].clone(),
+                resource_version: f[5].clone(),
+                field_path: f[6].clone(),
+            }
+        }
+
+        /// The occurrence the recorder makes of `c`, and the event it made before
+        /// occurrences were light (`make_event` of the same arguments).
+        fn record(c: &Call) -> (Occurrence, Event) {
+            let regarding = reference(&c.refs[..7]);
+            let related = c.has_related.then(|| reference(&c.refs[7..]));
+            let type_ = if c.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            };
+            let t = Timestamp::from_second(c.secs).unwrap();
+            let name_nanos = t.as_nanosecond() + c.name_offset;
+            let reporter = Arc::new(Reporter {
+                controller: c.texts[CONTROLLER].clone(),
+                instance: c.texts[INSTANCE].clone(),
+            });
+            let spec = OccurrenceSpec {
+                regarding: &regarding,
+                related: related.as_ref(),
+                type_,
+                reason: &c.texts[REASON],
+                action: &c.texts[ACTION],
+            };
+            let note = &c.texts[NOTE];
+            let occ = Occurrence::new(
+                spec,
+                format_args!("{note}"),
+                c.annotations.clone(),
+                reporter,
+                t,
+                name_nanos,
+            );
+            let mut event = make_event(
+                EventSpec {
+                    regarding: regarding.clone(),
+                    related: related.clone(),
+                    annotations: c.annotations.clone(),
+                    type_: type_.as_str(),
+                    reason: &c.texts[REASON],
+                    action: &c.texts[ACTION],
+                    note: note.clone(),
+                },
+                &c.texts[CONTROLLER],
+                &c.texts[INSTANCE],
+                t,
+                name_nanos,
+            );
+            let object_name = regarding.name.as_deref().unwrap_or("");
+            let candidate = format!("{object_name}.{name_nanos:x}");
+            if !herald_core::naming::is_dns1123_subdomain(&candidate) {
+                // Not a valid name: both made a random UUID, each its own.
+                let uuid = occ.field(NAME);
+                assert_eq!(uuid.len(), 36, "{uuid}");
+                assert_eq!(event.metadata.name.as_ref().map(String::len), Some(36));
+                event.metadata.name = Some(uuid.to_string());
+            }
+            (occ, event)
+        }
+
+        fn bytes(write: impl FnOnce(&mut KeyBuilder<'_>)) -> Vec<u8> {
+            let mut buf = Vec::new();
+            write(&mut KeyBuilder::new(&mut buf));
+            buf
+        }
+
+        /// The spam filter's key, from an event: the reporting controller and the regarding
+        /// reference without its resourceVersion.
+        fn spam_key_of_event(e: &Event) -> Vec<u8> {
+            bytes(|k| {
+                k.push(s(&e.reporting_controller));
+                let f = ref_fields(e.regarding.as_ref());
+                for (i, part) in f.into_iter().enumerate() {
+                    if i != 5 {
+                        k.push(part);
+                    }
+                }
+            })
+        }
+
+        proptest! {
+            /// A light occurrence stands for the whole event the recorder used to build: it
+            /// builds exactly that event, and its isomorphic key, spam-filter key and queue
+            /// identity are those of the event (so series, spam filter and queue merging
+            /// decide as they did on whole events).
+            #[test]
+            fn occurrence_is_its_event(
+                x in call(),
+                y in call(),
+                mask in proptest::collection::vec(proptest::bool::weighted(0.125), 23),
+            ) {
+                let z = mix(&x, &y, &mask);
+                let (a, ea) = record(&x);
+                let (b, eb) = record(&z);
+                // Built again, the event is the same (the name is made once, even a UUID).
+                prop_assert_eq!(&a.to_event(), &ea);
+                prop_assert_eq!(&a.to_event(), &ea);
+                prop_assert_eq!(&b.to_event(), &eb);
+                prop_assert_eq!(a.note(), ea.note.as_deref().unwrap_or(""));
+                for ignore_rv in [false, true] {
+                    for (o, e) in [(&a, &ea), (&b, &eb)] {
+                        prop_assert_eq!(
+                            bytes(|k| o.isomorphic_key(ignore_rv, k)),
+                            bytes(|k| isomorphic_key(e, ignore_rv, k))
+                        );
+                    }
+                }
+                prop_assert_eq!(bytes(|k| a.spam_key(k)), spam_key_of_event(&ea));
+                let same = identity(&ea) == identity(&eb)
+                    && ea.metadata.annotations == eb.metadata.annotations;
+                prop_assert_eq!(a.same_identity(&b), same);
+                prop_assert_eq!(b.same_identity(&a), same);
+                let hasher = DefaultHashBuilder::default();
+                if same {
+                    prop_assert_eq!(a.identity_hash(&hasher), b.identity_hash(&hasher));
+                }
+            }
+        }
+
+        /// A note given as a literal (`format_args!` with no arguments) is copied as it is.
+        #[test]
+        fn literal_note() {
+            let c = Call {
+                refs: Default::default(),
+                has_related: false,
+                annotations: None,
+                warning: true,
+                texts: Default::default(),
+                secs: 0,
+                name_offset: 0,
+            };
+            let (mut occ, _) = record(&c);
+            let t = Timestamp::UNIX_EPOCH;
+            let spec = OccurrenceSpec {
+                regarding: &ObjectReference::default(),
+                related: None,
+                type_: EventType::Warning,
+                reason: "R",
+                action: "A",
+            };
+            occ = Occurrence::new(spec, format_args!("a literal"), None, occ.reporter, t, 0);
+            assert_eq!(occ.note(), "a literal");
+            assert_eq!(occ.to_event().note.as_deref(), Some("a literal"));
+            assert_eq!(occ.to_event().reason.as_deref(), Some("R"));
         }
     }
 

@@ -4,10 +4,12 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 
+use super::event::Reporter;
 use super::recorder::{EventRecorder, RecorderInner, Target};
 
 /// Where a fake [`EventRecorder`] writes its lines.
@@ -134,8 +136,10 @@ impl FakeRecorder {
         let (lines, events) = sync_channel(capacity);
         let recorder = EventRecorder::new(RecorderInner {
             target: Target::Fake(FakeTarget { lines, verbose }),
-            reporting_controller: "fake-recorder".into(),
-            reporting_instance: "fake-recorder".into(),
+            reporter: Arc::new(Reporter {
+                controller: "fake-recorder".into(),
+                instance: "fake-recorder".into(),
+            }),
         });
         Self { events, recorder }
     }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Resource;
 
-use super::event::{EventSpec, Occurrence, make_event};
+use super::event::{Occurrence, OccurrenceSpec, Reporter};
 use super::fake::{FakeEvent, FakeTarget};
 use crate::record::recorder::Intake;
 use crate::record::{EventType, object_reference};
@@ -58,8 +58,8 @@ pub struct EventRecorder {
 
 pub(crate) struct RecorderInner {
     pub(crate) target: Target,
-    pub(crate) reporting_controller: String,
-    pub(crate) reporting_instance: String,
+    /// Shared with every occurrence this recorder makes.
+    pub(crate) reporter: Arc<Reporter>,
 }
 
 /// Where a recorder's events go.
@@ -73,8 +73,8 @@ pub(crate) enum Target {
 impl fmt::Debug for EventRecorder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("EventRecorder")
-            .field("reporting_controller", &self.inner.reporting_controller)
-            .field("reporting_instance", &self.inner.reporting_instance)
+            .field("reporting_controller", &self.inner.reporter.controller)
+            .field("reporting_instance", &self.inner.reporter.instance)
             .finish_non_exhaustive()
     }
 }
@@ -96,12 +96,12 @@ impl EventRecorder {
 
     /// The `reportingController` this recorder stamps on its events.
     pub fn reporting_controller(&self) -> &str {
-        &self.inner.reporting_controller
+        &self.inner.reporter.controller
     }
 
     /// The `reportingInstance` this recorder stamps on its events.
     pub fn reporting_instance(&self) -> &str {
-        &self.inner.reporting_instance
+        &self.inner.reporter.instance
     }
 
     /// Records that `action` on `regarding` (and, optionally, on `related`) led to `reason`,
@@ -122,14 +122,15 @@ impl EventRecorder {
         R: Resource,
         R::DynamicType: Default,
     {
+        let related = related.map(reference);
         self.record(
-            reference(regarding),
-            related.map(reference),
+            &reference(regarding),
+            related.as_ref(),
             None,
             type_.as_str(),
             reason,
             action,
-            note.to_string(),
+            note,
         );
     }
 
@@ -152,14 +153,15 @@ impl EventRecorder {
         R: Resource,
         R::DynamicType: Default,
     {
+        let related = related.map(reference);
         self.record(
-            reference(regarding),
-            related.map(reference),
+            &reference(regarding),
+            related.as_ref(),
             Some(annotations),
             type_.as_str(),
             reason,
             action,
-            note.to_string(),
+            note,
         );
     }
 
@@ -175,13 +177,13 @@ impl EventRecorder {
         note: &str,
     ) {
         self.record(
-            regarding.clone(),
-            related.cloned(),
+            regarding,
+            related,
             None,
             type_.as_str(),
             reason,
             action,
-            note.to_string(),
+            format_args!("{note}"),
         );
     }
 
@@ -200,63 +202,67 @@ impl EventRecorder {
         note: &str,
     ) {
         self.record(
-            regarding.clone(),
-            related.cloned(),
-            annotations,
-            type_,
-            reason,
-            action,
-            note.to_string(),
-        );
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn record(
-        &self,
-        regarding: ObjectReference,
-        related: Option<ObjectReference>,
-        annotations: Option<BTreeMap<String, String>>,
-        type_: &str,
-        reason: &str,
-        action: &str,
-        note: String,
-    ) {
-        let spec = EventSpec {
             regarding,
             related,
             annotations,
             type_,
             reason,
             action,
-            note,
-        };
+            format_args!("{note}"),
+        );
+    }
+
+    /// Queues one occurrence (or hands it to the fake target). The occurrence keeps the
+    /// arguments, not an Event: a sink builds the Event only for a write that sends it.
+    #[allow(clippy::too_many_arguments)]
+    fn record(
+        &self,
+        regarding: &ObjectReference,
+        related: Option<&ObjectReference>,
+        annotations: Option<BTreeMap<String, String>>,
+        type_: &str,
+        reason: &str,
+        action: &str,
+        note: fmt::Arguments<'_>,
+    ) {
         let inner = &*self.inner;
         let intake = match &inner.target {
             Target::Pipeline(intake) => intake,
             Target::Fake(fake) => {
                 fake.send(&FakeEvent {
-                    regarding: &spec.regarding,
-                    related: spec.related.as_ref(),
-                    annotations: spec.annotations.as_ref(),
-                    type_: spec.type_,
-                    reason: spec.reason,
-                    action: spec.action,
-                    note: &spec.note,
+                    regarding,
+                    related,
+                    annotations: annotations.as_ref(),
+                    type_,
+                    reason,
+                    action,
+                    note: &note.to_string(),
                 });
                 return;
             }
         };
-        let reason = spec.reason;
-        let Some((t, name_nanos)) = intake.admit(spec.type_, reason) else {
+        let Some((t, name_nanos)) = intake.admit(type_, reason) else {
             return;
         };
-        let event = make_event(
+        // `admit` let only the two valid types through.
+        let Some(type_) = EventType::parse(type_) else {
+            return;
+        };
+        let spec = OccurrenceSpec {
+            regarding,
+            related,
+            type_,
+            reason,
+            action,
+        };
+        let occ = Occurrence::new(
             spec,
-            &inner.reporting_controller,
-            &inner.reporting_instance,
+            note,
+            annotations,
+            inner.reporter.clone(),
             t,
             name_nanos,
         );
-        intake.push(Occurrence::new(event), reason);
+        intake.push(occ, reason);
     }
 }

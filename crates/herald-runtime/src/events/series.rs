@@ -15,11 +15,15 @@
 //!   shutdown           ─► a final patch for every series whose count is short
 //! ```
 //!
-//! Memory: an entry for a single occurrence keeps its key and the few fields a later
-//! occurrence may not repeat (name, note, eventTime, annotations: one allocation besides the
-//! annotations); only a series keeps a whole event (its first occurrence, which every later
-//! write of the series sends). So a stream of events about new objects caches little, and
-//! the writer frees each created event once it is written.
+//! Occurrences arrive light ([`Occurrence`]: the recorder's arguments in one allocation, not
+//! an Event). The step builds an Event only for a write that sends one — the create of a new
+//! entry, the patch that starts a series —, so an occurrence a series only counts is freed
+//! as cheaply as it was made.
+//!
+//! Memory: an entry for a single occurrence keeps its key and that occurrence (one
+//! allocation besides the annotations); only a series keeps a whole event (its first
+//! occurrence's, which every later write of the series sends). So a stream of events about
+//! new objects caches little, and the writer frees each created event once it is written.
 
 use std::time::Duration;
 
@@ -31,9 +35,7 @@ use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use std::sync::Arc;
 
-use super::event::{
-    FirstFields, Occurrence, isomorphic_key, micro, series_patch, spam_key_of_regarding,
-};
+use super::event::{Occurrence, micro, series_patch};
 use super::stats::SeriesCounters;
 use crate::record::TrailingFlushOptions;
 use crate::record::correlator::keys::KeyBuf;
@@ -120,18 +122,18 @@ impl Default for SeriesOptions {
 
 /// One isomorphic key: a single occurrence, or a series.
 ///
-/// A single occurrence keeps only what a later occurrence of its key may not repeat
-/// ([`FirstFields`]), not its event: a stream of new objects (each a create) caches one small
-/// allocation per key instead of a whole event, and evicting it frees that one allocation.
+/// A single occurrence keeps the light occurrence, not its event: a stream of new objects
+/// (each a create) caches one small allocation per key instead of a whole event, and
+/// evicting it frees that one allocation.
+// A single occurrence is kept by value (272 bytes, most of them its field offsets): boxing
+// it would add an allocation to every new key; the cache's size is bounded.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 enum Entry {
-    /// One occurrence, already handed to the writer as a create; nothing of it is written
-    /// again unless a second occurrence makes it a series.
-    Single {
-        first: FirstFields,
-        /// When it was observed.
-        observed: Timestamp,
-    },
+    /// One occurrence (its `count` is 1, its `last_observed` when it was observed), already
+    /// handed to the writer as a create; nothing of it is written again unless a second
+    /// occurrence makes it a series, whose event is this occurrence's.
+    Single(Occurrence),
     /// Two occurrences or more.
     Series(Series),
 }
@@ -139,7 +141,7 @@ enum Entry {
 impl Entry {
     fn last_observed(&self) -> Timestamp {
         match self {
-            Entry::Single { observed, .. } => *observed,
+            Entry::Single(first) => first.last_observed,
             Entry::Series(s) => s.last_observed,
         }
     }
@@ -148,7 +150,7 @@ impl Entry {
     /// carried it).
     fn is_short(&self) -> bool {
         match self {
-            Entry::Single { .. } => false,
+            Entry::Single(_) => false,
             Entry::Series(s) => s.count > s.written,
         }
     }
@@ -321,7 +323,7 @@ impl SeriesLogic {
     /// returns to the writer.
     pub(crate) fn observe(&mut self, occ: Occurrence) -> Observed {
         let ignore_rv = self.opts.ignore_resource_version;
-        self.key.build(|k| isomorphic_key(&occ.event, ignore_rv, k));
+        self.key.build(|k| occ.isomorphic_key(ignore_rv, k));
         let m = i32::try_from(occ.count).unwrap_or(i32::MAX);
         if let Some(idx) = self.cache.get_key(&mut self.key, &self.hasher) {
             // The entry became the most recently observed; the oldest may have changed.
@@ -333,13 +335,13 @@ impl SeriesLogic {
                     s.held += 1;
                     Step::Counted
                 }
-                Entry::Single { first, observed } => {
+                Entry::Single(first) => {
                     // The second occurrence: start the series on the server, with the first
                     // occurrence's event.
                     let mut s = Series {
-                        event: Arc::new(first.restore(occ.event)),
+                        event: Arc::new(first.to_event()),
                         count: m.saturating_add(1),
-                        last_observed: (*observed).max(occ.last_observed),
+                        last_observed: first.last_observed.max(occ.last_observed),
                         written: 0,
                         held: 0,
                     };
@@ -355,10 +357,7 @@ impl SeriesLogic {
             };
         }
         if let Some(spam) = &mut self.spam {
-            spam.key.build(|k| {
-                k.push(occ.event.reporting_controller.as_deref().unwrap_or(""));
-                spam_key_of_regarding(occ.event.regarding.as_ref(), k);
-            });
+            spam.key.build(|k| occ.spam_key(k));
             if !spam.try_accept_key(&self.hasher, occ.last_observed) {
                 return Observed {
                     step: Step::Skipped,
@@ -370,7 +369,7 @@ impl SeriesLogic {
             // The queue merged occurrences: the create starts the series.
             self.counters.started.inc();
             let mut s = Series {
-                event: Arc::new(occ.event),
+                event: Arc::new(occ.to_event()),
                 count: m,
                 last_observed: occ.last_observed,
                 written: 0,
@@ -379,19 +378,15 @@ impl SeriesLogic {
             let create = s.write(Via::Create, 1);
             (Entry::Series(s), create)
         } else {
-            let entry = Entry::Single {
-                first: FirstFields::of(&occ.event, ignore_rv),
-                observed: occ.last_observed,
-            };
             let create = Write {
-                event: Arc::new(occ.event),
+                event: Arc::new(occ.to_event()),
                 op: WriteOp::Create,
                 tally: Tally {
                     plain: 1,
                     ..Tally::default()
                 },
             };
-            (entry, create)
+            (Entry::Single(occ), create)
         };
         let hash = self.key.hash(&self.hasher);
         let (_, evicted) = self.cache.insert(hash, &self.key.bytes, entry);
@@ -505,12 +500,14 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::events::event::{EventSpec, make_event};
+    use crate::events::event::{OccurrenceSpec, Reporter, isomorphic_key};
     use crate::events::stats::SeriesMetrics;
+    use crate::record::EventType;
     use crate::record::correlator::KeyBuilder;
 
-    /// client-go's series cache, which keeps each key's whole first event: the write it
-    /// makes for each occurrence (`None` when the occurrence is only counted).
+    /// client-go's series cache, which keeps each key's whole first event, fed whole events
+    /// (the occurrence's, as the recorder built them before occurrences were light): the
+    /// write it makes for each occurrence (`None` when the occurrence is only counted).
     #[derive(Default)]
     struct PlainSeries {
         cache: HashMap<Vec<u8>, (Event, i32, Timestamp)>,
@@ -518,8 +515,9 @@ mod tests {
 
     impl PlainSeries {
         fn observe(&mut self, occ: &Occurrence) -> Option<(Event, WriteOp)> {
+            let event = occ.to_event();
             let mut key = Vec::new();
-            isomorphic_key(&occ.event, false, &mut KeyBuilder::new(&mut key));
+            isomorphic_key(&event, false, &mut KeyBuilder::new(&mut key));
             let m = i32::try_from(occ.count).unwrap();
             let with_series = |e: &Event, count: i32, t: Timestamp| {
                 let mut e = e.clone();
@@ -532,12 +530,11 @@ mod tests {
             match self.cache.get_mut(&key) {
                 None => {
                     let write = if m >= 2 {
-                        with_series(&occ.event, m, occ.last_observed)
+                        with_series(&event, m, occ.last_observed)
                     } else {
-                        occ.event.clone()
+                        event.clone()
                     };
-                    self.cache
-                        .insert(key, (occ.event.clone(), m, occ.last_observed));
+                    self.cache.insert(key, (event, m, occ.last_observed));
                     Some((write, WriteOp::Create))
                 }
                 Some((first, count, last)) => {
@@ -556,33 +553,45 @@ mod tests {
 
     fn occurrence(pod: u8, reason: u8, note: u8, secs: i64, count: u64) -> Occurrence {
         let t = Timestamp::from_second(1_700_000_000 + secs).unwrap();
-        let spec = EventSpec {
-            regarding: ObjectReference {
-                kind: Some("Pod".into()),
-                namespace: Some("ns".into()),
-                name: Some(format!("p{pod}")),
-                uid: Some(format!("u{pod}")),
-                api_version: Some("v1".into()),
-                resource_version: Some("7".into()),
-                ..ObjectReference::default()
-            },
+        let regarding = ObjectReference {
+            kind: Some("Pod".into()),
+            namespace: Some("ns".into()),
+            name: Some(format!("p{pod}")),
+            uid: Some(format!("u{pod}")),
+            api_version: Some("v1".into()),
+            resource_version: Some("7".into()),
+            ..ObjectReference::default()
+        };
+        let spec = OccurrenceSpec {
+            regarding: &regarding,
             related: None,
-            annotations: (note == 2).then(|| [("a".to_string(), "b".to_string())].into()),
-            type_: "Warning",
+            type_: EventType::Warning,
             reason: ["BackOff", "FailedMount"][usize::from(reason)],
             action: "Act",
-            note: format!("note {note}"),
         };
-        let mut occ = Occurrence::new(make_event(spec, "c", "i", t, t.as_nanosecond()));
+        let reporter = Arc::new(Reporter {
+            controller: "c".into(),
+            instance: "i".into(),
+        });
+        let annotations = (note == 2).then(|| [("a".to_string(), "b".to_string())].into());
+        let mut occ = Occurrence::new(
+            spec,
+            format_args!("note {note}"),
+            annotations,
+            reporter,
+            t,
+            t.as_nanosecond(),
+        );
         occ.count = count;
         occ
     }
 
     proptest! {
-        /// The series step, whose cache keeps only a single occurrence's own fields, makes
-        /// exactly the writes of client-go's cache, which keeps whole events (unbounded
-        /// cache, no timers): a create with the occurrence, a patch with the first
-        /// occurrence's event and the series at the second, nothing after.
+        /// The series step, fed light occurrences and whose cache keeps a single occurrence
+        /// light, makes exactly the writes of client-go's cache, which is fed whole events
+        /// and keeps them (unbounded cache, no timers): a create with the occurrence's event,
+        /// a patch with the first occurrence's event and the series at the second, nothing
+        /// after.
         #[test]
         fn observe_writes_what_a_cache_of_whole_events_writes(
             stream in proptest::collection::vec(
