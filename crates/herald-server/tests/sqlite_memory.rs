@@ -77,10 +77,8 @@ fn value(i: usize) -> (Bytes, IndexValues) {
         i % 7,
         "x".repeat(400)
     );
-    let mut index = IndexValues::default();
-    index.0[0] = Some(format!("pod-{i}"));
-    index.0[1] = Some(format!("{i:032x}"));
-    index.0[2] = Some("BackOff".into());
+    let (name, uid) = (format!("pod-{i}"), format!("{i:032x}"));
+    let index = IndexValues::of([Some(&name), Some(&uid), Some("BackOff"), None, None, None]);
     (Bytes::from(body), index)
 }
 

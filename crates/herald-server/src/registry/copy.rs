@@ -171,7 +171,12 @@ impl EventRegistry {
             Err(err) => return Err(err),
         }
         let bytes = herald_wire::stored::encode(event);
-        match self.backend.create(key, bytes, self.opts.event_ttl).await {
+        let index = super::index::values(event);
+        match self
+            .backend
+            .create_indexed(key, bytes, index, self.opts.event_ttl)
+            .await
+        {
             Ok(_) => Ok(true),
             Err(StorageError::AlreadyExists { .. }) => Ok(false),
             Err(e) => Err(storage_error(e, r, name)),
@@ -192,7 +197,13 @@ impl EventRegistry {
         }
         match self
             .backend
-            .update(&kv.key, bytes, Some(kv.mod_revision), self.opts.event_ttl)
+            .update_indexed(
+                &kv.key,
+                bytes,
+                Some(kv.mod_revision),
+                super::index::values(event),
+                self.opts.event_ttl,
+            )
             .await
         {
             Ok(_) => Ok(true),

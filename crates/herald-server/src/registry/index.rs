@@ -30,18 +30,21 @@ pub const INDEXED_FIELDS: [&str; INDEX_SLOTS] = [
 /// matches the fewest events (a uid, a name, then a reason, a component, a type).
 const PREFERENCE: [usize; INDEX_SLOTS] = [1, 0, 2, 4, 5, 3];
 
-/// The index values of `event`, one per slot of [`INDEXED_FIELDS`].
+/// The index values of `event`, one per slot of [`INDEXED_FIELDS`]. An empty value (an
+/// absent field) is not indexed: it costs every write an index entry and is rarely asked
+/// for (a selector pinning `""` scans, see [`index_query`]).
 pub fn values(event: &CoreEvent) -> IndexValues {
-    IndexValues(std::array::from_fn(|slot| {
-        internal_field_value(event, INDEXED_FIELDS[slot]).map(str::to_owned)
+    IndexValues::of(std::array::from_fn(|slot| {
+        internal_field_value(event, INDEXED_FIELDS[slot]).filter(|v| !v.is_empty())
     }))
 }
 
-/// The index to read for `fields`, if it pins an indexed field to a value.
+/// The index to read for `fields`, if it pins an indexed field to a non-empty value.
 pub fn index_query(fields: &FieldSelector) -> Option<IndexQuery> {
     PREFERENCE.iter().find_map(|&slot| {
         fields
             .requires_exact_match(INDEXED_FIELDS[slot])
+            .filter(|value| !value.is_empty())
             .map(|value| IndexQuery {
                 slot,
                 value: value.to_owned(),
@@ -73,8 +76,9 @@ mod tests {
         );
         assert_eq!(q("type=Warning,reason=BackOff").map(|q| q.slot), Some(2));
         assert_eq!(q("type==Warning").map(|q| q.slot), Some(3));
-        // Not pinned: no index.
+        // Not pinned, or pinned to an empty value (not indexed): no index.
         assert_eq!(q("type!=Normal"), None);
+        assert_eq!(q("involvedObject.uid=,reason=A").map(|q| q.slot), Some(2));
         assert_eq!(q("involvedObject.kind=Pod"), None);
         // events.k8s.io/v1 names map to the same slots.
         let v1 = FieldSelector::parse_for(ApiGroup::EventsV1, "reportingController=kubelet");
@@ -86,14 +90,11 @@ mod tests {
         let mut ev = CoreEvent::default();
         ev.involved_object.name = Some("web-0".into());
         ev.reporting_component = Some("kubelet".into());
-        let v = values(&ev);
-        assert_eq!(v.0[0].as_deref(), Some("web-0"));
-        assert_eq!(
-            v.0[1].as_deref(),
-            Some(""),
-            "absent reads as empty, as in a selector"
-        );
-        assert_eq!(v.0[4].as_deref(), Some("kubelet"), "source falls back");
-        assert_eq!(v.0[5].as_deref(), Some("kubelet"));
+        let t = values(&ev).terms();
+        let term = crate::storage::index::term;
+        assert_eq!(t[0], Some(term("web-0")));
+        assert_eq!(t[1], None, "an absent field is not indexed");
+        assert_eq!(t[4], Some(term("kubelet")), "source falls back");
+        assert_eq!(t[5], Some(term("kubelet")));
     }
 }

@@ -16,14 +16,19 @@
 /// How many slots a write can fill.
 pub const INDEX_SLOTS: usize = 6;
 
-/// The values of one write in each slot (`None`: not indexed in that slot).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct IndexValues(pub [Option<String>; INDEX_SLOTS]);
+/// The index values of one write, kept as their [`term`]s (`None`: not indexed in that slot).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IndexValues([Option<i64>; INDEX_SLOTS]);
 
 impl IndexValues {
+    /// The values of `slots` (each `None` or a value; no allocation).
+    pub fn of(slots: [Option<&str>; INDEX_SLOTS]) -> Self {
+        IndexValues(slots.map(|v| v.map(term)))
+    }
+
     /// The [`term`] of each slot's value.
     pub fn terms(&self) -> [Option<i64>; INDEX_SLOTS] {
-        std::array::from_fn(|i| self.0[i].as_deref().map(term))
+        self.0
     }
 }
 
