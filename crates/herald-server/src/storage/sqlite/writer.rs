@@ -409,7 +409,7 @@ impl Writer {
     ) -> Result<Vec<Result<Reply>>> {
         self.conn.execute_batch("BEGIN IMMEDIATE")?;
         let mut results = Vec::with_capacity(batch.len());
-        // Taken from the statement cache once per batch, not once per create: a cache lookup
+        // Taken from the statement cache once per batch, not once per write: a cache lookup
         // hashes and compares the SQL text and puts the statement back on drop.
         let mut insert_new = None;
         for req in batch {
@@ -439,8 +439,8 @@ impl Writer {
         Ok(results)
     }
 
-    /// Applies one write. `insert_new` holds the create statement for the rest of the batch
-    /// once a create has prepared it.
+    /// Applies one write. `insert_new` holds the insert statement of creates and updates for
+    /// the rest of the batch once a write has prepared it.
     fn apply<'c>(
         &'c self,
         op: &Op,
@@ -458,26 +458,7 @@ impl Writer {
                     return Err(StorageError::AlreadyExists { key: key.clone() });
                 }
                 let rev = txn.revision + 1;
-                let insert = match insert_new {
-                    Some(stmt) => stmt,
-                    None => insert_new.insert(self.conn.prepare_cached(
-                        "INSERT INTO versions(rev, key, value, create_rev, prev_rev, expires_at,
-                                              t0, t1, t2, t3, t4, t5)
-                         VALUES (?1, ?2, ?3, ?1, NULL, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-                    )?),
-                };
-                insert.execute(params![
-                    rev,
-                    key,
-                    &value[..],
-                    expires_at,
-                    t[0],
-                    t[1],
-                    t[2],
-                    t[3],
-                    t[4],
-                    t[5]
-                ])?;
+                self.insert_version(insert_new, rev, key, value, (rev, None), *expires_at, t)?;
                 txn.revision = rev;
                 txn.live_delta += 1;
                 let kv = KeyValue {
@@ -502,26 +483,8 @@ impl Writer {
             } => {
                 let prev = check(key, self.current(key, txn)?, *expected)?;
                 let rev = txn.revision + 1;
-                self.conn
-                    .prepare_cached(
-                        "INSERT INTO versions(rev, key, value, create_rev, prev_rev, expires_at,
-                                              t0, t1, t2, t3, t4, t5)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-                    )?
-                    .execute(params![
-                        rev,
-                        key,
-                        &value[..],
-                        prev.create_revision,
-                        prev.mod_revision,
-                        expires_at,
-                        t[0],
-                        t[1],
-                        t[2],
-                        t[3],
-                        t[4],
-                        t[5]
-                    ])?;
+                let lineage = (prev.create_revision, Some(prev.mod_revision));
+                self.insert_version(insert_new, rev, key, value, lineage, *expires_at, t)?;
                 self.replace(prev.mod_revision, rev)?;
                 txn.revision = rev;
                 let kv = KeyValue {
@@ -572,6 +535,45 @@ impl Writer {
             #[cfg(test)]
             Op::Panic => panic!("injected writer failure"),
         }
+    }
+
+    /// Appends the version `rev` of `key` with its `(create_rev, prev_rev)` lineage, TTL
+    /// deadline and index terms. `insert` holds the statement for the rest of the batch once
+    /// a write has prepared it.
+    #[allow(clippy::too_many_arguments)]
+    fn insert_version<'c>(
+        &'c self,
+        insert: &mut Option<CachedStatement<'c>>,
+        rev: Revision,
+        key: &str,
+        value: &Bytes,
+        (create_rev, prev_rev): (Revision, Option<Revision>),
+        expires_at: Option<i64>,
+        t: &Terms,
+    ) -> Result<()> {
+        let stmt = match insert {
+            Some(stmt) => stmt,
+            None => insert.insert(self.conn.prepare_cached(
+                "INSERT INTO versions(rev, key, value, create_rev, prev_rev, expires_at,
+                                      t0, t1, t2, t3, t4, t5)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            )?),
+        };
+        stmt.execute(params![
+            rev,
+            key,
+            &value[..],
+            create_rev,
+            prev_rev,
+            expires_at,
+            t[0],
+            t[1],
+            t[2],
+            t[3],
+            t[4],
+            t[5]
+        ])?;
+        Ok(())
     }
 
     /// Deletes the current version `prev`: a deletion row replacing it.
