@@ -564,3 +564,137 @@ async fn create_many(server: &herald_server::server::Server, ns: &str, reason: &
             .unwrap();
     }
 }
+
+/// An unpaged list is read and sent a page of `list_page_items` matching events at a time
+/// at one revision: every shape and group, with selectors (indexed or not), has the items
+/// of the paged list, in order, and none written after its revision.
+#[tokio::test]
+async fn unpaged_lists_are_read_a_page_at_a_time() {
+    use herald_server::registry::RegistryOptions;
+    use herald_server::server::{Server, ServerOptions, StoreKind};
+
+    const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
+    const META: &str = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io";
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = ServerOptions {
+        store: StoreKind::Sqlite {
+            dir: dir.path().to_path_buf(),
+        },
+        listen: "127.0.0.1:0".parse().unwrap(),
+        sweep_interval: std::time::Duration::from_secs(3600),
+        clock: fake_clock(),
+        registry: RegistryOptions {
+            list_page_items: 5,
+            ..RegistryOptions::default()
+        },
+        // A short history: a dozen writes compact a list's revision away.
+        history: herald_server::storage::HistoryOptions {
+            keep_revisions: 8,
+            ..Default::default()
+        },
+        ..ServerOptions::default()
+    };
+    let server = Server::start(cfg).await.unwrap();
+    let http = Http::new(&server);
+    create_many(&server, "ns-s", "Pulled", 17).await;
+    create_many(&server, "ns-t", "Pulled", 3).await;
+    for i in [2, 5, 6, 11, 16] {
+        let path = format!("{}/e.{i:05}", core_path("ns-s"));
+        let r = http
+            .patch(
+                &path,
+                "application/merge-patch+json",
+                &json!({"reason": "BackOff", "metadata": {"labels": {"odd": "yes"}}}),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    let queries = [
+        "",
+        "?fieldSelector=reason%3DBackOff",
+        "?fieldSelector=reason%21%3DBackOff",
+        "?labelSelector=odd",
+    ];
+    for base in [
+        core_path("ns-s"),
+        v1_path("ns-s"),
+        "/api/v1/events".to_string(),
+    ] {
+        for query in queries {
+            for accept in ["application/json", TABLE, META] {
+                let path = format!("{base}{query}");
+                let whole = http.get_accept(&path, accept).await;
+                assert_eq!(whole.status, 200, "{path} {accept}: {}", whole.text());
+                let whole = whole.json();
+                let array = if accept == TABLE { "rows" } else { "items" };
+                // The same list, paged by the client.
+                let sep = if query.is_empty() { '?' } else { '&' };
+                let mut paged = Vec::new();
+                let mut next = format!("{path}{sep}limit=4");
+                loop {
+                    let page = http.get_accept(&next, accept).await.json();
+                    paged.extend(page[array].as_array().unwrap().iter().cloned());
+                    match page["metadata"]["continue"].as_str() {
+                        Some(c) if !c.is_empty() => {
+                            next = format!("{path}{sep}limit=4&continue={c}");
+                        }
+                        _ => break,
+                    }
+                }
+                let items = whole[array].as_array().unwrap();
+                assert_eq!(items, &paged, "{path} {accept}");
+                // ns-t's three events are in the list of every namespace.
+                let others = if base == "/api/v1/events" { 3 } else { 0 };
+                let want = match query {
+                    "" => 17 + others,
+                    "?fieldSelector=reason%21%3DBackOff" => 12 + others,
+                    _ => 5,
+                };
+                assert_eq!(items.len(), want, "{path} {accept}");
+                assert!(
+                    whole["metadata"].get("continue").is_none_or(|c| c == ""),
+                    "{whole}"
+                );
+            }
+        }
+    }
+
+    // Straight from the registry: the pages after the first are read at the first one's
+    // revision, whatever is written meanwhile; a revision compacted away ends the list
+    // with a 410.
+    let reg = server.registry();
+    let unpaged = herald_server::registry::ListParams::default();
+    let (first, rest) = reg
+        .list_streamed(herald_core::event::ApiGroup::Core, Some("ns-s"), &unpaged)
+        .await
+        .unwrap();
+    assert_eq!(first.items.len(), 5);
+    let mut rest = rest.expect("more pages");
+    assert_eq!(rest.revision().to_string(), first.resource_version);
+    let r = http.create_core("ns-s", "e.00005a", "Later").await;
+    assert_eq!(r.status, 201);
+    let mut names = Vec::new();
+    while let Some(items) = rest.next_page().await.unwrap() {
+        assert!(items.len() <= 5);
+        names.extend(
+            items
+                .iter()
+                .map(|s| s.decode().unwrap().metadata.name.unwrap()),
+        );
+    }
+    let want: Vec<String> = (5..17).map(|i| format!("e.{i:05}")).collect();
+    assert_eq!(names, want, "nothing written after the list's revision");
+
+    let (_, rest) = reg
+        .list_streamed(herald_core::event::ApiGroup::Core, Some("ns-s"), &unpaged)
+        .await
+        .unwrap();
+    let mut rest = rest.expect("more pages");
+    for i in 0..12 {
+        let r = http.create_core("ns-t", &format!("x.{i}"), "Later").await;
+        assert_eq!(r.status, 201);
+    }
+    let e = rest.next_page().await.unwrap_err();
+    assert_eq!(e.code, 410, "{e:?}");
+    server.shutdown().await.unwrap();
+}

@@ -1,5 +1,5 @@
-//! The SQLite store's memory does not grow with the number of stored events, and opening a
-//! large store does not read them all.
+//! The SQLite store's memory does not grow with the number of stored events, opening a
+//! large store does not read them all, and an unpaged list of them is sent a page at a time.
 //!
 //! The heap is counted by a global allocator wrapper, so this file holds one test: another
 //! test running beside it in the same process would be counted too.
@@ -11,6 +11,9 @@ use std::sync::atomic::{AtomicIsize, Ordering};
 use bytes::Bytes;
 use futures::StreamExt;
 use herald_core::clock::FakeClock;
+use herald_core::event::ApiGroup;
+use herald_server::api::events::render::{self, ListShape};
+use herald_server::registry::{EventRegistry, ListParams, RegistryOptions};
 use herald_server::storage::{
     Backend, HistoryOptions, IndexValues, SqliteBackend, SqliteOptions, StorageError,
 };
@@ -20,13 +23,20 @@ use herald_server::storage::{
 struct Counting;
 
 static LIVE: AtomicIsize = AtomicIsize::new(0);
+/// The most [`LIVE`] has been since it was last reset ([`reset_peak`]).
+static PEAK: AtomicIsize = AtomicIsize::new(0);
+
+fn grow(by: isize) {
+    let now = LIVE.fetch_add(by, Ordering::Relaxed) + by;
+    PEAK.fetch_max(now, Ordering::Relaxed);
+}
 
 #[allow(unsafe_code)]
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let p = unsafe { System.alloc(layout) };
         if !p.is_null() {
-            LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+            grow(layout.size() as isize);
         }
         p
     }
@@ -37,10 +47,7 @@ unsafe impl GlobalAlloc for Counting {
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         let p = unsafe { System.realloc(ptr, layout, new_size) };
         if !p.is_null() {
-            LIVE.fetch_add(
-                new_size as isize - layout.size() as isize,
-                Ordering::Relaxed,
-            );
+            grow(new_size as isize - layout.size() as isize);
         }
         p
     }
@@ -51,6 +58,17 @@ static GLOBAL: Counting = Counting;
 
 fn live() -> isize {
     LIVE.load(Ordering::Relaxed)
+}
+
+/// Starts a new peak from the heap as it is; returns it.
+fn reset_peak() -> isize {
+    let now = live();
+    PEAK.store(now, Ordering::Relaxed);
+    now
+}
+
+fn peak() -> isize {
+    PEAK.load(Ordering::Relaxed)
 }
 
 const MIB: isize = 1 << 20;
@@ -157,5 +175,39 @@ fn memory_stays_bounded_while_the_store_grows_and_opening_reads_only_the_window(
             store.watch("/events/", 2).await,
             Err(StorageError::Expired { .. })
         ));
+        drop(w);
+
+        // An unpaged list of every event (about 40 MB of JSON) is read and rendered a page
+        // at a time: the heap holds a few pages, not the list. Read whole, it holds it all.
+        let reg = EventRegistry::new(store.clone(), clock.clone(), RegistryOptions::default());
+        let unpaged = ListParams::default();
+        let base = reset_peak();
+        let (first, rest) = reg
+            .list_streamed(ApiGroup::Core, None, &unpaged)
+            .await
+            .unwrap();
+        let body = render::streamed_list(ApiGroup::Core, ListShape::Events, first, rest.unwrap());
+        let (sent, items) = body
+            .fold((0, 0), |(sent, items), chunk| async move {
+                let chunk = chunk.unwrap();
+                let n = chunk.windows(7).filter(|w| w == b"\"uid\":\"").count();
+                (sent + chunk.len(), items + n)
+            })
+            .await;
+        let streamed = peak() - base;
+        assert_eq!(items, 60_000, "every event once");
+        assert!(sent > 35 << 20, "the list is {sent} bytes");
+        assert!(
+            streamed < 16 * MIB,
+            "an unpaged list of {sent} bytes took {streamed} bytes of heap at its peak"
+        );
+        let base = reset_peak();
+        let whole = reg.list(ApiGroup::Core, None, &unpaged).await.unwrap();
+        let collected = peak() - base;
+        assert_eq!(whole.items.len(), 60_000);
+        assert!(
+            collected > 30 * MIB,
+            "the list read whole is in memory ({collected} bytes): the count above would see it"
+        );
     });
 }

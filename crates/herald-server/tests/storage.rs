@@ -993,6 +993,35 @@ async fn sqlite_reopened_revision_is_the_newest_write_even_when_compacted_away()
     assert_eq!(c.mod_revision, deleted_at + 1);
 }
 
+/// Opening a store takes the live-key count from `meta` (written by every commit that
+/// changes it) instead of counting every live key, which would read a store of millions of
+/// events on each start; only a store without the entry (older, or upgraded) is counted.
+#[tokio::test]
+async fn sqlite_open_takes_the_persisted_live_count_and_counts_only_when_it_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let open = || SqliteBackend::open(dir.path(), clock(), SqliteOptions::default()).unwrap();
+    {
+        let s = open();
+        for k in ["a", "b", "c"] {
+            s.create(&format!("/events/ns/{k}"), b(k), None)
+                .await
+                .unwrap();
+        }
+        s.delete("/events/ns/b", None).await.unwrap();
+        assert_eq!(s.live_keys(), Some(2));
+    }
+    let meta = |sql: &str| {
+        let c = rusqlite::Connection::open(dir.path().join("herald.db")).unwrap();
+        c.execute(sql, []).unwrap();
+    };
+    // A count the rows do not match: an open that recounted would not keep it.
+    meta("UPDATE meta SET value = 41 WHERE name = 'live'");
+    assert_eq!(open().live_keys(), Some(41));
+    meta("DELETE FROM meta WHERE name = 'live'");
+    assert_eq!(open().live_keys(), Some(2));
+    assert_eq!(open().live_keys(), Some(2));
+}
+
 /// Watches a reopened SQLite store from a revision written before the restart while other
 /// tasks keep writing (deleting the pre-restart keys among them): every change after that
 /// revision arrives, in order, with no gap — or, when the window is too small for the

@@ -87,7 +87,7 @@ use herald_core::event::{ApiGroup, CoreEvent};
 use herald_core::status::ApiError;
 use serde_json::Value;
 
-use crate::storage::{Backend, ListOptions, StorageError};
+use crate::storage::{Backend, KeyValue, ListOptions, Revision, StorageError};
 
 pub use herald_wire::stored::Stored;
 pub use watch::{Change, ChangeKind, DecodedItem, EventWatch, WatchItem};
@@ -125,7 +125,15 @@ pub struct RegistryOptions {
     /// their keys ([`Backend::live_keys`]); the server warns at start when its backend does
     /// not.
     pub max_events: Option<usize>,
+    /// How many matching events an unpaged list reads at a time (default
+    /// [`DEFAULT_LIST_PAGE_ITEMS`]; see [`EventRegistry::list_streamed`]): what such a list
+    /// holds in memory while it is sent, about 1.6 KB per event.
+    pub list_page_items: usize,
 }
+
+/// The default of [`RegistryOptions::list_page_items`]: about 6.5 MB of events at a time,
+/// few enough reads that a long list costs no more than one query.
+pub const DEFAULT_LIST_PAGE_ITEMS: usize = 4096;
 
 /// The default of [`RegistryOptions::max_events`], sized for disks: 10 million events of a
 /// typical 1 KB take about 16 GB of SQLite file with their indexes and history (measured with
@@ -144,6 +152,7 @@ impl Default for RegistryOptions {
             bookmark_interval: Duration::from_secs(60),
             default_watch_timeout: Duration::from_secs(1800),
             max_events: Some(DEFAULT_MAX_EVENTS),
+            list_page_items: DEFAULT_LIST_PAGE_ITEMS,
         }
     }
 }
@@ -262,6 +271,81 @@ pub struct EventList {
     pub resource_version: String,
     /// The token for the next page, when more may follow.
     pub continue_: Option<String>,
+}
+
+/// The pages of an unpaged list after its first ([`EventRegistry::list_streamed`]), read
+/// one at a time at the list's revision with the list's selectors.
+pub struct ListRest {
+    registry: EventRegistry,
+    group: ApiGroup,
+    prefix: String,
+    filter: Filter,
+    revision: Revision,
+    /// The key to go on from; `None` once the list is complete.
+    cursor: Option<String>,
+}
+
+impl std::fmt::Debug for ListRest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ListRest")
+            .field("prefix", &self.prefix)
+            .field("revision", &self.revision)
+            .field("cursor", &self.cursor)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ListRest {
+    /// The next page: at most [`RegistryOptions::list_page_items`] matching events (never
+    /// empty), in key order after the previous page; `None` once the list is complete. If
+    /// the list's revision has been compacted away meanwhile (the history window moved past
+    /// it during a long list), a 410 `Expired`: the list cannot be completed at its revision.
+    pub async fn next_page(&mut self) -> Result<Option<Vec<Stored>>, ApiError> {
+        let Some(cursor) = self.cursor.take() else {
+            return Ok(None);
+        };
+        let limit = Some(self.registry.opts.list_page_items.max(1));
+        let page = self
+            .registry
+            .read_page(
+                self.group,
+                &self.prefix,
+                &self.filter,
+                limit,
+                Some(self.revision),
+                Some(cursor),
+                false,
+                None,
+            )
+            .await?;
+        self.cursor = page.next;
+        if page.items.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(page.items.into_iter().map(stored).collect()))
+    }
+
+    /// The revision the list is read at (its resourceVersion).
+    pub fn revision(&self) -> Revision {
+        self.revision
+    }
+}
+
+/// What a list sends of a stored key: its bytes at its revision.
+fn stored(kv: KeyValue) -> Stored {
+    Stored {
+        bytes: kv.value,
+        revision: kv.mod_revision,
+    }
+}
+
+/// Matching events read by [`EventRegistry::read_page`].
+struct ListPage {
+    items: Vec<KeyValue>,
+    /// The key to continue from, when more may follow.
+    next: Option<String>,
+    /// The revision they were read at.
+    revision: Revision,
 }
 
 impl EventList {
@@ -401,12 +485,35 @@ impl EventRegistry {
     /// LIST events of `namespace` (all namespaces when `None`), with selectors, paging and
     /// resourceVersion semantics (see the module docs), as stored: without selectors nothing
     /// is decoded, which is what keeps large lists cheap. `p.watch` must be false.
+    ///
+    /// An unpaged list (no `limit`) is read whole into memory: the HTTP layer streams one
+    /// instead ([`list_streamed`](Self::list_streamed)).
     pub async fn list(
         &self,
         group: ApiGroup,
         namespace: Option<&str>,
         p: &ListParams,
     ) -> Result<EventList, ApiError> {
+        let (mut list, rest) = self.list_streamed(group, namespace, p).await?;
+        if let Some(mut rest) = rest {
+            while let Some(items) = rest.next_page().await? {
+                list.items.extend(items);
+            }
+        }
+        Ok(list)
+    }
+
+    /// [`list`](Self::list), with an unpaged list (no `limit`) read a page of at most
+    /// [`RegistryOptions::list_page_items`] matching events at a time: the first page comes
+    /// with the list's resourceVersion, the [`ListRest`] reads the others at the same
+    /// revision, so a list of any length is sent while it is read, in bounded memory. A
+    /// paged list (with `limit`) is one page and no rest, as from `list`.
+    pub async fn list_streamed(
+        &self,
+        group: ApiGroup,
+        namespace: Option<&str>,
+        p: &ListParams,
+    ) -> Result<(EventList, Option<ListRest>), ApiError> {
         p.validate()?;
         let filter = Filter::new(group, p, None)?;
         let prefix = keys::prefix(namespace);
@@ -416,7 +523,7 @@ impl EventRegistry {
             .map(|l| usize::try_from(l).unwrap_or(usize::MAX));
         let rv = parse_rv(p.rv())?;
         let mut min_rv = None;
-        let (mut at, mut cursor, continuing) = match p.continue_token() {
+        let (at, cursor, continuing) = match p.continue_token() {
             Some(tok) => {
                 if p.rv().is_some_and(|v| v != "0") {
                     return Err(ApiError::bad_request(
@@ -440,13 +547,59 @@ impl EventRegistry {
                 }
             },
         };
+        let streamed = limit.is_none();
+        let page_limit = limit.or(Some(self.opts.list_page_items.max(1)));
+        let page = self
+            .read_page(
+                group, &prefix, &filter, page_limit, at, cursor, continuing, min_rv,
+            )
+            .await?;
+        let list = |next: Option<String>| EventList {
+            items: page.items.into_iter().map(stored).collect(),
+            resource_version: page.revision.to_string(),
+            continue_: next,
+        };
+        if streamed {
+            let rest = page.next.map(|cursor| ListRest {
+                registry: self.clone(),
+                group,
+                prefix,
+                filter,
+                revision: page.revision,
+                cursor: Some(cursor),
+            });
+            return Ok((list(None), rest));
+        }
+        let next = page
+            .next
+            .map(|k| continue_token::encode(&prefix, &k, Some(page.revision)));
+        Ok((list(next), None))
+    }
+
+    /// Reads matching events from `cursor` on (exclusive; from the start when `None`) at
+    /// revision `at` (the current one when `None`), at most `limit` of them: as many
+    /// backend pages as it takes to find them. `next` is the key to continue from when
+    /// more may follow. `continuing` makes a compacted revision the 410 of a stale continue
+    /// token; `min_rv` is a resourceVersion the revision read must not be older than.
+    #[allow(clippy::too_many_arguments)]
+    async fn read_page(
+        &self,
+        group: ApiGroup,
+        prefix: &str,
+        filter: &Filter,
+        limit: Option<usize>,
+        mut at: Option<Revision>,
+        mut cursor: Option<String>,
+        continuing: bool,
+        min_rv: Option<Revision>,
+    ) -> Result<ListPage, ApiError> {
         let mut items = Vec::new();
         let mut next = None;
         'pages: loop {
             let page = match self
                 .backend
                 .list(
-                    &prefix,
+                    prefix,
                     ListOptions {
                         start_after: cursor.clone(),
                         limit,
@@ -460,7 +613,7 @@ impl EventRegistry {
                 Err(StorageError::Expired { .. }) if continuing => {
                     let mut e = ApiError::expired(CONTINUE_TOO_OLD);
                     let last = cursor.clone().unwrap_or_default();
-                    e.continue_token = Some(continue_token::encode(&prefix, &last, None));
+                    e.continue_token = Some(continue_token::encode(prefix, &last, None));
                     return Err(e);
                 }
                 Err(StorageError::Expired { .. }) => return Err(ApiError::expired(LIST_TOO_OLD)),
@@ -506,17 +659,10 @@ impl EventRegistry {
                 _ => break,
             }
         }
-        let revision = at.unwrap_or(0);
-        Ok(EventList {
-            items: items
-                .into_iter()
-                .map(|kv| Stored {
-                    bytes: kv.value,
-                    revision: kv.mod_revision,
-                })
-                .collect(),
-            resource_version: revision.to_string(),
-            continue_: next.map(|k| continue_token::encode(&prefix, &k, Some(revision))),
+        Ok(ListPage {
+            items,
+            next,
+            revision: at.unwrap_or(0),
         })
     }
 

@@ -436,8 +436,15 @@ async fn read(
         }
         None => {
             let out = neg.output(Target::List)?;
-            let l = registry.list(group, ns.as_deref(), &p).await?;
+            let (mut l, rest) = registry.list_streamed(group, ns.as_deref(), &p).await?;
             if out == Output::Object && neg.protobuf() {
+                // The envelope's length prefix needs every item: a protobuf list is whole
+                // in memory before it is sent, as kube-apiserver sends one.
+                if let Some(mut rest) = rest {
+                    while let Some(items) = rest.next_page().await? {
+                        l.items.extend(items);
+                    }
+                }
                 let parts = render::protobuf_list(group, l).await?;
                 // The length is known: with it the compression layer leaves small lists
                 // alone, as it does JSON ones.
@@ -453,6 +460,10 @@ async fn read(
                 return Ok(resp);
             }
             let shape = render::ListShape::of(out, include(out)?, now);
+            if let Some(rest) = rest {
+                let body = Body::from_stream(render::streamed_list(group, shape, l, rest));
+                return Ok(typed_response(StatusCode::OK, body, "application/json"));
+            }
             if shape.decodes(group) && l.items.len() > render::LIST_BLOCK {
                 let body = Body::from_stream(render::parallel_list(group, shape, l));
                 return Ok(typed_response(StatusCode::OK, body, "application/json"));

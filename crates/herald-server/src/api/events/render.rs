@@ -26,7 +26,7 @@ use jiff::Timestamp;
 use serde_json::{Value, json};
 
 use crate::api::negotiate::{IncludeObject, MetaVersion, Output};
-use crate::registry::{ChangeKind, DecodedItem, EventList, WatchItem};
+use crate::registry::{ChangeKind, DecodedItem, EventList, ListRest, WatchItem};
 
 /// One event in the requested representation.
 pub fn object(
@@ -545,6 +545,83 @@ pub fn parallel_list(
         .chain(rendered)
         .chain(futures::stream::once(async {
             Ok(bytes::Bytes::from_static(b"]}"))
+        }))
+}
+
+/// The bytes of an unpaged list read a page at a time ([`EventRegistry::list_streamed`]):
+/// `first`'s head and items, then each page of `rest` as it is read, rendered while the next
+/// one is read (on the blocking pool where items are decoded, [`ListShape::decodes`]), so at
+/// most about two pages are in memory whatever the list's length. A page that cannot be
+/// read (its revision compacted during a long list, a storage failure) ends the body with
+/// an error: the client sees a broken list, never a short one that looks complete.
+///
+/// [`EventRegistry::list_streamed`]: crate::registry::EventRegistry::list_streamed
+pub fn streamed_list(
+    group: ApiGroup,
+    shape: ListShape,
+    first: EventList,
+    rest: ListRest,
+) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> + Send {
+    use futures::StreamExt as _;
+    let head = list_head(group, shape, &first);
+    let pages = futures::stream::unfold(Some(rest), |rest| async move {
+        let mut rest = rest?;
+        match rest.next_page().await {
+            Ok(Some(items)) => Some((Ok(items), Some(rest))),
+            Ok(None) => None,
+            Err(e) => {
+                tracing::warn!(
+                    revision = rest.revision(),
+                    reason = ?e.reason,
+                    message = %e.message,
+                    "an unpaged list could not be completed; its response is cut short"
+                );
+                Some((Err(std::io::Error::other(e.message)), None))
+            }
+        }
+    });
+    let render = move |items: Vec<Stored>| {
+        // Every item is written after a comma; the list's first item must not be.
+        let mut out = Vec::with_capacity(items.len() * 1700);
+        for item in &items {
+            push_item(&mut out, group, shape, item, true);
+        }
+        out
+    };
+    let mut started = false;
+    let rendered = futures::stream::once(async move { Ok(first.items) })
+        .chain(pages)
+        .map(move |items| async move {
+            match items {
+                Ok(items) if shape.decodes(group) => {
+                    tokio::task::spawn_blocking(move || render(items))
+                        .await
+                        .map_err(std::io::Error::other)
+                }
+                Ok(items) => Ok(render(items)),
+                Err(e) => Err(e),
+            }
+        })
+        .buffered(2)
+        .filter_map(move |block| {
+            let block = block.map(|out| {
+                let out = Bytes::from(out);
+                if !started && !out.is_empty() {
+                    started = true;
+                    return out.slice(1..);
+                }
+                out
+            });
+            // An empty chunk would end a chunked body.
+            std::future::ready(match &block {
+                Ok(out) if out.is_empty() => None,
+                _ => Some(block),
+            })
+        });
+    futures::stream::once(async move { Ok(Bytes::from(head)) })
+        .chain(rendered)
+        .chain(futures::stream::once(async {
+            Ok(Bytes::from_static(b"]}"))
         }))
 }
 

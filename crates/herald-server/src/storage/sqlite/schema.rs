@@ -125,18 +125,31 @@ fn prepare_writer(path: &Path, cache_bytes: usize) -> Result<Connection> {
         [SCHEMA_VERSION],
     )?;
     // Absent on a new store and after an upgrade: versions up to the newest one were written
-    // without terms, and nobody counted the live keys.
-    conn.execute(
-        "INSERT OR IGNORE INTO meta(name, value)
-         SELECT 'indexed_from', coalesce(max(rev) + 1, 0) FROM versions",
-        [],
-    )?;
-    conn.execute(
-        "INSERT OR IGNORE INTO meta(name, value)
-         SELECT 'live', count(*) FROM versions WHERE next_rev IS NULL AND value IS NOT NULL",
-        [],
-    )?;
+    // without terms, and nobody counted the live keys. Only then are they computed: counting
+    // reads every live key, which an open must not do on every start.
+    if !has_meta(&conn, "indexed_from")? {
+        conn.execute(
+            "INSERT INTO meta(name, value)
+             SELECT 'indexed_from', coalesce(max(rev) + 1, 0) FROM versions",
+            [],
+        )?;
+    }
+    if !has_meta(&conn, "live")? {
+        conn.execute(
+            "INSERT INTO meta(name, value)
+             SELECT 'live', count(*) FROM versions WHERE next_rev IS NULL AND value IS NOT NULL",
+            [],
+        )?;
+    }
     Ok(conn)
+}
+
+/// Whether `meta` has the entry `name`.
+fn has_meta(conn: &Connection, name: &str) -> Result<bool> {
+    Ok(conn
+        .query_row("SELECT 1 FROM meta WHERE name = ?1", [name], |_| Ok(()))
+        .optional()?
+        .is_some())
 }
 
 /// Whether the database has the table `name`.
