@@ -8,9 +8,12 @@
 //! - `isomorphic_64_objects`: 64 series taken in turn (no two consecutive occurrences share a
 //!   key).
 //!
-//! Occurrences are what the recorder hands the pipeline (regarding with uid and
-//! resourceVersion, reporting fields, time; not a whole Event: the step builds the Event a
-//! write sends). They are made outside the measured time (`iter_batched`).
+//! Occurrences are what the pipeline's fan-out delivers to a sink: the recorder's light
+//! occurrence (regarding with uid and resourceVersion, reporting fields, time; not a whole
+//! Event) in the distributor's `Arc`. They are made outside the measured time
+//! (`iter_batched`). The step hands on a write that carries the occurrence, not an Event:
+//! the writer builds the Event on the write's own task (as `correlate.rs` leaves out
+//! writing its event), and the bench drops the write outside the measured time.
 //!
 //! `cargo bench -p herald-runtime --bench series`
 

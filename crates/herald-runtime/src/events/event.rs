@@ -1,6 +1,7 @@
 //! Building events.k8s.io/v1 events, the occurrences the pipeline carries, and the
 //! isomorphic key that groups occurrences into a series.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::hash::{BuildHasher, Hash, Hasher};
@@ -16,7 +17,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use crate::record::EventType;
 use crate::record::correlator::KeyBuilder;
 use crate::record::queue::Mergeable;
-use crate::record::writer::WritableEvent;
+use crate::record::writer::{WritableEvent, WriteKey, WriteSource};
 
 /// Everything client-go's `makeEvent` builds one event from.
 #[cfg(test)]
@@ -114,9 +115,9 @@ const HAS_RELATED: u16 = 1 << 14;
 /// latest was observed.
 ///
 /// So an occurrence that a series only counts costs one allocation to make and one to free;
-/// the Event is built ([`Occurrence::to_event`]) only for a write that sends it (a create,
-/// the patch that starts a series) and for watchers. The built event is exactly the one
-/// client-go's `makeEvent` builds.
+/// the Event is built ([`Occurrence::to_event`]) only by a write that sends it (on the
+/// write's task, see [`PendingEvent`]: a create, a series patch) and for watchers. The
+/// built event is exactly the one client-go's `makeEvent` builds.
 #[derive(Debug, Clone)]
 pub(crate) struct Occurrence {
     reporter: Arc<Reporter>,
@@ -217,11 +218,13 @@ impl Occurrence {
         std::array::from_fn(|i| self.field(first + i))
     }
 
+    /// Reference field `i` (`REGARDING..FIELDS`), `None` when absent.
+    fn ref_field(&self, i: usize) -> Option<&str> {
+        (self.present & (1 << (i - REGARDING)) != 0).then(|| self.field(i))
+    }
+
     fn reference(&self, first: usize) -> ObjectReference {
-        let f = |i: usize| {
-            let i = first + i;
-            (self.present & (1 << (i - REGARDING)) != 0).then(|| self.field(i).to_string())
-        };
+        let f = |i: usize| self.ref_field(first + i).map(str::to_string);
         ObjectReference {
             kind: f(0),
             namespace: f(1),
@@ -236,6 +239,14 @@ impl Occurrence {
     /// The occurrence's note.
     pub(crate) fn note(&self) -> &str {
         self.field(NOTE)
+    }
+
+    /// The namespace and name of [`to_event`](Self::to_event)'s event, without building it.
+    pub(crate) fn write_key(&self) -> WriteKey {
+        (
+            event_namespace(self.ref_field(REGARDING + 1)).to_string(),
+            self.field(NAME).to_string(),
+        )
     }
 
     /// The event of this occurrence, without a series: what client-go's `makeEvent` builds
@@ -427,6 +438,33 @@ pub(crate) fn isomorphic_key(e: &Event, ignore_resource_version: bool, key: &mut
     }
 }
 
+/// What an events.k8s.io/v1 write carries: the occurrence whose event it sends (a series'
+/// first one), shared with the series cache, and the series the event carries (`None` for
+/// the create of a single occurrence). Cheap to make and to drop (a reference count and a
+/// few words): the writer builds the event ([`Occurrence::to_event`] with `series`) on the
+/// write's own task, once per write, so the sink task that decides writes never builds one.
+#[derive(Debug, Clone)]
+pub(crate) struct PendingEvent {
+    /// The occurrence whose event the write sends.
+    pub first: Arc<Occurrence>,
+    /// The series the sent event carries.
+    pub series: Option<EventSeries>,
+}
+
+impl WriteSource for PendingEvent {
+    type Event = Event;
+
+    fn write_key(&self) -> WriteKey {
+        self.first.write_key()
+    }
+
+    fn event(&self) -> Cow<'_, Event> {
+        let mut event = self.first.to_event();
+        event.series.clone_from(&self.series);
+        Cow::Owned(event)
+    }
+}
+
 /// The strategic-merge patch that updates a series: exactly
 /// `{"series":{"count":N,"lastObservedTime":"<RFC 3339, 6 fractional digits, UTC>"}}`
 /// (client-go's two-way patch from the event without its series to the event).
@@ -524,12 +562,12 @@ mod tests {
             last_observed_time: MicroTime(t),
         });
         let plain_write = Write {
-            event: std::sync::Arc::new(plain.clone()),
+            source: std::sync::Arc::new(plain.clone()),
             op: WriteOp::Create,
             tally: Tally::default(),
         };
         let series_write = Write {
-            event: std::sync::Arc::new(isomorphic.clone()),
+            source: std::sync::Arc::new(isomorphic.clone()),
             op: WriteOp::Patch(None),
             tally: Tally::default(),
         };
@@ -754,6 +792,9 @@ mod tests {
                 prop_assert_eq!(&a.to_event(), &ea);
                 prop_assert_eq!(&b.to_event(), &eb);
                 prop_assert_eq!(a.note(), ea.note.as_deref().unwrap_or(""));
+                // What orders its writes, without building the event.
+                prop_assert_eq!(a.write_key(), crate::record::writer::write_key(&ea));
+                prop_assert_eq!(b.write_key(), crate::record::writer::write_key(&eb));
                 for ignore_rv in [false, true] {
                     for (o, e) in [(&a, &ea), (&b, &eb)] {
                         prop_assert_eq!(

@@ -213,7 +213,7 @@ impl EventRecorder {
     }
 
     /// Queues one occurrence (or hands it to the fake target). The occurrence keeps the
-    /// arguments, not an Event: a sink builds the Event only for a write that sends it.
+    /// arguments, not an Event: a sink's writer builds the Event only for a write that sends it.
     #[allow(clippy::too_many_arguments)]
     fn record(
         &self,

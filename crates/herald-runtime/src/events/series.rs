@@ -16,14 +16,16 @@
 //! ```
 //!
 //! Occurrences arrive light ([`Occurrence`]: the recorder's arguments in one allocation, not
-//! an Event). The step builds an Event only for a write that sends one — the create of a new
-//! entry, the patch that starts a series —, so an occurrence a series only counts is freed
-//! as cheaply as it was made.
+//! an Event), shared (`Arc`) as the fan-out delivers them. The step never builds an Event: a
+//! write carries the occurrence whose event it sends and the series count
+//! ([`PendingEvent`]), and the writer builds the event on the write's own task, in the
+//! write's turn for its key. So an occurrence a series only counts is freed as cheaply as it
+//! was made, and a new object's create costs the step a reference count.
 //!
-//! Memory: an entry for a single occurrence keeps its key and that occurrence (one
-//! allocation besides the annotations); only a series keeps a whole event (its first
-//! occurrence's, which every later write of the series sends). So a stream of events about
-//! new objects caches little, and the writer frees each created event once it is written.
+//! Memory: an entry keeps its key and an occurrence (the one delivered, not a copy): a
+//! single occurrence's, or a series' first one, which every write of the series sends (with
+//! the series' count). So a stream of events about new objects caches little, and an
+//! event exists only while a write sends it.
 
 use std::time::Duration;
 
@@ -35,7 +37,7 @@ use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use std::sync::Arc;
 
-use super::event::{Occurrence, micro, series_patch};
+use super::event::{Occurrence, PendingEvent, micro, series_patch};
 use super::stats::SeriesCounters;
 use crate::record::TrailingFlushOptions;
 use crate::record::correlator::keys::KeyBuf;
@@ -122,18 +124,15 @@ impl Default for SeriesOptions {
 
 /// One isomorphic key: a single occurrence, or a series.
 ///
-/// A single occurrence keeps the light occurrence, not its event: a stream of new objects
-/// (each a create) caches one small allocation per key instead of a whole event, and
-/// evicting it frees that one allocation.
-// A single occurrence is kept by value (272 bytes, most of them its field offsets): boxing
-// it would add an allocation to every new key; the cache's size is bounded.
-#[allow(clippy::large_enum_variant)]
+/// A single occurrence keeps the light occurrence as it was delivered (shared with its
+/// create, not copied), not its event: a stream of new objects (each a create) caches one
+/// small allocation per key instead of a whole event.
 #[derive(Debug)]
 enum Entry {
     /// One occurrence (its `count` is 1, its `last_observed` when it was observed), already
     /// handed to the writer as a create; nothing of it is written again unless a second
     /// occurrence makes it a series, whose event is this occurrence's.
-    Single(Occurrence),
+    Single(Arc<Occurrence>),
     /// Two occurrences or more.
     Series(Series),
 }
@@ -159,10 +158,10 @@ impl Entry {
 /// An open series.
 #[derive(Debug)]
 struct Series {
-    /// The first occurrence (its name, note and eventTime are what the server keeps), without
-    /// a series: every write of the series sends it (a patch names it, a patch answered 404
-    /// creates it).
-    event: Arc<Event>,
+    /// The first occurrence (its name, note and eventTime are what the server keeps): every
+    /// write of the series sends its event with the current series (a patch names it, a patch
+    /// answered 404 creates it).
+    first: Arc<Occurrence>,
     /// Occurrences so far (saturating).
     count: i32,
     /// The latest occurrence.
@@ -175,23 +174,17 @@ struct Series {
 }
 
 impl Series {
-    /// The event as the next write sends it: the first occurrence with the current series.
-    fn to_write(&self) -> Arc<Event> {
-        let mut e = (*self.event).clone();
-        e.series = Some(EventSeries {
+    /// A write of the current count (the first occurrence's event with the current series),
+    /// carrying the held occurrences; `plain` delivered items are settled by it as created
+    /// or patched.
+    fn write(&mut self, via: Via, plain: u64) -> Write<PendingEvent> {
+        let series = EventSeries {
             count: self.count,
             last_observed_time: MicroTime(micro(self.last_observed)),
-        });
-        Arc::new(e)
-    }
-
-    /// A write of the current count, carrying the held occurrences; `plain` delivered items
-    /// are settled by it as created or patched.
-    fn write(&mut self, via: Via, plain: u64) -> Write<Event> {
-        let event = self.to_write();
-        let op = match (&event.series, via) {
-            (Some(series), Via::Patch) => WriteOp::Patch(Some(series_patch(series))),
-            _ => WriteOp::Create,
+        };
+        let op = match via {
+            Via::Patch => WriteOp::Patch(Some(series_patch(&series))),
+            Via::Create => WriteOp::Create,
         };
         self.written = self.count;
         let tally = Tally {
@@ -199,7 +192,14 @@ impl Series {
             series: std::mem::take(&mut self.held),
             ..Tally::default()
         };
-        Write { event, op, tally }
+        Write {
+            source: PendingEvent {
+                first: self.first.clone(),
+                series: Some(series),
+            },
+            op,
+            tally,
+        }
     }
 
     fn is_short(&self) -> bool {
@@ -260,12 +260,12 @@ impl SeriesLogic {
         }
     }
 
-    fn submit_final(writer: &mut KeyedWriter<Event>, series: &mut Series) {
+    fn submit_final(writer: &mut KeyedWriter<PendingEvent>, series: &mut Series) {
         writer.counters().trailing_flush();
         writer.submit(series.write(Via::Patch, 0));
     }
 
-    fn heartbeat(&mut self, writer: &mut KeyedWriter<Event>) {
+    fn heartbeat(&mut self, writer: &mut KeyedWriter<PendingEvent>) {
         let idxs: Vec<usize> = self.cache.indices_lru_first().collect();
         for idx in idxs {
             if let Entry::Series(s) = self.cache.value_mut(idx) {
@@ -277,7 +277,7 @@ impl SeriesLogic {
 
     /// Finishes the series idle since `now − quiet`, least recently observed first, as far as
     /// the budget allows final writes.
-    fn finish_due(&mut self, now: Timestamp, writer: &mut KeyedWriter<Event>) {
+    fn finish_due(&mut self, now: Timestamp, writer: &mut KeyedWriter<PendingEvent>) {
         while let Some(idx) = self.cache.indices_lru_first().next() {
             let e = self.cache.value(idx);
             if add_saturating(e.last_observed(), self.opts.finish.quiet) > now {
@@ -303,7 +303,7 @@ impl SeriesLogic {
 pub(crate) enum Step {
     /// A write to hand to the writer: the create of a new entry, or the patch that starts
     /// a series (second occurrence).
-    Write(Write<Event>),
+    Write(Write<PendingEvent>),
     /// Counted in memory: a later occurrence of an open series (a later write carries it).
     Counted,
     /// Refused by the spam filter (outcome `skipped`).
@@ -314,14 +314,14 @@ pub(crate) enum Step {
 /// the cache bound (when its server count was short).
 pub(crate) struct Observed {
     pub step: Step,
-    pub evicted_final: Option<Write<Event>>,
+    pub evicted_final: Option<Write<PendingEvent>>,
 }
 
 impl SeriesLogic {
     /// The series decision for one occurrence, without touching the writer: the key, the
     /// cache, the spam filter and the series counters. [`SinkLogic::handle`] hands what it
     /// returns to the writer.
-    pub(crate) fn observe(&mut self, occ: Occurrence) -> Observed {
+    pub(crate) fn observe(&mut self, occ: Arc<Occurrence>) -> Observed {
         let ignore_rv = self.opts.ignore_resource_version;
         self.key.build(|k| occ.isomorphic_key(ignore_rv, k));
         let m = i32::try_from(occ.count).unwrap_or(i32::MAX);
@@ -339,7 +339,7 @@ impl SeriesLogic {
                     // The second occurrence: start the series on the server, with the first
                     // occurrence's event.
                     let mut s = Series {
-                        event: Arc::new(first.to_event()),
+                        first: first.clone(),
                         count: m.saturating_add(1),
                         last_observed: first.last_observed.max(occ.last_observed),
                         written: 0,
@@ -369,9 +369,9 @@ impl SeriesLogic {
             // The queue merged occurrences: the create starts the series.
             self.counters.started.inc();
             let mut s = Series {
-                event: Arc::new(occ.to_event()),
-                count: m,
                 last_observed: occ.last_observed,
+                first: occ,
+                count: m,
                 written: 0,
                 held: 0,
             };
@@ -379,7 +379,10 @@ impl SeriesLogic {
             (Entry::Series(s), create)
         } else {
             let create = Write {
-                event: Arc::new(occ.to_event()),
+                source: PendingEvent {
+                    first: occ.clone(),
+                    series: None,
+                },
                 op: WriteOp::Create,
                 tally: Tally {
                     plain: 1,
@@ -406,9 +409,9 @@ impl SeriesLogic {
 
 impl SinkLogic for SeriesLogic {
     type Item = Occurrence;
-    type Event = Event;
+    type Write = PendingEvent;
 
-    fn handle(&mut self, occ: Occurrence, writer: &mut KeyedWriter<Event>) -> bool {
+    fn handle(&mut self, occ: Arc<Occurrence>, writer: &mut KeyedWriter<PendingEvent>) -> bool {
         let Observed {
             step,
             evicted_final,
@@ -452,7 +455,7 @@ impl SinkLogic for SeriesLogic {
         Some(elapsed(now, at))
     }
 
-    fn on_timer(&mut self, writer: &mut KeyedWriter<Event>) {
+    fn on_timer(&mut self, writer: &mut KeyedWriter<PendingEvent>) {
         let now = self.clock.now();
         if let Some(mut next) = self.next_heartbeat
             && now >= next
@@ -466,7 +469,7 @@ impl SinkLogic for SeriesLogic {
         self.finish_due(now, writer);
     }
 
-    fn drain(&mut self, writer: &mut KeyedWriter<Event>) -> bool {
+    fn drain(&mut self, writer: &mut KeyedWriter<PendingEvent>) -> bool {
         let mut any = false;
         let idxs: Vec<usize> = self.cache.indices_lru_first().collect();
         for idx in idxs {
@@ -504,6 +507,7 @@ mod tests {
     use crate::events::stats::SeriesMetrics;
     use crate::record::EventType;
     use crate::record::correlator::KeyBuilder;
+    use crate::record::writer::{WriteSource, write_key};
 
     /// client-go's series cache, which keeps each key's whole first event, fed whole events
     /// (the occurrence's, as the recorder built them before occurrences were light): the
@@ -587,11 +591,12 @@ mod tests {
     }
 
     proptest! {
-        /// The series step, fed light occurrences and whose cache keeps a single occurrence
-        /// light, makes exactly the writes of client-go's cache, which is fed whole events
-        /// and keeps them (unbounded cache, no timers): a create with the occurrence's event,
-        /// a patch with the first occurrence's event and the series at the second, nothing
-        /// after.
+        /// The series step, fed light occurrences, whose cache keeps them light and whose
+        /// writes carry them (the writer builds each write's event), makes exactly the
+        /// writes of client-go's cache, which is fed whole events and keeps them (unbounded
+        /// cache, no timers): a create with the occurrence's event, a patch with the first
+        /// occurrence's event and the series at the second, nothing after; each write
+        /// ordered under its event's namespace and name.
         #[test]
         fn observe_writes_what_a_cache_of_whole_events_writes(
             stream in proptest::collection::vec(
@@ -612,11 +617,12 @@ mod tests {
                 secs += pause;
                 let occ = occurrence(pod, reason, note, secs, count);
                 let expected = plain.observe(&occ);
-                let observed = logic.observe(occ);
+                let observed = logic.observe(Arc::new(occ));
                 prop_assert!(observed.evicted_final.is_none());
                 match (observed.step, expected) {
                     (Step::Write(w), Some((event, op))) => {
-                        prop_assert_eq!(&*w.event, &event);
+                        prop_assert_eq!(&*w.source.event(), &event);
+                        prop_assert_eq!(w.source.write_key(), write_key(&event));
                         prop_assert_eq!(w.op, op);
                     }
                     (Step::Counted, None) => {}

@@ -185,11 +185,12 @@ impl CorrelatorLogic {
 
 impl SinkLogic for CorrelatorLogic {
     type Item = Event;
-    type Event = Event;
+    type Write = Arc<Event>;
 
-    fn handle(&mut self, event: Event, writer: &mut KeyedWriter) -> bool {
+    fn handle(&mut self, event: Arc<Event>, writer: &mut KeyedWriter) -> bool {
         let counters = writer.counters();
-        let result = match self.correlator.correlate(event) {
+        // The last watcher to see an event takes it without a copy.
+        let result = match self.correlator.correlate(Arc::unwrap_or_clone(event)) {
             Ok(r) => r,
             Err(e) => {
                 tracing::error!(error = %e, "unable to correlate event; dropping it");

@@ -9,8 +9,10 @@
 //! ```
 //!
 //! What differs between core/v1 and events.k8s.io/v1 is the item type `T` (what a merge
-//! means: [`Mergeable`]) and the [`SinkLogic`] of a sink task (the correlator for core/v1,
-//! series for events.k8s.io/v1). Everything else — bounds, back-pressure, retries, per-key
+//! means: [`Mergeable`]), the [`SinkLogic`] of a sink task (the correlator for core/v1,
+//! series for events.k8s.io/v1) and what its writes carry ([`WriteSource`]: a whole event
+//! for core/v1, a light occurrence for events.k8s.io/v1, whose event the write builds on its
+//! own task). Everything else — bounds, back-pressure, retries, per-key
 //! order, accounting and shutdown — is this module and [`writer`](super::writer).
 
 use std::sync::Arc;
@@ -30,7 +32,7 @@ use super::queue::{IncomingQueue, Mergeable};
 use super::recorder::Intake;
 use super::sink::EventSink;
 use super::stats::{Metrics, SinkOutcome};
-use super::writer::{KeyedWriter, RetryOptions, WritableEvent};
+use super::writer::{KeyedWriter, RetryOptions, WriteSource};
 
 /// The settings both broadcasters share — core/v1's
 /// [`BroadcasterOptions::pipeline`](crate::record::BroadcasterOptions::pipeline) and
@@ -216,7 +218,7 @@ impl<T: Mergeable + Sync> Pipeline<T> {
     pub(crate) fn start_sink<L>(
         &self,
         name: &str,
-        sink: Arc<dyn EventSink<L::Event>>,
+        sink: Arc<dyn EventSink<<L::Write as WriteSource>::Event>>,
         logic: impl FnOnce(&str) -> L,
     ) -> WatchHandle
     where
@@ -294,26 +296,29 @@ async fn distribute<T: Mergeable + Sync>(
 pub(crate) trait SinkLogic: Send + 'static {
     /// What the fan-out delivers.
     type Item: Mergeable + Sync + Clone;
-    /// What the writer writes.
-    type Event: WritableEvent;
+    /// What the writer's writes carry (and so which event type they send).
+    type Write: WriteSource;
 
-    /// One delivered item (the task has counted it as delivered). Submits the writes it
-    /// needs and settles outcomes that need no write. Returns true when the next timer
-    /// ([`next_timer_in`](Self::next_timer_in)) may have moved.
-    fn handle(&mut self, item: Self::Item, writer: &mut KeyedWriter<Self::Event>) -> bool;
+    /// One delivered item (the task has counted it as delivered), as the fan-out shares it
+    /// with every watcher: a logic that keeps or hands on the item keeps the `Arc` (no copy),
+    /// one that needs it owned takes it with `Arc::unwrap_or_clone` (no copy when this sink
+    /// is its last holder). Submits the writes it needs and settles outcomes that need no
+    /// write. Returns true when the next timer ([`next_timer_in`](Self::next_timer_in)) may
+    /// have moved.
+    fn handle(&mut self, item: Arc<Self::Item>, writer: &mut KeyedWriter<Self::Write>) -> bool;
 
     /// A write completed and the server stored `stored`.
-    fn written(&mut self, stored: &Self::Event);
+    fn written(&mut self, stored: &<Self::Write as WriteSource>::Event);
 
     /// How long until [`on_timer`](Self::on_timer) is due; `None` when nothing is pending.
     fn next_timer_in(&self) -> Option<Duration>;
 
     /// The timer fired: submit the writes that are due (within their budget).
-    fn on_timer(&mut self, writer: &mut KeyedWriter<Self::Event>);
+    fn on_timer(&mut self, writer: &mut KeyedWriter<Self::Write>);
 
     /// The input has ended and every write is done: submit the last writes (counts still
     /// held, whatever the budget). Returns false when there was nothing left to write.
-    fn drain(&mut self, writer: &mut KeyedWriter<Self::Event>) -> bool;
+    fn drain(&mut self, writer: &mut KeyedWriter<Self::Write>) -> bool;
 
     /// The task is abandoned (stopped or past the shutdown deadline): forget everything held
     /// and return how many delivered items were held without a write (they are settled as
@@ -323,7 +328,7 @@ pub(crate) trait SinkLogic: Send + 'static {
 
 struct SinkTask<L: SinkLogic> {
     logic: L,
-    writer: KeyedWriter<L::Event>,
+    writer: KeyedWriter<L::Write>,
     watcher: Watcher<Arc<L::Item>>,
     stop: CancellationToken,
     deadline: CancellationToken,
@@ -379,8 +384,6 @@ impl<L: SinkLogic> SinkTask<L> {
                     match item {
                         Some(item) => {
                             self.writer.counters().delivered();
-                            // The last watcher to see an item takes it without a copy.
-                            let item = Arc::unwrap_or_clone(item);
                             if self.logic.handle(item, &mut self.writer) {
                                 self.timer_stale = true;
                             }

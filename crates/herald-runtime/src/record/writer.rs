@@ -2,13 +2,17 @@
 //! keeps writes for one event strictly ordered while writes for different events run
 //! concurrently.
 //!
-//! Shared by both recorders: the writer is generic over the event type ([`WritableEvent`]:
-//! core/v1 for [`record`](crate::record), events.k8s.io/v1 for [`events`](crate::events)).
+//! Shared by both recorders: the writer is generic over what a write carries
+//! ([`WriteSource`]: a whole core/v1 event for [`record`](crate::record), a light occurrence
+//! whose events.k8s.io/v1 event is built on the write's task for [`events`](crate::events))
+//! and over the event type it sends ([`WritableEvent`]).
 
 use herald_core::flow::{ExponentialBackoff, JitterMode};
 use k8s_openapi::api::core::v1::Event;
+use kube::Resource as _;
 use rand::rngs::SmallRng;
 use rand::{Rng as _, SeedableRng};
+use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::sync::Arc;
@@ -76,6 +80,39 @@ impl WritableEvent for Event {
     }
 }
 
+/// What a pending [`Write`] carries: the event it sends, or what that event is built from.
+///
+/// The writer asks for the event once per write, on the write's own task (after the
+/// write's turn in its key's order has come, before its first attempt; every attempt
+/// sends the same event). So a sink task that only decides writes can hand on something
+/// cheaper than a whole event and leave building it to the write.
+pub(crate) trait WriteSource: Send + Sync + fmt::Debug + 'static {
+    /// The event type the write sends.
+    type Event: WritableEvent;
+
+    /// The namespace and name of the event the write targets (what orders writes: one at a
+    /// time per key). Equal to [`write_key`] of [`event`](Self::event).
+    fn write_key(&self) -> WriteKey;
+
+    /// The event the write sends: borrowed when the source is the whole event, built when
+    /// it is not.
+    fn event(&self) -> Cow<'_, Self::Event>;
+}
+
+/// A whole event, shared (`Arc`) so that a cache keeping the same event does not copy it for
+/// the write (core/v1).
+impl<E: WritableEvent> WriteSource for Arc<E> {
+    type Event = E;
+
+    fn write_key(&self) -> WriteKey {
+        write_key(&**self)
+    }
+
+    fn event(&self) -> Cow<'_, E> {
+        Cow::Borrowed(&**self)
+    }
+}
+
 /// How many events a write settles when it completes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Tally {
@@ -132,17 +169,16 @@ pub(crate) enum WriteOp {
     Patch(Option<Vec<u8>>),
 }
 
-/// One pending write: the full event (sent whole by a create, named by a patch) and what to
-/// send. The event is shared (`Arc`) so that a cache keeping the same event (the series
-/// cache keeps each first occurrence) does not copy it for the write.
+/// One pending write: what its event is made of (the event is sent whole by a create,
+/// named by a patch; see [`WriteSource`]), what to send, and the occurrences it settles.
 #[derive(Debug, Clone)]
-pub(crate) struct Write<E = Event> {
-    pub event: Arc<E>,
+pub(crate) struct Write<S = Arc<Event>> {
+    pub source: S,
     pub op: WriteOp,
     pub tally: Tally,
 }
 
-impl Write<Event> {
+impl Write {
     /// The write client-go's `recordToSink` would make for a correlated event: a patch when
     /// the count is above one and there is something to patch, a create otherwise.
     pub(crate) fn for_event(event: Event, patch: Option<Vec<u8>>, tally: Tally) -> Self {
@@ -158,18 +194,18 @@ impl Write<Event> {
             WriteOp::Create
         };
         Write {
-            event: Arc::new(event),
+            source: Arc::new(event),
             op,
             tally,
         }
     }
 }
 
-impl<E> Write<E> {
+impl<S> Write<S> {
     /// Folds a newer write for the same event into this one. Counts in patches are absolute,
     /// so the newer state wins; a create that has not been sent stays a create (of the newer
     /// state), so the object is never patched before it exists.
-    fn coalesce(&mut self, newer: Write<E>) {
+    fn coalesce(&mut self, newer: Write<S>) {
         let mut tally = self.tally;
         tally.add(newer.tally);
         let keep_create = self.op == WriteOp::Create;
@@ -238,19 +274,20 @@ fn fallback_patch(event: &Event) -> Vec<u8> {
 /// updating or when the patch target is gone (404), with an empty resourceVersion.
 async fn attempt<E: WritableEvent>(
     sink: &dyn EventSink<E>,
-    w: &Write<E>,
+    event: &E,
+    op: &WriteOp,
     counters: &SinkCounters,
 ) -> Result<WriteResult<E>, SinkError> {
-    if let WriteOp::Patch(patch) = &w.op {
+    if let WriteOp::Patch(patch) = op {
         let owned;
         let patch = match patch {
             Some(p) => p.as_slice(),
             None => {
-                owned = w.event.fallback_patch();
+                owned = event.fallback_patch();
                 owned.as_slice()
             }
         };
-        let patched = sink.patch(&w.event, patch).await;
+        let patched = sink.patch(event, patch).await;
         match patched {
             Ok(e) => {
                 counters.call(ApiCall::Patched);
@@ -265,13 +302,13 @@ async fn attempt<E: WritableEvent>(
     }
     // A create never carries a resourceVersion; copy the event only to remove one.
     let cleared;
-    let ev = if w.event.meta().resource_version.is_some() {
-        let mut e = (*w.event).clone();
+    let ev = if event.meta().resource_version.is_some() {
+        let mut e = event.clone();
         e.meta_mut().resource_version = None;
         cleared = e;
         &cleared
     } else {
-        &*w.event
+        event
     };
     match sink.create(ev).await {
         Ok(e) => {
@@ -285,34 +322,36 @@ async fn attempt<E: WritableEvent>(
     }
 }
 
-/// Writes `w` with retries. Stops retrying once `stop` is cancelled (the current attempt
-/// finishes; a retry sleep is cut short and the write is given up).
-pub(crate) async fn write_with_retries<E: WritableEvent>(
-    sink: &dyn EventSink<E>,
-    w: &Write<E>,
+/// Writes `w` with retries: builds its event once ([`WriteSource::event`]) and sends it in
+/// every attempt. Stops retrying once `stop` is cancelled (the current attempt finishes; a
+/// retry sleep is cut short and the write is given up).
+pub(crate) async fn write_with_retries<S: WriteSource>(
+    sink: &dyn EventSink<S::Event>,
+    w: &Write<S>,
     opts: &RetryOptions,
     counters: &SinkCounters,
     stop: &CancellationToken,
     rng: &mut SmallRng,
-) -> WriteResult<E> {
+) -> WriteResult<S::Event> {
     let max = opts.max_attempts.max(1);
     let mut tries = 0u32;
     let mut throttled_for = Duration::ZERO;
+    let event = w.source.event();
     loop {
-        let result = attempt(sink, w, counters).await;
+        let result = attempt(sink, &*event, &w.op, counters).await;
         let err = match result {
             Ok(written) => return written,
             Err(e) => e,
         };
         let class = if matches!(w.op, WriteOp::Patch(_))
             && err.is_already_exists()
-            && E::retry_already_exists_after_patch()
+            && S::Event::retry_already_exists_after_patch()
         {
             RetryClass::Retry(None)
         } else {
             err.retry_class()
         };
-        let name = &w.event.meta().name;
+        let name = &event.meta().name;
         let wait = match class {
             RetryClass::GiveUpQuietly => {
                 tracing::debug!(event = ?name, error = %err, "Server rejected event (will not retry!)");
@@ -380,13 +419,13 @@ pub(crate) fn write_key<E: kube::Resource>(e: &E) -> WriteKey {
     )
 }
 
-enum Slot<E> {
+enum Slot<S> {
     /// Waiting for a concurrency slot.
-    Waiting(Write<E>),
+    Waiting(Write<S>),
     /// A write is in flight (settling `tally`); `next` follows it.
     Running {
         tally: Tally,
-        next: Option<Write<E>>,
+        next: Option<Write<S>>,
     },
 }
 
@@ -401,23 +440,23 @@ pub(crate) struct Completed<E = Event> {
 /// Bounds: at most `max_concurrent` writes in flight; at most `max_keys` keys with a write in
 /// flight or queued — at that bound [`KeyedWriter::is_full`] is true and the caller stops
 /// taking input until a write completes (back-pressure, nothing dropped).
-pub(crate) struct KeyedWriter<E: WritableEvent = Event> {
-    sink: Arc<dyn EventSink<E>>,
+pub(crate) struct KeyedWriter<S: WriteSource = Arc<Event>> {
+    sink: Arc<dyn EventSink<S::Event>>,
     opts: Arc<RetryOptions>,
     counters: SinkCounters,
     stop: CancellationToken,
-    slots: HashMap<WriteKey, Slot<E>>,
+    slots: HashMap<WriteKey, Slot<S>>,
     ready: VecDeque<WriteKey>,
-    running: JoinSet<(WriteKey, Completed<E>)>,
+    running: JoinSet<(WriteKey, Completed<S::Event>)>,
     running_ids: HashMap<tokio::task::Id, WriteKey>,
     max_concurrent: usize,
     max_keys: usize,
     seed: u64,
 }
 
-impl<E: WritableEvent> KeyedWriter<E> {
+impl<S: WriteSource> KeyedWriter<S> {
     pub(crate) fn new(
-        sink: Arc<dyn EventSink<E>>,
+        sink: Arc<dyn EventSink<S::Event>>,
         opts: Arc<RetryOptions>,
         counters: SinkCounters,
         stop: CancellationToken,
@@ -453,8 +492,8 @@ impl<E: WritableEvent> KeyedWriter<E> {
     }
 
     /// Queues `w` behind any write for the same key.
-    pub(crate) fn submit(&mut self, w: Write<E>) {
-        let key = write_key(&*w.event);
+    pub(crate) fn submit(&mut self, w: Write<S>) {
+        let key = w.source.write_key();
         match self.slots.get_mut(&key) {
             Some(Slot::Waiting(p)) | Some(Slot::Running { next: Some(p), .. }) => p.coalesce(w),
             Some(Slot::Running { next, .. }) => *next = Some(w),
@@ -499,7 +538,7 @@ impl<E: WritableEvent> KeyedWriter<E> {
 
     /// The next completed write, with its events settled in the counters; `None` when
     /// nothing is in flight.
-    pub(crate) async fn next_completed(&mut self) -> Option<Completed<E>> {
+    pub(crate) async fn next_completed(&mut self) -> Option<Completed<S::Event>> {
         loop {
             let (key, done) = match self.running.join_next_with_id().await? {
                 Ok((id, (key, done))) => {
@@ -767,7 +806,7 @@ mod tests {
         assert!(matches!(b.op, WriteOp::Patch(Some(_))));
         a.coalesce(b);
         assert_eq!(a.op, WriteOp::Create);
-        assert_eq!(a.event.count, Some(2));
+        assert_eq!(a.source.count, Some(2));
         assert_eq!(
             a.tally,
             Tally {
