@@ -1022,6 +1022,29 @@ async fn sqlite_open_takes_the_persisted_live_count_and_counts_only_when_it_is_m
     assert_eq!(open().live_keys(), Some(2));
 }
 
+/// A store closed cleanly leaves an empty WAL: the next open has nothing to read back
+/// before it can serve.
+#[tokio::test]
+async fn sqlite_clean_close_leaves_no_wal_to_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = dir.path().join("herald.db-wal");
+    let s = SqliteBackend::open(dir.path(), clock(), SqliteOptions::default()).unwrap();
+    for i in 0..50 {
+        s.create(&format!("/events/ns/e{i}"), b("x"), None)
+            .await
+            .unwrap();
+    }
+    assert!(
+        std::fs::metadata(&wal).unwrap().len() > 0,
+        "the writes are in the WAL"
+    );
+    drop(s);
+    let left = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+    assert_eq!(left, 0, "WAL bytes left after a clean close");
+    let s = SqliteBackend::open(dir.path(), clock(), SqliteOptions::default()).unwrap();
+    assert_eq!(s.live_keys(), Some(50));
+}
+
 /// Watches a reopened SQLite store from a revision written before the restart while other
 /// tasks keep writing (deleting the pre-restart keys among them): every change after that
 /// revision arrives, in order, with no gap — or, when the window is too small for the

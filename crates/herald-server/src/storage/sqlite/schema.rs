@@ -40,6 +40,7 @@
 //! expired) the writer gives them back to the file system (`writer`). Databases created
 //! before that keep SQLite's default (no shrinking; free pages are still reused).
 
+use std::collections::VecDeque;
 use std::path::Path;
 use std::time::Duration;
 
@@ -280,6 +281,12 @@ pub(super) fn kv_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<KeyValue> {
 /// The last `window` writes as watch events (oldest first), no more of them than fit in
 /// `max_bytes` as the watch cache counts them ([`CachedEvent::size_of`], at least one), and
 /// the revision after which they are complete, to preload the watch ring after a restart.
+///
+/// Revisions are unique and every row above the compacted revision is still in the log, so
+/// the last `window` writes are the rows above `revision - window`: they are read forward,
+/// in file order (the end of the file, which a cold start reads ahead of the cursor; read
+/// backwards, each page was one disk read), and the oldest are dropped while they exceed
+/// `max_bytes`.
 pub(super) fn recent_events(
     conn: &Connection,
     window: usize,
@@ -287,14 +294,15 @@ pub(super) fn recent_events(
 ) -> Result<(Revision, Vec<WatchEvent>)> {
     let revision = revision(conn)?;
     let compacted = meta(conn, "compacted")?;
+    let window = Revision::try_from(window).unwrap_or(Revision::MAX);
+    let start = compacted.max(revision.saturating_sub(window));
     let mut stmt = conn.prepare(
         "SELECT rev, key, value, create_rev, prev_rev FROM versions
-         WHERE rev > ?1 ORDER BY rev DESC LIMIT ?2",
+         WHERE rev > ?1 ORDER BY rev",
     )?;
     let mut prev_stmt =
         conn.prepare("SELECT key, value, create_rev, rev FROM versions WHERE rev = ?1")?;
-    let limit = i64::try_from(window).unwrap_or(i64::MAX);
-    let rows = stmt.query_map(params![compacted, limit], |r| {
+    let rows = stmt.query_map(params![start], |r| {
         Ok((
             r.get::<_, Revision>(0)?,
             r.get::<_, String>(1)?,
@@ -303,8 +311,9 @@ pub(super) fn recent_events(
             r.get::<_, Option<Revision>>(4)?,
         ))
     })?;
-    let mut events = Vec::new();
-    let mut oldest = revision;
+    // Each event with its size as the watch cache counts it.
+    let mut events: VecDeque<(usize, WatchEvent)> = VecDeque::new();
+    let mut floor = start;
     let mut bytes = 0usize;
     for row in rows {
         let (rev, key, value, create_rev, prev_rev) = row?;
@@ -331,34 +340,28 @@ pub(super) fn recent_events(
             }),
             _ => None,
         };
-        match ev {
-            Some(ev) => {
-                bytes = bytes.saturating_add(CachedEvent::size_of(&ev));
-                if bytes > max_bytes && !events.is_empty() {
-                    // Every write after this one is loaded: the ring is complete after it.
-                    events.reverse();
-                    return Ok((rev, events));
-                }
-                oldest = rev;
-                events.push(ev);
-            }
-            None => {
-                // A row whose previous version is missing means the log is not what this code
-                // wrote; replay cannot be trusted before it.
-                tracing::warn!(
-                    rev,
-                    "inconsistent history row; watch replay starts after it"
-                );
-                events.reverse();
-                return Ok((rev, events));
+        let Some(ev) = ev else {
+            // A row whose previous version is missing means the log is not what this code
+            // wrote; replay cannot be trusted up to it.
+            tracing::warn!(
+                rev,
+                "inconsistent history row; watch replay starts after it"
+            );
+            events.clear();
+            bytes = 0;
+            floor = rev;
+            continue;
+        };
+        let size = CachedEvent::size_of(&ev);
+        bytes = bytes.saturating_add(size);
+        events.push_back((size, ev));
+        while bytes > max_bytes && events.len() > 1 {
+            if let Some((size, oldest)) = events.pop_front() {
+                bytes -= size;
+                // Every write after this one is loaded: the ring is complete after it.
+                floor = oldest.revision();
             }
         }
     }
-    events.reverse();
-    let floor = if events.len() < window {
-        compacted
-    } else {
-        oldest.saturating_sub(1)
-    };
-    Ok((floor, events))
+    Ok((floor, events.into_iter().map(|(_, ev)| ev).collect()))
 }

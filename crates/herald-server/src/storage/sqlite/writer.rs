@@ -217,6 +217,14 @@ impl Writer {
                     let _ = self.checkpoint.try_send(());
                 }
             }
+            // A clean stop leaves no WAL behind: the next open has none to read back (up
+            // to 64 MiB of it, read page by page before the store could serve).
+            if let Err(e) = self
+                .conn
+                .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            {
+                tracing::debug!(error = %e, "final checkpoint");
+            }
         });
     }
 
