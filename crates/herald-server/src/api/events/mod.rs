@@ -436,15 +436,10 @@ async fn read(
         }
         None => {
             let out = neg.output(Target::List)?;
-            let (mut l, rest) = registry.list_streamed(group, ns.as_deref(), &p).await?;
             if out == Output::Object && neg.protobuf() {
                 // The envelope's length prefix needs every item: a protobuf list is whole
                 // in memory before it is sent, as kube-apiserver sends one.
-                if let Some(mut rest) = rest {
-                    while let Some(items) = rest.next_page().await? {
-                        l.items.extend(items);
-                    }
-                }
+                let l = registry.list(group, ns.as_deref(), &p).await?;
                 let parts = render::protobuf_list(group, l).await?;
                 // The length is known: with it the compression layer leaves small lists
                 // alone, as it does JSON ones.
@@ -459,6 +454,7 @@ async fn read(
                     .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
                 return Ok(resp);
             }
+            let (l, rest) = registry.list_streamed(group, ns.as_deref(), &p).await?;
             let shape = render::ListShape::of(out, include(out)?, now);
             if let Some(rest) = rest {
                 let body = Body::from_stream(render::streamed_list(group, shape, l, rest));
