@@ -33,7 +33,7 @@ fn pod(name: &str) -> Pod {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kube_events_sink_stores_series_kubectl_reads_them() {
-    let server = Herald::memory().await;
+    let server = Herald::suite().await;
     let client = server.kube_client();
 
     let broadcaster = EventBroadcaster::new(EventBroadcasterOptions::default());
@@ -152,7 +152,7 @@ async fn kube_events_sink_stores_series_kubectl_reads_them() {
 /// events` shows that count as it shows core/v1 counts, and kubectl reads the series.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn emit_api_events_k8s_io_and_get_show_the_series_count() {
-    let server = Herald::memory().await;
+    let server = Herald::suite().await;
     let cli = HeraldCli::new(&server).await;
     let out = cli
         .run(&[
@@ -231,7 +231,7 @@ async fn emit_api_events_k8s_io_and_get_show_the_series_count() {
 /// reads each back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_adapter_both_ways_and_the_kube_rs_drop_in_against_herald_serve() {
-    let server = Herald::memory().await;
+    let server = Herald::suite().await;
     let client = server.kube_client();
     let repeat = |n: usize, f: &dyn Fn()| (0..n).for_each(|_| f());
 

@@ -142,7 +142,7 @@ async fn a_storm_through_kube_sink_is_stored_with_exact_counts() {
 #[tokio::test]
 async fn a_storm_through_kube_sink_into_herald_serve_keeps_the_storm_properties() {
     // Started on real time (its start is bounded by a real-time guard).
-    let server = support::Herald::memory().await;
+    let server = support::Herald::suite().await;
     let mut config = kube::Config::new(server.url.parse().expect("server url"));
     // No timeouts and no retry layer of kube's own: under paused time they would fire while
     // a request is in flight; the recorder does the retrying.

@@ -733,7 +733,7 @@ source:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_resources_lists_events_in_both_groups() {
-    let server = Herald::memory().await;
+    let server = Herald::suite().await;
     let k = Kubectl::new(&server).await;
     let o = k.run(&["api-resources"]).await;
     let t = o.table();
@@ -835,7 +835,7 @@ async fn the_table_parser_keeps_empty_cells() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_kubectl_fails_the_test_with_a_clear_message() {
-    let server = Herald::memory().await;
+    let server = Herald::suite().await;
     let mut k = Kubectl::new(&server).await;
     let empty = tempfile::tempdir().unwrap();
     k.path = Some(empty.path().to_path_buf());
@@ -851,7 +851,7 @@ async fn a_missing_kubectl_fails_the_test_with_a_clear_message() {
 /// unpacks it); kubectl prints every event of it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_events_reads_a_large_compressed_list() {
-    let server = Herald::memory().await;
+    let server = Herald::suite().await;
     let k = Kubectl::new(&server).await;
     let manifests: Vec<String> = (0..300)
         .map(|i| {

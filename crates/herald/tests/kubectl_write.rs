@@ -19,7 +19,7 @@ fn jsonpath(v: &serde_json::Value, path: &[&str]) -> serde_json::Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_with_strict_validation_accepts_a_valid_event_and_rejects_unknown_fields() {
-    let server = Herald::memory().await;
+    let server = Herald::suite().await;
     let k = Kubectl::new(&server).await;
     let good = k.write(
         "good.yaml",
@@ -178,7 +178,7 @@ reason: Testing
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn apply_server_side_creates_then_updates() {
-    let server = Herald::memory().await;
+    let server = Herald::suite().await;
     let k = Kubectl::new(&server).await;
     let manifest = |message: &str| {
         format!(
@@ -245,7 +245,7 @@ type: Normal
 /// changes, and `--force-conflicts` takes the field back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn apply_server_side_conflicts_with_a_patch_until_forced() {
-    let server = Herald::memory().await;
+    let server = Herald::suite().await;
     let k = Kubectl::new(&server).await;
     let f = k.write(
         "ssa.yaml",
@@ -677,7 +677,7 @@ async fn delete_one_and_all() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delete_of_an_event_with_a_finalizer_waits_for_the_finalizer() {
-    let server = Herald::memory().await;
+    let server = Herald::suite().await;
     let k = Kubectl::new(&server).await;
     // The first `namespace: default` of the manifest is the event's own metadata.
     let manifest = core_event("held.1", "web-1", "Normal", "Held", "kept by a finalizer").replacen(
@@ -746,7 +746,7 @@ type: Normal
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_k8s_io_create_and_read_back_through_core_v1() {
-    let server = Herald::memory().await;
+    let server = Herald::suite().await;
     let k = Kubectl::new(&server).await;
     let f = k.write("new.yaml", NEW_STYLE);
     let o = k.run(&["create", "-f", &f]).await;
@@ -878,7 +878,7 @@ async fn events_k8s_io_create_and_read_back_through_core_v1() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_k8s_io_create_is_validated_strictly() {
-    let server = Herald::memory().await;
+    let server = Herald::suite().await;
     let k = Kubectl::new(&server).await;
     // core/v1 would accept this; events.k8s.io/v1 requires eventTime and a known type.
     let f = k.write(

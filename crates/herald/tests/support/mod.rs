@@ -8,6 +8,8 @@
 
 #![allow(dead_code)]
 
+pub mod etcd;
+pub mod haproxy;
 pub mod pty;
 
 use std::path::{Path, PathBuf};
@@ -113,6 +115,10 @@ pub async fn serve_refused<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Vec<String>
         .collect()
 }
 
+/// The environment variable that makes [`Herald::suite`] run on etcd: the comma-separated
+/// client URLs of a running etcd.
+pub const TEST_ETCD_ENV: &str = "HERALD_TEST_ETCD";
+
 /// A running `herald serve`; killed (SIGKILL) when dropped.
 pub struct Herald {
     child: Child,
@@ -129,6 +135,47 @@ impl Herald {
     /// `herald serve --listen 127.0.0.1:0 --insecure-plain-http --store memory`.
     pub async fn memory() -> Herald {
         Herald::start(&["--store", "memory"]).await
+    }
+
+    /// The server of the kubectl and kube-rs suites: `--store memory`, or, when
+    /// [`TEST_ETCD_ENV`] names etcd endpoints, `--store etcd` on them under an etcd prefix of
+    /// its own ([`Herald::etcd`]). `.ci/run` runs those suites a second time that way, on an
+    /// etcd it starts on 127.0.0.1.
+    pub async fn suite() -> Herald {
+        match std::env::var(TEST_ETCD_ENV) {
+            Ok(endpoints) if !endpoints.trim().is_empty() => {
+                Herald::etcd(endpoints.trim(), &[]).await
+            }
+            _ => Herald::memory().await,
+        }
+    }
+
+    /// `herald serve --listen 127.0.0.1:0 --insecure-plain-http --store etcd --etcd-servers
+    /// ENDPOINTS --etcd-prefix /herald-test-…`: a prefix no other server of this run uses, so
+    /// tests sharing one etcd do not see each other's events.
+    pub async fn etcd(endpoints: &str, extra: &[&str]) -> Herald {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let prefix = format!("/herald-test-{}-{nanos}-{n}", std::process::id());
+        Herald::etcd_at(endpoints, &prefix, extra).await
+    }
+
+    /// `herald serve --listen 127.0.0.1:0 --insecure-plain-http --store etcd --etcd-servers
+    /// ENDPOINTS --etcd-prefix PREFIX EXTRA…` (replicas of one store share the prefix).
+    pub async fn etcd_at(endpoints: &str, prefix: &str, extra: &[&str]) -> Herald {
+        let mut args = vec![
+            "--store",
+            "etcd",
+            "--etcd-servers",
+            endpoints,
+            "--etcd-prefix",
+            prefix,
+        ];
+        args.extend_from_slice(extra);
+        Herald::start(&args).await
     }
 
     /// `herald serve --listen 127.0.0.1:0 --insecure-plain-http --data DIR` (SQLite).
@@ -247,6 +294,39 @@ impl Drop for Herald {
     fn drop(&mut self) {
         let _ = self.child.start_kill();
     }
+}
+
+/// The HTTP status of a plain `GET PATH` on the plain-HTTP server at `url`
+/// (`http://127.0.0.1:PORT`), e.g. `/readyz`; `None` if it cannot be reached or does not
+/// answer within [`START_GUARD`].
+pub async fn http_status(url: &str, path: &str) -> Option<u16> {
+    http_get(url, path).await.map(|(status, _)| status)
+}
+
+/// The status and the raw response (head and body) of a plain `GET PATH` on the plain-HTTP
+/// server at `url`; `None` if it cannot be reached or does not answer within [`START_GUARD`].
+pub async fn http_get(url: &str, path: &str) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let addr = url.strip_prefix("http://")?;
+    let ask = async {
+        let mut conn = tokio::net::TcpStream::connect(addr).await.ok()?;
+        let request =
+            format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        conn.write_all(request.as_bytes()).await.ok()?;
+        let mut raw = Vec::new();
+        conn.read_to_end(&mut raw).await.ok()?;
+        let text = String::from_utf8_lossy(&raw).into_owned();
+        let status = text.split_whitespace().nth(1)?.parse().ok()?;
+        Some((status, text))
+    };
+    tokio::time::timeout(START_GUARD, ask).await.ok().flatten()
+}
+
+/// The value of the counter or gauge `name` (no labels) in `url`'s `/metrics`.
+pub async fn metric(url: &str, name: &str) -> Option<f64> {
+    let (_, text) = http_get(url, "/metrics").await?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
 }
 
 /// The output of `herald kubeconfig --server URL EXTRA…` for `server` (`HERALD_DATA`
@@ -378,6 +458,16 @@ impl Kubectl {
     pub async fn with_kubeconfig(server: &Herald, extra: &[&str]) -> Kubectl {
         let dir = tempfile::tempdir().expect("temp dir");
         let text = kubeconfig_text(server, extra).await;
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(&kubeconfig, text).expect("write kubeconfig");
+        Kubectl::using(dir, kubeconfig)
+    }
+
+    /// A kubectl environment pointed at the plain-HTTP server at `url` (e.g. a load balancer
+    /// in front of servers) through `herald kubeconfig --server URL`.
+    pub async fn for_url(url: &str) -> Kubectl {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let text = kubeconfig_for_url(url, &[]).await;
         let kubeconfig = dir.path().join("kubeconfig");
         std::fs::write(&kubeconfig, text).expect("write kubeconfig");
         Kubectl::using(dir, kubeconfig)
@@ -682,7 +772,7 @@ lastTimestamp: "2025-01-01T00:04:00Z"
 
 /// A server seeded with [`SEED`] through `kubectl create -f`, and its kubectl.
 pub async fn seeded() -> (Herald, Kubectl) {
-    let server = Herald::memory().await;
+    let server = Herald::suite().await;
     let k = Kubectl::new(&server).await;
     let f = k.write("seed.yaml", SEED);
     let o = k.run(&["create", "-f", &f]).await;
