@@ -18,11 +18,17 @@ use herald_server::storage::{
 const R0: Revision = INITIAL_REVISION;
 use tempfile::TempDir;
 
-/// A backend under test, its fake clock, and (for SQLite) the directory that holds it.
+mod etcd_support;
+use etcd_support::EtcdProcess;
+use herald_server::storage::{EtcdBackend, EtcdOptions, StorageMediaType};
+
+/// A backend under test, its fake clock, and (for SQLite) the directory that holds it or (for
+/// etcd) the etcd process (dropped after the store).
 struct Fixture {
     store: Arc<dyn Backend>,
     clock: Arc<FakeClock>,
     _dir: Option<TempDir>,
+    _etcd: Option<EtcdProcess>,
 }
 
 fn clock() -> Arc<FakeClock> {
@@ -36,6 +42,7 @@ fn memory(history: HistoryOptions) -> Fixture {
         store,
         clock,
         _dir: None,
+        _etcd: None,
     }
 }
 
@@ -51,6 +58,44 @@ fn sqlite(history: HistoryOptions) -> Fixture {
         store,
         clock,
         _dir: Some(dir),
+        _etcd: None,
+    }
+}
+
+/// A new single-member etcd (revision 1, as a new store) and a backend on it, writing
+/// kube-apiserver's JSON (values that are not events, as here, pass through as they are).
+async fn etcd(history: HistoryOptions) -> Fixture {
+    let clock = clock();
+    let process = EtcdProcess::start().await;
+    let opts = EtcdOptions {
+        servers: vec![process.url.clone()],
+        history,
+        media_type: StorageMediaType::Json,
+        ..EtcdOptions::default()
+    };
+    let store = Arc::new(EtcdBackend::connect(opts, clock.clone()).await.unwrap());
+    Fixture {
+        store,
+        clock,
+        _dir: None,
+        _etcd: Some(process),
+    }
+}
+
+/// The fixtures as futures, for the contract macro.
+mod fixture {
+    use super::{Fixture, HistoryOptions};
+
+    pub async fn memory(history: HistoryOptions) -> Fixture {
+        super::memory(history)
+    }
+
+    pub async fn sqlite(history: HistoryOptions) -> Fixture {
+        super::sqlite(history)
+    }
+
+    pub async fn etcd(history: HistoryOptions) -> Fixture {
+        super::etcd(history).await
     }
 }
 
@@ -648,95 +693,127 @@ fn small_history() -> HistoryOptions {
     }
 }
 
+/// The contract tests every backend passes.
+macro_rules! shared_contract {
+    ($backend:ident) => {
+        #[tokio::test]
+        async fn create_get_update_delete() {
+            super::create_get_update_delete(
+                super::fixture::$backend(HistoryOptions::default()).await,
+            )
+            .await;
+        }
+
+        #[tokio::test]
+        async fn list_pages_at_a_fixed_revision_while_writes_continue() {
+            super::list_pages_at_a_fixed_revision_while_writes_continue(
+                super::fixture::$backend(HistoryOptions::default()).await,
+            )
+            .await;
+        }
+
+        #[tokio::test]
+        async fn list_at_a_compacted_revision_is_expired() {
+            super::list_at_a_compacted_revision_is_expired(
+                super::fixture::$backend(HistoryOptions::default()).await,
+            )
+            .await;
+        }
+
+        #[tokio::test]
+        async fn watch_replays_exactly_the_later_events_in_order() {
+            super::watch_replays_exactly_the_later_events_in_order(
+                super::fixture::$backend(HistoryOptions::default()).await,
+            )
+            .await;
+        }
+
+        #[tokio::test]
+        async fn watch_from_a_revision_older_than_the_window_is_expired() {
+            super::watch_from_a_revision_older_than_the_window_is_expired(
+                super::fixture::$backend(small_window()).await,
+            )
+            .await;
+        }
+
+        #[tokio::test]
+        async fn slow_watcher_falls_out_of_the_window_and_gets_expired() {
+            super::slow_watcher_falls_out_of_the_window_and_gets_expired(
+                super::fixture::$backend(small_window()).await,
+            )
+            .await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn concurrent_writers_get_distinct_increasing_revisions() {
+            super::concurrent_writers_get_distinct_increasing_revisions(
+                super::fixture::$backend(HistoryOptions::default()).await,
+            )
+            .await;
+        }
+    };
+}
+
+/// The contract tests driven by the fake clock's TTL sweeps (`expire_due`) and by compaction
+/// after a count of revisions: the memory and SQLite backends. On etcd, leases expire keys in
+/// etcd's own time and a compactor runs on an interval (see the `etcd_*` tests).
+macro_rules! clock_contract {
+    ($backend:ident) => {
+        #[tokio::test]
+        async fn automatic_compaction_bounds_history() {
+            super::automatic_compaction_bounds_history(
+                super::fixture::$backend(small_history()).await,
+            )
+            .await;
+        }
+
+        #[tokio::test]
+        async fn revisions_of_an_expired_event_leave_with_the_byte_window() {
+            super::revisions_of_an_expired_event_leave_with_the_byte_window(
+                super::fixture::$backend(small_byte_window()).await,
+            )
+            .await;
+        }
+
+        #[tokio::test]
+        async fn ttl_expiry_deletes_keys_and_emits_delete_events() {
+            super::ttl_expiry_deletes_keys_and_emits_delete_events(
+                super::fixture::$backend(HistoryOptions::default()).await,
+            )
+            .await;
+        }
+
+        #[tokio::test]
+        async fn many_expiries_in_one_sweep() {
+            super::many_expiries_in_one_sweep(
+                super::fixture::$backend(HistoryOptions::default()).await,
+            )
+            .await;
+        }
+    };
+}
+
 macro_rules! contract {
     ($backend:ident) => {
         mod $backend {
             use super::*;
 
-            #[tokio::test]
-            async fn create_get_update_delete() {
-                super::create_get_update_delete(super::$backend(HistoryOptions::default())).await;
-            }
+            shared_contract!($backend);
+            clock_contract!($backend);
+        }
+    };
+    ($backend:ident, shared_only) => {
+        mod $backend {
+            use super::*;
 
-            #[tokio::test]
-            async fn list_pages_at_a_fixed_revision_while_writes_continue() {
-                super::list_pages_at_a_fixed_revision_while_writes_continue(super::$backend(
-                    HistoryOptions::default(),
-                ))
-                .await;
-            }
-
-            #[tokio::test]
-            async fn list_at_a_compacted_revision_is_expired() {
-                super::list_at_a_compacted_revision_is_expired(super::$backend(
-                    HistoryOptions::default(),
-                ))
-                .await;
-            }
-
-            #[tokio::test]
-            async fn automatic_compaction_bounds_history() {
-                super::automatic_compaction_bounds_history(super::$backend(small_history())).await;
-            }
-
-            #[tokio::test]
-            async fn watch_replays_exactly_the_later_events_in_order() {
-                super::watch_replays_exactly_the_later_events_in_order(super::$backend(
-                    HistoryOptions::default(),
-                ))
-                .await;
-            }
-
-            #[tokio::test]
-            async fn watch_from_a_revision_older_than_the_window_is_expired() {
-                super::watch_from_a_revision_older_than_the_window_is_expired(super::$backend(
-                    small_window(),
-                ))
-                .await;
-            }
-
-            #[tokio::test]
-            async fn slow_watcher_falls_out_of_the_window_and_gets_expired() {
-                super::slow_watcher_falls_out_of_the_window_and_gets_expired(super::$backend(
-                    small_window(),
-                ))
-                .await;
-            }
-
-            #[tokio::test]
-            async fn revisions_of_an_expired_event_leave_with_the_byte_window() {
-                super::revisions_of_an_expired_event_leave_with_the_byte_window(super::$backend(
-                    small_byte_window(),
-                ))
-                .await;
-            }
-
-            #[tokio::test]
-            async fn ttl_expiry_deletes_keys_and_emits_delete_events() {
-                super::ttl_expiry_deletes_keys_and_emits_delete_events(super::$backend(
-                    HistoryOptions::default(),
-                ))
-                .await;
-            }
-
-            #[tokio::test]
-            async fn many_expiries_in_one_sweep() {
-                super::many_expiries_in_one_sweep(super::$backend(HistoryOptions::default())).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn concurrent_writers_get_distinct_increasing_revisions() {
-                super::concurrent_writers_get_distinct_increasing_revisions(super::$backend(
-                    HistoryOptions::default(),
-                ))
-                .await;
-            }
+            shared_contract!($backend);
         }
     };
 }
 
 contract!(memory);
 contract!(sqlite);
+contract!(etcd, shared_only);
 
 /// Finding 4 of issue 29, the memory store's other history: the versions it keeps for lists
 /// at older revisions are bounded in bytes too, not only by 100,000 revisions.
