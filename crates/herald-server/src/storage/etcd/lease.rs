@@ -60,7 +60,7 @@ impl LeaseManager {
         let mut leases = self.leases.lock().await;
         if let Some(g) = leases.get_mut(&ttl_secs) {
             let valid = add_saturating(now, secs(ttl_secs)) < g.expires;
-            let sufficient = add_saturating(now, secs(ttl_secs + reuse_secs)) > g.expires;
+            let sufficient = add_saturating(now, secs(ttl_secs + reuse_secs)) >= g.expires;
             g.attached += 1;
             if valid && sufficient && (self.max_objects == 0 || g.attached <= self.max_objects) {
                 return Ok(g.id);
