@@ -11,7 +11,9 @@ use herald_server::storage::{EtcdOptions, EtcdTlsOptions, StorageMediaType};
 pub struct EtcdArgs {
     /// etcd client URLs, comma separated, e.g.
     /// http://127.0.0.1:2379,http://127.0.0.1:22379 (required with --store etcd).
-    #[arg(long, value_name = "URL,URL", value_delimiter = ',', value_parser = parse_server)]
+    /// (Checked in `options`, not by the flag parser, whose error would echo a URL with
+    /// credentials.)
+    #[arg(long, value_name = "URL,URL", value_delimiter = ',')]
     pub etcd_servers: Vec<String>,
     /// Prefix of every etcd key: events are stored under <prefix>/events/<namespace>/<name>,
     /// as kube-apiserver stores them.
@@ -49,6 +51,12 @@ impl EtcdArgs {
                 "--store etcd needs --etcd-servers, e.g. --etcd-servers http://127.0.0.1:2379"
             );
         }
+        let servers = self
+            .etcd_servers
+            .iter()
+            .map(|s| parse_server(s))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| anyhow::anyhow!("--etcd-servers: {e}"))?;
         let tls =
             (self.etcd_cafile.is_some() || self.etcd_certfile.is_some()).then(|| EtcdTlsOptions {
                 ca_file: self.etcd_cafile.clone(),
@@ -56,7 +64,7 @@ impl EtcdArgs {
                 key_file: self.etcd_keyfile.clone(),
             });
         Ok(EtcdOptions {
-            servers: self.etcd_servers.clone(),
+            servers,
             prefix: self.etcd_prefix.clone(),
             tls,
             compaction_interval: self.etcd_compaction_interval,
@@ -71,6 +79,12 @@ impl EtcdArgs {
 /// so none reaches a log).
 fn parse_server(s: &str) -> Result<String, String> {
     let s = s.trim();
+    if s.contains('@') {
+        return Err(
+            "etcd URLs must not carry credentials; use --etcd-certfile and --etcd-keyfile"
+                .to_string(),
+        );
+    }
     let rest = s
         .strip_prefix("http://")
         .or_else(|| s.strip_prefix("https://"))
@@ -117,8 +131,13 @@ mod tests {
                 .contains("http://HOST:PORT")
         );
         assert!(parse_server("http://").unwrap_err().contains("no host"));
-        let creds = parse_server("http://user:secret@127.0.0.1:2379").unwrap_err();
-        assert!(!creds.contains("secret"), "{creds}");
+        for with_credentials in [
+            "http://user:secret@127.0.0.1:2379",
+            "user:secret@127.0.0.1:2379",
+        ] {
+            let e = parse_server(with_credentials).unwrap_err();
+            assert!(!e.contains("secret"), "{e}");
+        }
         assert_eq!(parse_prefix("/registry/").unwrap(), "/registry");
         assert!(parse_prefix("registry").is_err());
         assert_eq!(

@@ -1,4 +1,4 @@
-//! A real etcd for tests: `/usr/bin/etcd` (Debian's `etcd-server`) on free loopback ports
+//! A real etcd for tests: `etcd` on the PATH (Debian's `etcd-server`; `.ci/run` installs it) on free loopback ports
 //! with its data in a temporary directory, killed when dropped.
 
 #![allow(dead_code)]
@@ -10,7 +10,7 @@ use std::time::Duration;
 use tempfile::TempDir;
 
 /// The etcd binary the tests run.
-pub const ETCD: &str = "/usr/bin/etcd";
+pub const ETCD: &str = "etcd";
 
 /// How many times a start is retried with new ports when another process took a port
 /// between picking it and etcd binding it.
@@ -21,10 +21,11 @@ const POLLS: usize = 400;
 
 /// One single-member etcd cluster.
 pub struct EtcdProcess {
-    child: Child,
+    child: Option<Child>,
     /// The client URL, `http://127.0.0.1:<port>`.
     pub url: String,
-    _dir: TempDir,
+    peer_url: String,
+    dir: TempDir,
 }
 
 /// A port free right now on 127.0.0.1 (the listener is dropped: etcd binds it next).
@@ -51,11 +52,25 @@ impl EtcdProcess {
     async fn try_start() -> Result<EtcdProcess, String> {
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let (client, peer) = (free_port(), free_port());
-        let url = format!("http://127.0.0.1:{client}");
-        let peer_url = format!("http://127.0.0.1:{peer}");
+        let mut p = EtcdProcess {
+            child: None,
+            url: format!("http://127.0.0.1:{client}"),
+            peer_url: format!("http://127.0.0.1:{peer}"),
+            dir,
+        };
+        p.run().await?;
+        Ok(p)
+    }
+
+    /// Spawns etcd on this process's ports and directory and waits until it answers.
+    async fn run(&mut self) -> Result<(), String> {
+        let (url, peer_url) = (&self.url, &self.peer_url);
         let mut child = Command::new(ETCD)
             .arg("--name=test")
-            .arg(format!("--data-dir={}", dir.path().join("data").display()))
+            .arg(format!(
+                "--data-dir={}",
+                self.dir.path().join("data").display()
+            ))
             .arg(format!("--listen-client-urls={url}"))
             .arg(format!("--advertise-client-urls={url}"))
             .arg(format!("--listen-peer-urls={peer_url}"))
@@ -76,14 +91,11 @@ impl EtcdProcess {
                 }
                 return Err(format!("etcd exited with {status}: {err}"));
             }
-            if ready(&url).await {
+            if ready(url).await {
                 // Nothing reads stderr from here on; a full pipe must not block etcd.
                 drop(child.stderr.take());
-                return Ok(EtcdProcess {
-                    child,
-                    url,
-                    _dir: dir,
-                });
+                self.child = Some(child);
+                return Ok(());
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -92,9 +104,23 @@ impl EtcdProcess {
         Err("etcd did not answer within 20 s".into())
     }
 
+    /// Kills etcd (SIGKILL), keeping its data and ports for [`EtcdProcess::restart`].
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts etcd again on the same data and ports.
+    pub async fn restart(&mut self) {
+        self.kill();
+        self.run().await.expect("etcd restarts");
+    }
+
     /// Runs the real `etcdctl` against this etcd and returns its stdout.
     pub fn etcdctl(&self, args: &[&str]) -> String {
-        let out = Command::new("/usr/bin/etcdctl")
+        let out = Command::new("etcdctl")
             .env("ETCDCTL_API", "3")
             .arg(format!("--endpoints={}", self.url))
             .args(args)
@@ -122,7 +148,6 @@ async fn ready(url: &str) -> bool {
 
 impl Drop for EtcdProcess {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill();
     }
 }
