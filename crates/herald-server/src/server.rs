@@ -50,9 +50,9 @@ use crate::api::tls::{
 use crate::api::{self, ApiState, Guards};
 use crate::registry::{EventRegistry, RegistryOptions};
 use crate::storage::{
-    Backend, CachedWatchStream, Deleted, HistoryOptions, IndexValues, KeyValue, ListOptions,
-    ListResult, MemoryBackend, Revision, SqliteBackend, SqliteOptions, StorageError, WatchStream,
-    spawn_sweeper,
+    Backend, CachedWatchStream, Deleted, EtcdBackend, EtcdError, EtcdOptions, HistoryOptions,
+    IndexValues, KeyValue, ListOptions, ListResult, MemoryBackend, Revision, SqliteBackend,
+    SqliteOptions, StorageError, WatchStream, spawn_sweeper,
 };
 
 /// Which backend stores the events.
@@ -65,6 +65,11 @@ pub enum StoreKind {
         /// The data directory.
         dir: PathBuf,
     },
+    /// An etcd cluster, shared with other replicas (`herald serve --store etcd`). The
+    /// options' `history` is replaced by [`ServerOptions::history`]. Generated serving
+    /// certificates live in memory, as for [`StoreKind::Memory`]: replicas behind one
+    /// address need `--tls-cert-file`.
+    Etcd(EtcdOptions),
 }
 
 /// Plain HTTP or HTTPS.
@@ -189,6 +194,9 @@ pub enum ServerError {
     /// Opening the store failed.
     #[error("opening the store: {0}")]
     Storage(StorageError),
+    /// Connecting to etcd failed (unreachable, a TLS file, bad options).
+    #[error("{0}")]
+    Etcd(EtcdError),
     /// The listen address could not be bound (already in use, not a local address, a
     /// privileged port…).
     #[error("cannot listen on {addr}: {error}")]
@@ -324,6 +332,17 @@ impl Server {
                 store_closed = Some(b.closed());
                 sqlite = Some(b.clone());
                 b
+            }
+            StoreKind::Etcd(opts) => {
+                let opts = EtcdOptions {
+                    history: config.history,
+                    ..opts.clone()
+                };
+                let b = EtcdBackend::connect(opts, clock.clone())
+                    .await
+                    .map_err(ServerError::Etcd)?;
+                hub_bytes = b.hub().bytes_gauge();
+                Arc::new(b)
             }
         };
         for c in &config.extra_metrics {
@@ -568,7 +587,7 @@ async fn setup_tls(
                     StoreKind::Sqlite { dir } => {
                         Pki::load_or_create(&dir.join(PKI_DIR), listen.ip())
                     }
-                    StoreKind::Memory => Pki::generate(listen.ip()),
+                    StoreKind::Memory | StoreKind::Etcd(_) => Pki::generate(listen.ip()),
                 }
                 .map_err(TlsError::Pki)?;
                 let certificate = match pki.dir() {

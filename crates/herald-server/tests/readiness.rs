@@ -87,3 +87,73 @@ async fn the_memory_store_is_ready() {
     assert_eq!(ready.status, 200);
     assert!(ready.text().contains("[+]storage ok\n"), "{}", ready.text());
 }
+
+mod etcd_support;
+
+/// On etcd, `/readyz` follows etcd: ready while it answers, not ready soon after it dies
+/// (the backend's watch breaks and its probe fails; `/readyz` reads that state), writes fail
+/// with a `Status` rather than hang, and after etcd comes back the server is ready again
+/// with every acknowledged event there.
+#[tokio::test]
+async fn readiness_follows_etcd() {
+    use herald_server::storage::EtcdOptions;
+
+    let mut etcd = etcd_support::EtcdProcess::start().await;
+    let server = start(
+        StoreKind::Etcd(EtcdOptions {
+            servers: vec![etcd.url.clone()],
+            health_interval: Duration::from_millis(100),
+            request_timeout: Duration::from_secs(2),
+            ..EtcdOptions::default()
+        }),
+        fake_clock(),
+    )
+    .await;
+    let http = Http::new(&server);
+    http.create_core("ns1", "a.1", "Started").await;
+    let ready = http.get("/readyz?verbose").await;
+    assert_eq!(ready.status, 200, "{}", ready.text());
+    assert!(ready.text().contains("[+]storage ok\n"), "{}", ready.text());
+
+    etcd.kill();
+    let mut status = 200;
+    for _ in 0..200 {
+        status = http.get("/readyz").await.status;
+        if status != 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(status, 500, "/readyz still ready with etcd gone");
+    assert!(
+        http.get("/readyz?verbose")
+            .await
+            .text()
+            .contains("[-]storage failed")
+    );
+    assert_eq!(http.get("/livez").await.status, 200, "still live");
+    let refused = http
+        .post(&core_path("ns1"), &core_event("a.2", "ns1", "Started"))
+        .await;
+    assert!(
+        refused.status >= 500,
+        "{} {}",
+        refused.status,
+        refused.text()
+    );
+    assert_eq!(refused.json()["kind"], "Status");
+
+    etcd.restart().await;
+    let mut status = 500;
+    for _ in 0..200 {
+        status = http.get("/readyz").await.status;
+        if status == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(status, 200, "/readyz not ready again after etcd came back");
+    let got = http.get(&format!("{}/a.1", core_path("ns1"))).await;
+    assert_eq!(got.status, 200, "{}", got.text());
+    server.shutdown().await.unwrap();
+}

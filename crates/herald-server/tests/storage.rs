@@ -18,11 +18,17 @@ use herald_server::storage::{
 const R0: Revision = INITIAL_REVISION;
 use tempfile::TempDir;
 
-/// A backend under test, its fake clock, and (for SQLite) the directory that holds it.
+mod etcd_support;
+use etcd_support::EtcdProcess;
+use herald_server::storage::{EtcdBackend, EtcdOptions, StorageMediaType};
+
+/// A backend under test, its fake clock, and (for SQLite) the directory that holds it or (for
+/// etcd) the etcd process (dropped after the store).
 struct Fixture {
     store: Arc<dyn Backend>,
     clock: Arc<FakeClock>,
     _dir: Option<TempDir>,
+    _etcd: Option<EtcdProcess>,
 }
 
 fn clock() -> Arc<FakeClock> {
@@ -36,6 +42,7 @@ fn memory(history: HistoryOptions) -> Fixture {
         store,
         clock,
         _dir: None,
+        _etcd: None,
     }
 }
 
@@ -51,6 +58,44 @@ fn sqlite(history: HistoryOptions) -> Fixture {
         store,
         clock,
         _dir: Some(dir),
+        _etcd: None,
+    }
+}
+
+/// A new single-member etcd (revision 1, as a new store) and a backend on it, writing
+/// kube-apiserver's JSON (values that are not events, as here, pass through as they are).
+async fn etcd(history: HistoryOptions) -> Fixture {
+    let clock = clock();
+    let process = EtcdProcess::start().await;
+    let opts = EtcdOptions {
+        servers: vec![process.url.clone()],
+        history,
+        media_type: StorageMediaType::Json,
+        ..EtcdOptions::default()
+    };
+    let store = Arc::new(EtcdBackend::connect(opts, clock.clone()).await.unwrap());
+    Fixture {
+        store,
+        clock,
+        _dir: None,
+        _etcd: Some(process),
+    }
+}
+
+/// The fixtures as futures, for the contract macro.
+mod fixture {
+    use super::{Fixture, HistoryOptions};
+
+    pub async fn memory(history: HistoryOptions) -> Fixture {
+        super::memory(history)
+    }
+
+    pub async fn sqlite(history: HistoryOptions) -> Fixture {
+        super::sqlite(history)
+    }
+
+    pub async fn etcd(history: HistoryOptions) -> Fixture {
+        super::etcd(history).await
     }
 }
 
@@ -648,95 +693,127 @@ fn small_history() -> HistoryOptions {
     }
 }
 
+/// The contract tests every backend passes.
+macro_rules! shared_contract {
+    ($backend:ident) => {
+        #[tokio::test]
+        async fn create_get_update_delete() {
+            super::create_get_update_delete(
+                super::fixture::$backend(HistoryOptions::default()).await,
+            )
+            .await;
+        }
+
+        #[tokio::test]
+        async fn list_pages_at_a_fixed_revision_while_writes_continue() {
+            super::list_pages_at_a_fixed_revision_while_writes_continue(
+                super::fixture::$backend(HistoryOptions::default()).await,
+            )
+            .await;
+        }
+
+        #[tokio::test]
+        async fn list_at_a_compacted_revision_is_expired() {
+            super::list_at_a_compacted_revision_is_expired(
+                super::fixture::$backend(HistoryOptions::default()).await,
+            )
+            .await;
+        }
+
+        #[tokio::test]
+        async fn watch_replays_exactly_the_later_events_in_order() {
+            super::watch_replays_exactly_the_later_events_in_order(
+                super::fixture::$backend(HistoryOptions::default()).await,
+            )
+            .await;
+        }
+
+        #[tokio::test]
+        async fn watch_from_a_revision_older_than_the_window_is_expired() {
+            super::watch_from_a_revision_older_than_the_window_is_expired(
+                super::fixture::$backend(small_window()).await,
+            )
+            .await;
+        }
+
+        #[tokio::test]
+        async fn slow_watcher_falls_out_of_the_window_and_gets_expired() {
+            super::slow_watcher_falls_out_of_the_window_and_gets_expired(
+                super::fixture::$backend(small_window()).await,
+            )
+            .await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn concurrent_writers_get_distinct_increasing_revisions() {
+            super::concurrent_writers_get_distinct_increasing_revisions(
+                super::fixture::$backend(HistoryOptions::default()).await,
+            )
+            .await;
+        }
+    };
+}
+
+/// The contract tests driven by the fake clock's TTL sweeps (`expire_due`) and by compaction
+/// after a count of revisions: the memory and SQLite backends. On etcd, leases expire keys in
+/// etcd's own time and a compactor runs on an interval (see the `etcd_*` tests).
+macro_rules! clock_contract {
+    ($backend:ident) => {
+        #[tokio::test]
+        async fn automatic_compaction_bounds_history() {
+            super::automatic_compaction_bounds_history(
+                super::fixture::$backend(small_history()).await,
+            )
+            .await;
+        }
+
+        #[tokio::test]
+        async fn revisions_of_an_expired_event_leave_with_the_byte_window() {
+            super::revisions_of_an_expired_event_leave_with_the_byte_window(
+                super::fixture::$backend(small_byte_window()).await,
+            )
+            .await;
+        }
+
+        #[tokio::test]
+        async fn ttl_expiry_deletes_keys_and_emits_delete_events() {
+            super::ttl_expiry_deletes_keys_and_emits_delete_events(
+                super::fixture::$backend(HistoryOptions::default()).await,
+            )
+            .await;
+        }
+
+        #[tokio::test]
+        async fn many_expiries_in_one_sweep() {
+            super::many_expiries_in_one_sweep(
+                super::fixture::$backend(HistoryOptions::default()).await,
+            )
+            .await;
+        }
+    };
+}
+
 macro_rules! contract {
     ($backend:ident) => {
         mod $backend {
             use super::*;
 
-            #[tokio::test]
-            async fn create_get_update_delete() {
-                super::create_get_update_delete(super::$backend(HistoryOptions::default())).await;
-            }
+            shared_contract!($backend);
+            clock_contract!($backend);
+        }
+    };
+    ($backend:ident, shared_only) => {
+        mod $backend {
+            use super::*;
 
-            #[tokio::test]
-            async fn list_pages_at_a_fixed_revision_while_writes_continue() {
-                super::list_pages_at_a_fixed_revision_while_writes_continue(super::$backend(
-                    HistoryOptions::default(),
-                ))
-                .await;
-            }
-
-            #[tokio::test]
-            async fn list_at_a_compacted_revision_is_expired() {
-                super::list_at_a_compacted_revision_is_expired(super::$backend(
-                    HistoryOptions::default(),
-                ))
-                .await;
-            }
-
-            #[tokio::test]
-            async fn automatic_compaction_bounds_history() {
-                super::automatic_compaction_bounds_history(super::$backend(small_history())).await;
-            }
-
-            #[tokio::test]
-            async fn watch_replays_exactly_the_later_events_in_order() {
-                super::watch_replays_exactly_the_later_events_in_order(super::$backend(
-                    HistoryOptions::default(),
-                ))
-                .await;
-            }
-
-            #[tokio::test]
-            async fn watch_from_a_revision_older_than_the_window_is_expired() {
-                super::watch_from_a_revision_older_than_the_window_is_expired(super::$backend(
-                    small_window(),
-                ))
-                .await;
-            }
-
-            #[tokio::test]
-            async fn slow_watcher_falls_out_of_the_window_and_gets_expired() {
-                super::slow_watcher_falls_out_of_the_window_and_gets_expired(super::$backend(
-                    small_window(),
-                ))
-                .await;
-            }
-
-            #[tokio::test]
-            async fn revisions_of_an_expired_event_leave_with_the_byte_window() {
-                super::revisions_of_an_expired_event_leave_with_the_byte_window(super::$backend(
-                    small_byte_window(),
-                ))
-                .await;
-            }
-
-            #[tokio::test]
-            async fn ttl_expiry_deletes_keys_and_emits_delete_events() {
-                super::ttl_expiry_deletes_keys_and_emits_delete_events(super::$backend(
-                    HistoryOptions::default(),
-                ))
-                .await;
-            }
-
-            #[tokio::test]
-            async fn many_expiries_in_one_sweep() {
-                super::many_expiries_in_one_sweep(super::$backend(HistoryOptions::default())).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn concurrent_writers_get_distinct_increasing_revisions() {
-                super::concurrent_writers_get_distinct_increasing_revisions(super::$backend(
-                    HistoryOptions::default(),
-                ))
-                .await;
-            }
+            shared_contract!($backend);
         }
     };
 }
 
 contract!(memory);
 contract!(sqlite);
+contract!(etcd, shared_only);
 
 /// Finding 4 of issue 29, the memory store's other history: the versions it keeps for lists
 /// at older revisions are bounded in bytes too, not only by 100,000 revisions.
@@ -1702,5 +1779,325 @@ async fn sqlite_file_stays_bounded_under_churn_and_shrinks_after_a_storm() {
         after < storm / 2 && after <= sizes[5] + (17 << 20),
         "the storm's space was not given back: {storm} bytes with it, {after} after it \
          (steady churn: {sizes:?})"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// etcd: leases, kube-apiserver's layout and values, etcdctl.
+
+/// An etcd client on `process`, for looking at what the backend stored.
+async fn etcd_client(process: &EtcdProcess) -> etcd_client::Client {
+    etcd_client::Client::connect([process.url.as_str()], None)
+        .await
+        .unwrap()
+}
+
+/// A TTL is an etcd lease: etcd deletes the key itself (a `Delete` event on the watch, with
+/// the deletion's revision), `expire_due` has nothing to do, a write without TTL detaches the
+/// lease, and writes with the same TTL share one lease (when the TTL leaves room for reuse:
+/// 5 % of it, so not for one second, as in kube-apiserver).
+#[tokio::test]
+async fn etcd_ttl_is_a_lease_that_etcd_expires() {
+    let f = etcd(HistoryOptions::default()).await;
+    let s = &f.store;
+    let process = f._etcd.as_ref().unwrap();
+    let mut c = etcd_client(process).await;
+    let a = s
+        .create("/events/ns/a", b("a"), Some(Duration::from_secs(1)))
+        .await
+        .unwrap();
+    let kept = s
+        .create("/events/ns/kept", b("k"), Some(Duration::from_secs(1)))
+        .await
+        .unwrap();
+    s.create("/events/ns/forever", b("f"), None).await.unwrap();
+    let hour = Some(Duration::from_secs(3600));
+    s.create("/events/ns/h1", b("h"), hour).await.unwrap();
+    s.create("/events/ns/h2", b("h"), hour).await.unwrap();
+    let lease_of = |resp: etcd_client::GetResponse| resp.kvs()[0].lease();
+    let l1 = lease_of(c.get("/registry/events/ns/h1", None).await.unwrap());
+    let l2 = lease_of(c.get("/registry/events/ns/h2", None).await.unwrap());
+    assert!(l1 != 0 && l1 == l2, "one lease for one TTL: {l1} {l2}");
+    let la = lease_of(c.get("/registry/events/ns/a", None).await.unwrap());
+    assert!(la != 0 && la != l1, "another TTL, another lease");
+    assert_eq!(
+        lease_of(c.get("/registry/events/ns/forever", None).await.unwrap()),
+        0
+    );
+    // An update without TTL detaches the lease: that key stays.
+    s.update("/events/ns/kept", b("k2"), Some(kept.mod_revision), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        lease_of(c.get("/registry/events/ns/kept", None).await.unwrap()),
+        0
+    );
+    let mut w = s
+        .watch("/events/", s.current_revision().await.unwrap())
+        .await
+        .unwrap();
+    assert_eq!(s.expire_due().await.unwrap(), 0, "etcd expires keys itself");
+    // etcd's lease expiry (its minimum TTL is a few seconds): bounded by `next`'s guard.
+    let ev = next_event(&mut w).await;
+    let WatchEvent::Delete { prev, revision } = &*ev else {
+        panic!("expected the expiry's Delete, got {ev:?}");
+    };
+    assert_eq!(prev, &a);
+    assert_eq!(*revision, s.current_revision().await.unwrap());
+    assert_eq!(s.get("/events/ns/a").await.unwrap(), None);
+    let left = s.list("/events/", ListOptions::default()).await.unwrap();
+    assert_eq!(
+        keys(&left.items),
+        [
+            "/events/ns/forever",
+            "/events/ns/h1",
+            "/events/ns/h2",
+            "/events/ns/kept"
+        ]
+    );
+}
+
+/// An event as a controller writes it, in Herald's stored form.
+fn stored_event(ns: &str, name: &str) -> (k8s_openapi::api::core::v1::Event, Bytes) {
+    let e: k8s_openapi::api::core::v1::Event = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "namespace": ns, "uid": "0b4c7a52-5d0e-4f57-9a3c-2f8f5f0b8f11",
+                     "creationTimestamp": "2026-11-22T10:00:00Z"},
+        "involvedObject": {"kind": "Pod", "namespace": ns, "name": "web-0", "apiVersion": "v1",
+                           "uid": "6d3c1b2a-0000-4000-8000-000000000001"},
+        "reason": "BackOff",
+        "message": "Back-off restarting failed container",
+        "source": {"component": "kubelet", "host": "node-1"},
+        "firstTimestamp": "2026-11-22T10:00:00Z",
+        "lastTimestamp": "2026-11-22T10:05:00Z",
+        "count": 7,
+        "type": "Warning",
+        "reportingComponent": "kubelet",
+        "reportingInstance": "node-1"
+    }))
+    .unwrap();
+    let bytes = herald_wire::stored::encode(&e);
+    (e, bytes)
+}
+
+/// What Herald writes is what kube-apiserver writes: under `/registry/events/<ns>/<name>`,
+/// JSON with `kind` and `apiVersion` and no `resourceVersion`, or the core/v1 message in the
+/// `k8s\0` envelope naming `v1`/`Event`; either reads back as the stored form it was given.
+/// The real `etcdctl` lists them.
+#[tokio::test]
+async fn etcd_values_are_kube_apiservers_and_etcdctl_shows_them() {
+    use prost::Message as _;
+
+    let f = etcd(HistoryOptions::default()).await;
+    let process = f._etcd.as_ref().unwrap();
+    let json_store = &f.store;
+    let proto_store = EtcdBackend::connect(
+        EtcdOptions {
+            servers: vec![process.url.clone()],
+            media_type: StorageMediaType::Protobuf,
+            ..EtcdOptions::default()
+        },
+        f.clock.clone(),
+    )
+    .await
+    .unwrap();
+    let (_, json_value) = stored_event("default", "web-0.json");
+    let (proto_event, proto_value) = stored_event("default", "web-0.proto");
+    let j = json_store
+        .create("/events/default/web-0.json", json_value.clone(), None)
+        .await
+        .unwrap();
+    let p = proto_store
+        .create("/events/default/web-0.proto", proto_value.clone(), None)
+        .await
+        .unwrap();
+
+    let mut c = etcd_client(process).await;
+    // JSON: kube-apiserver's head, then Herald's members; no resourceVersion.
+    let raw = c
+        .get("/registry/events/default/web-0.json", None)
+        .await
+        .unwrap();
+    let raw = raw.kvs()[0].value();
+    assert!(
+        raw.starts_with(br#"{"kind":"Event","apiVersion":"v1","metadata":{"#),
+        "{}",
+        String::from_utf8_lossy(raw)
+    );
+    let v: serde_json::Value = serde_json::from_slice(raw).unwrap();
+    assert_eq!(v["metadata"]["name"], "web-0.json");
+    assert!(v["metadata"].get("resourceVersion").is_none());
+    assert_eq!(v["count"], 7);
+    // Protobuf: the envelope, typeMeta v1/Event, and the Event message.
+    let raw = c
+        .get("/registry/events/default/web-0.proto", None)
+        .await
+        .unwrap();
+    let raw = raw.kvs()[0].value();
+    assert_eq!(&raw[..4], b"k8s\0");
+    let unknown = k8s_pb::apimachinery::pkg::runtime::Unknown::decode(&raw[4..]).unwrap();
+    let tm = unknown.type_meta.unwrap();
+    assert_eq!(tm.api_version.as_deref(), Some("v1"));
+    assert_eq!(tm.kind.as_deref(), Some("Event"));
+    let msg = k8s_pb::api::core::v1::Event::decode(&unknown.raw.unwrap()[..]).unwrap();
+    let meta = msg.metadata.unwrap();
+    assert_eq!(meta.name.as_deref(), Some("web-0.proto"));
+    assert_eq!(meta.resource_version, None);
+    assert_eq!(msg.count, Some(7));
+    assert_eq!(msg.reason.as_deref(), Some("BackOff"));
+
+    // Each store reads both forms back as Herald's stored form.
+    for s in [json_store.as_ref(), &proto_store as &dyn Backend] {
+        assert_eq!(
+            s.get("/events/default/web-0.json").await.unwrap(),
+            Some(j.clone())
+        );
+        let got = s.get("/events/default/web-0.proto").await.unwrap().unwrap();
+        assert_eq!(got.mod_revision, p.mod_revision);
+        let decoded = herald_wire::stored::decode_at(&got.value, got.mod_revision).unwrap();
+        let mut expected = proto_event.clone();
+        expected.metadata.resource_version = Some(p.mod_revision.to_string());
+        assert_eq!(decoded, expected);
+    }
+
+    // etcdctl sees both keys under kube-apiserver's prefix.
+    let listed = process.etcdctl(&["get", "--prefix", "/registry/events", "--keys-only"]);
+    let listed: Vec<&str> = listed.lines().filter(|l| !l.is_empty()).collect();
+    assert_eq!(
+        listed,
+        [
+            "/registry/events/default/web-0.json",
+            "/registry/events/default/web-0.proto"
+        ]
+    );
+    let value = process.etcdctl(&[
+        "get",
+        "/registry/events/default/web-0.json",
+        "--print-value-only",
+    ]);
+    assert!(value.contains(r#""kind":"Event""#), "{value}");
+    assert!(value.contains(r#""reason":"BackOff""#), "{value}");
+}
+
+/// Values as kube-apiserver stores them — JSON from its encoder (`kind` and `apiVersion`
+/// first, `managedFields`, a trailing newline) and protobuf built from the upstream
+/// `k8s.io/api` messages (`k8s-pb`) in the `runtime.Unknown` envelope — put straight into
+/// etcd under `/registry/events/...`, read through the backend as events.
+#[tokio::test]
+async fn etcd_reads_events_kube_apiserver_stored() {
+    use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
+    use prost::Message as _;
+
+    let f = etcd(HistoryOptions::default()).await;
+    let process = f._etcd.as_ref().unwrap();
+    let mut c = etcd_client(process).await;
+    let json_fixture = concat!(
+        r#"{"kind":"Event","apiVersion":"v1","metadata":{"name":"nginx-7c5ddbdf54-x8fkq.17f9a1b2c3d4e5f6","#,
+        r#""namespace":"default","uid":"3f1d5c0e-6a47-4a8e-9d2b-5b8d6f1e2c3a","#,
+        r#""creationTimestamp":"2026-11-22T09:59:58Z","managedFields":[{"manager":"kube-scheduler","#,
+        r#""operation":"Update","apiVersion":"events.k8s.io/v1","time":"2026-11-22T09:59:58Z","fieldsType":"FieldsV1","#,
+        r#""fieldsV1":{"f:action":{},"f:eventTime":{},"f:note":{},"f:reason":{},"f:regarding":{},"#,
+        r#""f:reportingController":{},"f:reportingInstance":{},"f:type":{}}}]},"#,
+        r#""involvedObject":{"kind":"Pod","namespace":"default","name":"nginx-7c5ddbdf54-x8fkq","#,
+        r#""uid":"8a2e4f6b-1c3d-4e5f-a6b7-c8d9e0f1a2b3","apiVersion":"v1","resourceVersion":"1042"},"#,
+        r#""reason":"Scheduled","message":"Successfully assigned default/nginx-7c5ddbdf54-x8fkq to node-1","#,
+        r#""source":{},"firstTimestamp":null,"lastTimestamp":null,"type":"Normal","#,
+        r#""eventTime":"2026-11-22T09:59:58.123456Z","action":"Binding","#,
+        r#""reportingComponent":"default-scheduler","reportingInstance":"default-scheduler-node-1"}"#,
+        "\n"
+    );
+    c.put(
+        "/registry/events/default/nginx-7c5ddbdf54-x8fkq.17f9a1b2c3d4e5f6",
+        json_fixture,
+        None,
+    )
+    .await
+    .unwrap();
+    let message = k8s_pb::api::core::v1::Event {
+        metadata: Some(meta::ObjectMeta {
+            name: Some("web-0.17f9a1b2c3d4e5f7".into()),
+            namespace: Some("prod".into()),
+            uid: Some("4b2c1d0e-6a47-4a8e-9d2b-5b8d6f1e2c3b".into()),
+            creation_timestamp: Some(meta::Time {
+                seconds: Some(1_795_341_600),
+                nanos: Some(0),
+            }),
+            ..Default::default()
+        }),
+        involved_object: Some(k8s_pb::api::core::v1::ObjectReference {
+            kind: Some("Pod".into()),
+            namespace: Some("prod".into()),
+            name: Some("web-0".into()),
+            api_version: Some("v1".into()),
+            ..Default::default()
+        }),
+        reason: Some("BackOff".into()),
+        message: Some("Back-off restarting failed container".into()),
+        source: Some(k8s_pb::api::core::v1::EventSource {
+            component: Some("kubelet".into()),
+            host: Some("node-1".into()),
+        }),
+        first_timestamp: Some(meta::Time {
+            seconds: Some(1_795_341_600),
+            nanos: Some(0),
+        }),
+        last_timestamp: Some(meta::Time {
+            seconds: Some(1_795_341_900),
+            nanos: Some(0),
+        }),
+        count: Some(12),
+        r#type: Some("Warning".into()),
+        ..Default::default()
+    };
+    let unknown = k8s_pb::apimachinery::pkg::runtime::Unknown {
+        type_meta: Some(k8s_pb::apimachinery::pkg::runtime::TypeMeta {
+            api_version: Some("v1".into()),
+            kind: Some("Event".into()),
+        }),
+        raw: Some(message.encode_to_vec()),
+        content_encoding: Some(String::new()),
+        content_type: Some(String::new()),
+    };
+    let mut proto_fixture = b"k8s\0".to_vec();
+    proto_fixture.extend(unknown.encode_to_vec());
+    c.put(
+        "/registry/events/prod/web-0.17f9a1b2c3d4e5f7",
+        proto_fixture,
+        None,
+    )
+    .await
+    .unwrap();
+
+    let s = &f.store;
+    let page = s.list("/events/", ListOptions::default()).await.unwrap();
+    assert_eq!(
+        keys(&page.items),
+        [
+            "/events/default/nginx-7c5ddbdf54-x8fkq.17f9a1b2c3d4e5f6",
+            "/events/prod/web-0.17f9a1b2c3d4e5f7"
+        ]
+    );
+    let scheduled =
+        herald_wire::stored::decode_at(&page.items[0].value, page.items[0].mod_revision).unwrap();
+    assert_eq!(scheduled.reason.as_deref(), Some("Scheduled"));
+    assert_eq!(scheduled.action.as_deref(), Some("Binding"));
+    assert_eq!(
+        scheduled.metadata.resource_version,
+        Some(page.items[0].mod_revision.to_string())
+    );
+    let managed = scheduled.metadata.managed_fields.unwrap();
+    assert_eq!(managed[0].manager.as_deref(), Some("kube-scheduler"));
+    assert_eq!(
+        scheduled.event_time.unwrap().0.to_string(),
+        "2026-11-22T09:59:58.123456Z"
+    );
+    let backoff =
+        herald_wire::stored::decode_at(&page.items[1].value, page.items[1].mod_revision).unwrap();
+    assert_eq!(backoff.count, Some(12));
+    assert_eq!(backoff.type_.as_deref(), Some("Warning"));
+    assert_eq!(backoff.involved_object.name.as_deref(), Some("web-0"));
+    assert_eq!(backoff.source.unwrap().host.as_deref(), Some("node-1"));
+    assert_eq!(
+        backoff.last_timestamp.unwrap().0.to_string(),
+        "2026-11-22T10:05:00Z"
     );
 }

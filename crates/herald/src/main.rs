@@ -30,6 +30,7 @@ mod mirror;
 mod serve_admission;
 mod serve_audit;
 mod serve_auth;
+mod serve_etcd;
 mod stdout;
 mod style;
 mod tail;
@@ -146,6 +147,9 @@ enum Store {
     Sqlite,
     /// Process memory (lost at exit; for throwaway runs and tests).
     Memory,
+    /// An etcd cluster (--etcd-servers), shared by any number of replicas and with
+    /// kube-apiserver's layout under --etcd-prefix.
+    Etcd,
 }
 
 /// Where `herald serve` keeps its store and certificates by default.
@@ -215,6 +219,8 @@ struct ServeArgs {
     audit: serve_audit::AuditArgs,
     #[command(flatten)]
     mirror: mirror::MirrorArgs,
+    #[command(flatten)]
+    etcd: serve_etcd::EtcdArgs,
     /// PEM file of the serving certificate (then any intermediates), instead of the one
     /// herald makes under --data (kube-apiserver's flag). Reloaded when the file changes.
     #[arg(long, value_name = "FILE", requires = "tls_private_key_file")]
@@ -400,6 +406,10 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     // As Go programs (kube-apiserver) do: every connection is a file descriptor.
     listen::raise_open_files_limit();
     let admission = args.admission.options()?;
+    let etcd = match args.store {
+        Store::Etcd => Some(args.etcd.options()?),
+        _ => None,
+    };
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async move {
         // A bad mirror kubeconfig or context fails the start, before the store opens.
@@ -410,6 +420,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             Store::Sqlite => StoreKind::Sqlite {
                 dir: args.data.clone(),
             },
+            Store::Etcd => StoreKind::Etcd(etcd.unwrap_or_default()),
         };
         let config = ServerOptions {
             store: store.clone(),
@@ -417,10 +428,19 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             transport: args.transport(),
             event_ttl: (!args.event_ttl.is_zero()).then_some(args.event_ttl),
             registry: RegistryOptions {
-                max_events: Some(args.max_events.unwrap_or(match args.store {
-                    Store::Sqlite => herald_server::registry::DEFAULT_MAX_EVENTS,
-                    Store::Memory => herald_server::registry::DEFAULT_MAX_EVENTS_IN_MEMORY,
-                }))
+                // etcd does not count its keys (the TTL bounds it): only an explicit
+                // --max-events is passed on, and the server says it does not apply.
+                max_events: match args.store {
+                    Store::Sqlite => Some(
+                        args.max_events
+                            .unwrap_or(herald_server::registry::DEFAULT_MAX_EVENTS),
+                    ),
+                    Store::Memory => Some(
+                        args.max_events
+                            .unwrap_or(herald_server::registry::DEFAULT_MAX_EVENTS_IN_MEMORY),
+                    ),
+                    Store::Etcd => args.max_events,
+                }
                 .filter(|max| *max > 0),
                 ..RegistryOptions::default()
             },
@@ -481,6 +501,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let where_ = match &store {
             StoreKind::Sqlite { dir } => format!("sqlite in {}", dir.display()),
             StoreKind::Memory => "memory (lost at exit)".to_string(),
+            StoreKind::Etcd(o) => format!("etcd at {} under {}", o.servers.join(","), o.prefix),
         };
         let url = server.url();
         if let Some(path) = &args.write_kubeconfig {
@@ -492,7 +513,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             (Some(path), _, _) => {
                 format!("kubectl --kubeconfig {} get events -A", path.display())
             }
-            (None, StoreKind::Memory, Some(_)) => "start it with --write-kubeconfig FILE, then kubectl --kubeconfig FILE get events -A (a memory store's certificates live only in its memory)".to_string(),
+            (None, StoreKind::Memory | StoreKind::Etcd(_), Some(_)) => "start it with --write-kubeconfig FILE, then kubectl --kubeconfig FILE get events -A (a memory store's certificates live only in its memory)".to_string(),
             (None, StoreKind::Sqlite { dir }, Some(_)) => {
                 let data = if dir == std::path::Path::new(DEFAULT_DATA) {
                     String::new()
@@ -516,7 +537,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         if let Some(source) = mirror {
             let data = match &store {
                 StoreKind::Sqlite { dir } => Some(dir.clone()),
-                StoreKind::Memory => None,
+                StoreKind::Memory | StoreKind::Etcd(_) => None,
             };
             tracing::info!(source = %source.url(), "mirroring the events of another API server");
             tokio::spawn(mirror::run(
@@ -545,6 +566,7 @@ fn cannot_open(store: &StoreKind) -> String {
     match store {
         StoreKind::Sqlite { dir } => format!("cannot open the store in {}", dir.display()),
         StoreKind::Memory => "cannot open the memory store".to_string(),
+        StoreKind::Etcd(o) => format!("cannot open the etcd store at {}", o.servers.join(",")),
     }
 }
 

@@ -10,8 +10,12 @@
 //!   indexed by key and by [index terms](index), and an indexed TTL column with a sweeper.
 //!   The state lives on disk; memory does not grow with the number of stored events.
 //!
-//! Both publish every committed write to a shared [`WatchHub`], the bounded in-memory ring that
-//! serves watches (replay from a revision and live delivery).
+//! - [`EtcdBackend`]: an etcd v3 cluster shared by many replicas (and by kube-apiserver), in
+//!   kube-apiserver's `/registry/events/…` layout ([`etcd`]).
+//!
+//! The first two publish every committed write to a shared [`WatchHub`], the bounded in-memory
+//! ring that serves watches (replay from a revision and live delivery); the etcd backend feeds
+//! its hub from one etcd watch, so that it sees the other replicas' writes too.
 //!
 //! # The model
 //!
@@ -66,6 +70,7 @@
 
 mod backend;
 mod error;
+pub mod etcd;
 mod hub;
 pub mod index;
 mod memory;
@@ -76,6 +81,7 @@ mod types;
 
 pub use backend::Backend;
 pub use error::{Result, StorageError};
+pub use etcd::{EtcdBackend, EtcdError, EtcdOptions, EtcdTlsOptions, StorageMediaType};
 pub use hub::{CachedEvent, CachedWatchStream, ENCODINGS, WatchHub, WatchProgress};
 pub use index::{INDEX_SLOTS, IndexQuery, IndexValues};
 pub use memory::MemoryBackend;

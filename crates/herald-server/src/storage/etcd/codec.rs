@@ -1,0 +1,114 @@
+//! Values as kube-apiserver stores them in etcd, and Herald's stored form.
+//!
+//! The registry hands the backend an event in Herald's stored form
+//! ([`herald_wire::stored::encode`]: core/v1 JSON without `kind`, `apiVersion` and
+//! `resourceVersion`). kube-apiserver stores an event under `/registry/events/<ns>/<name>` in
+//! one of two forms, chosen by its `--storage-media-type`:
+//!
+//! - **JSON**: the core/v1 object with `"kind":"Event","apiVersion":"v1"` first and no
+//!   `resourceVersion`;
+//! - **protobuf**: `k8s\0` then a `runtime.Unknown` whose `typeMeta` is `v1`/`Event` and whose
+//!   `raw` is the `k8s.io.api.core.v1.Event` message ([`herald_wire::protobuf::wrap`]).
+//!
+//! [`ValueCodec::encode`] writes the form its [`StorageMediaType`] names;
+//! [`ValueCodec::decode`] reads either form, whatever the option, so a Herald replica reads
+//! what kube-apiserver wrote and the other way round.
+//!
+//! **What is not an event passes through.** A value the registry gives that is not an
+//! object in Herald's stored form (the storage contract tests store opaque bytes), and a
+//! stored value in neither of kube-apiserver's forms, are written and read as they are: the
+//! backend stores bytes, it does not reject them. A stored value that looks like one of the
+//! forms but does not decode is also read as it is (with a warning): the registry's decoder
+//! then skips it with its own warning, as it does for any undecodable stored event.
+
+use bytes::Bytes;
+use herald_core::event::{ApiGroup, CoreEvent};
+use herald_wire::protobuf::{self, EventBody};
+use herald_wire::stored;
+
+use super::StorageMediaType;
+
+/// What kube-apiserver's JSON serializer writes before an event's `metadata`.
+const JSON_HEAD: &[u8] = br#"{"kind":"Event","apiVersion":"v1","#;
+
+/// Converts values between Herald's stored form and kube-apiserver's etcd values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ValueCodec {
+    media_type: StorageMediaType,
+}
+
+impl ValueCodec {
+    /// A codec that writes `media_type` (and reads both forms).
+    pub fn new(media_type: StorageMediaType) -> Self {
+        ValueCodec { media_type }
+    }
+
+    /// The etcd value for `value`, a stored event (see the module docs for other values).
+    ///
+    /// JSON is Herald's bytes with `kind` and `apiVersion` put in front of them (no
+    /// re-encoding: the stored form writes its members in kube-apiserver's order already).
+    /// Protobuf decodes the event and writes its message in the `k8s\0` envelope.
+    pub fn encode(&self, value: &Bytes) -> Bytes {
+        // Herald's stored form is an object whose first member is `metadata`.
+        let Some(rest) = value.strip_prefix(b"{") else {
+            return value.clone();
+        };
+        if !rest.starts_with(br#""metadata":"#) {
+            return value.clone();
+        }
+        match self.media_type {
+            StorageMediaType::Json => {
+                let mut out = Vec::with_capacity(JSON_HEAD.len() + value.len());
+                out.extend_from_slice(JSON_HEAD);
+                out.extend_from_slice(rest);
+                Bytes::from(out)
+            }
+            StorageMediaType::Protobuf => match serde_json::from_slice::<CoreEvent>(value) {
+                Ok(mut event) => {
+                    event.metadata.resource_version = None;
+                    Bytes::from(protobuf::event_object(ApiGroup::Core, &event))
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "stored event does not decode; written as it is");
+                    value.clone()
+                }
+            },
+        }
+    }
+
+    /// Herald's stored form of an etcd value, in either of kube-apiserver's forms (see the
+    /// module docs for other values).
+    pub fn decode(&self, value: Bytes) -> Bytes {
+        decode(value)
+    }
+}
+
+/// [`ValueCodec::decode`]: the media type does not matter for reading.
+pub fn decode(value: Bytes) -> Bytes {
+    if let Some(rest) = value.strip_prefix(JSON_HEAD) {
+        // The members after `kind` and `apiVersion` are Herald's stored form: kube-apiserver
+        // writes them in the order and forms `stored::encode` does.
+        // kube-apiserver's encoder ends the value with a newline.
+        let rest = rest.trim_ascii_end();
+        let mut out = Vec::with_capacity(1 + rest.len());
+        out.push(b'{');
+        out.extend_from_slice(rest);
+        return Bytes::from(out);
+    }
+    if value.starts_with(&protobuf::MAGIC) {
+        return match protobuf::event_body(ApiGroup::Core, &value) {
+            Ok(EventBody::Event(event)) => stored::encode(&event),
+            Ok(EventBody::Json(json)) => match serde_json::from_slice::<CoreEvent>(&json) {
+                Ok(event) => stored::encode(&event),
+                Err(e) => undecodable(value, &e),
+            },
+            Err(e) => undecodable(value, &e),
+        };
+    }
+    value
+}
+
+fn undecodable(value: Bytes, e: &dyn std::fmt::Display) -> Bytes {
+    tracing::warn!(error = %e, "an etcd value looks like an event but does not decode; read as it is");
+    value
+}

@@ -1,0 +1,153 @@
+//! A real etcd for tests: `etcd` on the PATH (Debian's `etcd-server`; `.ci/run` installs it) on free loopback ports
+//! with its data in a temporary directory, killed when dropped.
+
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use tempfile::TempDir;
+
+/// The etcd binary the tests run.
+pub const ETCD: &str = "etcd";
+
+/// How many times a start is retried with new ports when another process took a port
+/// between picking it and etcd binding it.
+const ATTEMPTS: usize = 5;
+
+/// How many readiness polls (50 ms apart) a start waits at most.
+const POLLS: usize = 400;
+
+/// One single-member etcd cluster.
+pub struct EtcdProcess {
+    child: Option<Child>,
+    /// The client URL, `http://127.0.0.1:<port>`.
+    pub url: String,
+    peer_url: String,
+    dir: TempDir,
+}
+
+/// A port free right now on 127.0.0.1 (the listener is dropped: etcd binds it next).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+impl EtcdProcess {
+    /// Starts etcd and waits until it answers a read (bounded: [`POLLS`] polls per attempt).
+    pub async fn start() -> EtcdProcess {
+        let mut last = String::new();
+        for _ in 0..ATTEMPTS {
+            match Self::try_start().await {
+                Ok(p) => return p,
+                Err(e) => last = e,
+            }
+        }
+        panic!("etcd did not start: {last}");
+    }
+
+    async fn try_start() -> Result<EtcdProcess, String> {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let (client, peer) = (free_port(), free_port());
+        let mut p = EtcdProcess {
+            child: None,
+            url: format!("http://127.0.0.1:{client}"),
+            peer_url: format!("http://127.0.0.1:{peer}"),
+            dir,
+        };
+        p.run().await?;
+        Ok(p)
+    }
+
+    /// Spawns etcd on this process's ports and directory and waits until it answers.
+    async fn run(&mut self) -> Result<(), String> {
+        let (url, peer_url) = (&self.url, &self.peer_url);
+        let mut child = Command::new(ETCD)
+            .arg("--name=test")
+            .arg(format!(
+                "--data-dir={}",
+                self.dir.path().join("data").display()
+            ))
+            .arg(format!("--listen-client-urls={url}"))
+            .arg(format!("--advertise-client-urls={url}"))
+            .arg(format!("--listen-peer-urls={peer_url}"))
+            .arg(format!("--initial-advertise-peer-urls={peer_url}"))
+            .arg(format!("--initial-cluster=test={peer_url}"))
+            .arg("--logger=zap")
+            .arg("--log-level=error")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot run {ETCD}: {e}"))?;
+        for _ in 0..POLLS {
+            if let Ok(Some(status)) = child.try_wait() {
+                let mut err = String::new();
+                if let Some(mut s) = child.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut s, &mut err);
+                }
+                return Err(format!("etcd exited with {status}: {err}"));
+            }
+            if ready(url).await {
+                // Nothing reads stderr from here on; a full pipe must not block etcd.
+                drop(child.stderr.take());
+                self.child = Some(child);
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        Err("etcd did not answer within 20 s".into())
+    }
+
+    /// Kills etcd (SIGKILL), keeping its data and ports for [`EtcdProcess::restart`].
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts etcd again on the same data and ports.
+    pub async fn restart(&mut self) {
+        self.kill();
+        self.run().await.expect("etcd restarts");
+    }
+
+    /// Runs the real `etcdctl` against this etcd and returns its stdout.
+    pub fn etcdctl(&self, args: &[&str]) -> String {
+        let out = Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .arg(format!("--endpoints={}", self.url))
+            .args(args)
+            .output()
+            .expect("run etcdctl");
+        assert!(
+            out.status.success(),
+            "etcdctl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+/// Whether etcd at `url` answers a linearizable read.
+async fn ready(url: &str) -> bool {
+    let opts = etcd_client::ConnectOptions::new()
+        .with_connect_timeout(Duration::from_millis(500))
+        .with_timeout(Duration::from_millis(500));
+    let Ok(mut c) = etcd_client::Client::connect([url], Some(opts)).await else {
+        return false;
+    };
+    c.get("health-probe", None).await.is_ok()
+}
+
+impl Drop for EtcdProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
