@@ -58,6 +58,10 @@ pub fn store_full(
     .about(r, name)
 }
 
+/// The `Retry-After` of a request the store could not take (unreachable, no quorum, timed
+/// out): etcd elects a new leader within about a second.
+pub const STORE_UNAVAILABLE_RETRY_SECONDS: u32 = 1;
+
 /// Maps a storage error about `name` to the `Status` kube-apiserver would send.
 pub fn storage_error(err: StorageError, r: Resource, name: &str) -> ApiError {
     match err {
@@ -67,6 +71,16 @@ pub fn storage_error(err: StorageError, r: Resource, name: &str) -> ApiError {
         StorageError::Expired { .. } => ApiError::expired(LIST_TOO_OLD),
         StorageError::FutureRevision { requested, current } => too_large_rv(requested, current),
         StorageError::Closed => ApiError::unavailable("the storage backend is shutting down"),
+        StorageError::Unavailable(msg) => {
+            let mut e = ApiError::unavailable(msg);
+            e.retry_after_seconds = Some(STORE_UNAVAILABLE_RETRY_SECONDS);
+            e
+        }
+        StorageError::Timeout(msg) => {
+            let mut e = ApiError::new(504, Reason::Timeout, msg);
+            e.retry_after_seconds = Some(STORE_UNAVAILABLE_RETRY_SECONDS);
+            e
+        }
         e @ (StorageError::Locked { .. } | StorageError::DataDir { .. }) => {
             ApiError::internal(e.to_string())
         }

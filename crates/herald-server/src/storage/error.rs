@@ -5,7 +5,8 @@ use super::Revision;
 /// Why a storage operation failed. The registry maps these to Kubernetes `Status` errors:
 /// `NotFound` → 404, `AlreadyExists` → 409 AlreadyExists, `Conflict` → 409 Conflict,
 /// `Expired` → 410 Expired, `FutureRevision` → 504 Timeout (kube-apiserver's "Too large
-/// resource version"), the rest (`NoSpace` included) → 500.
+/// resource version"), `Unavailable` → 503 ServiceUnavailable, `Timeout` → 504 Timeout, the
+/// rest (`NoSpace` included) → 500.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum StorageError {
     /// The key does not exist.
@@ -73,6 +74,16 @@ pub enum StorageError {
     /// so does the registry.
     #[error("{0}")]
     NoSpace(String),
+    /// The store cannot take the request now and did not carry it out: a networked store
+    /// (etcd) is unreachable or has no leader. 503 ServiceUnavailable with `Retry-After`: the
+    /// client may retry the same request.
+    #[error("storage unavailable: {0}")]
+    Unavailable(String),
+    /// A networked store did not answer within its bound (etcd's "request timed out", a lost
+    /// quorum). A write may or may not have been applied: a client that retries a create
+    /// may find it there (409). 504 Timeout.
+    #[error("storage timed out: {0}")]
+    Timeout(String),
     /// The underlying database failed (I/O error, corruption, full disk, …).
     #[error("storage backend error: {0}")]
     Backend(String),
