@@ -69,7 +69,7 @@ pub enum StoreKind {
     /// options' `history` is replaced by [`ServerOptions::history`]. Generated serving
     /// certificates live in memory, as for [`StoreKind::Memory`]: replicas behind one
     /// address need `--tls-cert-file`.
-    Etcd(EtcdOptions),
+    Etcd(Box<EtcdOptions>),
 }
 
 /// Plain HTTP or HTTPS.
@@ -336,7 +336,7 @@ impl Server {
             StoreKind::Etcd(opts) => {
                 let opts = EtcdOptions {
                     history: config.history,
-                    ..opts.clone()
+                    ..(**opts).clone()
                 };
                 let b = EtcdBackend::connect(opts, clock.clone())
                     .await

@@ -4,8 +4,22 @@
 mod events_support;
 
 use events_support::*;
+use herald_server::server::{Server, StoreKind};
+use herald_server::storage::EtcdOptions;
 use herald_server::storage::INITIAL_REVISION as R0;
 use serde_json::{Value, json};
+
+mod etcd_support;
+
+/// A server on a new etcd (revision 1, as a new memory store), and the etcd.
+async fn etcd() -> (Server, etcd_support::EtcdProcess) {
+    let etcd = etcd_support::EtcdProcess::start().await;
+    let store = StoreKind::Etcd(Box::new(EtcdOptions {
+        servers: vec![etcd.url.clone()],
+        ..EtcdOptions::default()
+    }));
+    (start(store, fake_clock()).await, etcd)
+}
 
 fn names(list: &Value) -> Vec<String> {
     list["items"]
@@ -39,7 +53,16 @@ async fn seed(http: &Http) {
 
 #[tokio::test]
 async fn selectors_and_scopes() {
-    let (server, _) = memory().await;
+    selectors_and_scopes_on(memory().await.0).await;
+}
+
+#[tokio::test]
+async fn etcd_selectors_and_scopes() {
+    let (server, _etcd) = etcd().await;
+    selectors_and_scopes_on(server).await;
+}
+
+async fn selectors_and_scopes_on(server: Server) {
     let http = Http::new(&server);
     seed(&http).await;
     let all = http.get("/api/v1/events").await.json();
@@ -125,7 +148,16 @@ async fn selectors_and_scopes() {
 
 #[tokio::test]
 async fn pagination_serves_one_snapshot_while_writes_happen() {
-    let (server, _) = memory().await;
+    pagination_serves_one_snapshot_while_writes_happen_on(memory().await.0).await;
+}
+
+#[tokio::test]
+async fn etcd_pagination_serves_one_snapshot_while_writes_happen() {
+    let (server, _etcd) = etcd().await;
+    pagination_serves_one_snapshot_while_writes_happen_on(server).await;
+}
+
+async fn pagination_serves_one_snapshot_while_writes_happen_on(server: Server) {
     let http = Http::new(&server);
     seed(&http).await;
     let p1 = http.get("/api/v1/events?limit=2").await.json();
@@ -221,7 +253,16 @@ async fn pagination_serves_one_snapshot_while_writes_happen() {
 
 #[tokio::test]
 async fn resource_version_semantics() {
-    let (server, _) = memory().await;
+    resource_version_semantics_on(memory().await.0).await;
+}
+
+#[tokio::test]
+async fn etcd_resource_version_semantics() {
+    let (server, _etcd) = etcd().await;
+    resource_version_semantics_on(server).await;
+}
+
+async fn resource_version_semantics_on(server: Server) {
     let http = Http::new(&server);
     seed(&http).await;
     let before = http.get("/api/v1/events").await.json();
@@ -571,7 +612,7 @@ async fn create_many(server: &herald_server::server::Server, ns: &str, reason: &
 #[tokio::test]
 async fn unpaged_lists_are_read_a_page_at_a_time() {
     use herald_server::registry::RegistryOptions;
-    use herald_server::server::{Server, ServerOptions, StoreKind};
+    use herald_server::server::ServerOptions;
 
     const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
     const META: &str = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io";

@@ -289,7 +289,7 @@ proptest! {
             let e = EventRegistry::new(
                 Arc::new(backend),
                 clock.clone(),
-                RegistryOptions { list_page_items: 3, ..opts.clone() },
+                RegistryOptions { list_page_items: 3, ..opts },
             );
             let m = EventRegistry::new(
                 Arc::new(MemoryBackend::new(clock.clone(), HistoryOptions::default())),

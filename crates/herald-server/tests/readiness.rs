@@ -100,12 +100,12 @@ async fn readiness_follows_etcd() {
 
     let mut etcd = etcd_support::EtcdProcess::start().await;
     let server = start(
-        StoreKind::Etcd(EtcdOptions {
+        StoreKind::Etcd(Box::new(EtcdOptions {
             servers: vec![etcd.url.clone()],
             health_interval: Duration::from_millis(100),
             request_timeout: Duration::from_secs(2),
             ..EtcdOptions::default()
-        }),
+        })),
         fake_clock(),
     )
     .await;

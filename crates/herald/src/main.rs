@@ -94,7 +94,7 @@ enum Command {
     #[command(
         after_help = "Examples:\n  herald serve\n  herald serve --listen 127.0.0.1:7443 --data /var/lib/herald\n  herald serve --store memory --event-ttl 10m --write-kubeconfig herald.kubeconfig\n  herald serve --listen 0.0.0.0:6443 --tls-cert-file tls.crt --tls-private-key-file tls.key --client-ca-file ca.crt\n  herald serve --insecure-plain-http --store memory   # loopback only\n  herald serve --max-requests-inflight 800 --request-timeout 2m   # kube-apiserver's flags\n  herald serve --event-ttl 168h --mirror-kubeconfig ~/.kube/config --mirror-context prod   # keep a cluster's events a week\n\nThen: herald kubeconfig > herald.kubeconfig && kubectl --kubeconfig herald.kubeconfig get events -A"
     )]
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Print a kubeconfig that points kubectl at a herald server.
     #[command(
         after_help = "Example:\n  herald kubeconfig > herald.kubeconfig\n  kubectl --kubeconfig herald.kubeconfig get events -A"
@@ -351,7 +351,7 @@ fn parse_listen(s: &str) -> Result<SocketAddr, String> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Serve(args) => serve(args),
+        Command::Serve(args) => serve(*args),
         Command::Kubeconfig(args) => kubeconfig::render(&args).and_then(|k| stdout::print(&k)),
         Command::Bench(args) => {
             no_huge_pages();
@@ -420,7 +420,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             Store::Sqlite => StoreKind::Sqlite {
                 dir: args.data.clone(),
             },
-            Store::Etcd => StoreKind::Etcd(etcd.unwrap_or_default()),
+            Store::Etcd => StoreKind::Etcd(Box::new(etcd.unwrap_or_default())),
         };
         let config = ServerOptions {
             store: store.clone(),

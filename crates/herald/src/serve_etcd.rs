@@ -94,12 +94,6 @@ fn parse_server(s: &str) -> Result<String, String> {
     if rest.is_empty() || rest.starts_with('/') {
         return Err(format!("{s:?} has no host; use http://HOST:PORT"));
     }
-    if rest.contains('@') {
-        return Err(
-            "etcd URLs must not carry credentials; use --etcd-certfile and --etcd-keyfile"
-                .to_string(),
-        );
-    }
     Ok(s.to_string())
 }
 

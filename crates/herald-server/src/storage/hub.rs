@@ -3,6 +3,9 @@
 //!
 //! Every backend publishes each committed write here, in revision order, *before* it
 //! acknowledges the write; so anything a client has been told is written is already here.
+//! (The [`EtcdBackend`](super::EtcdBackend) is fed by one etcd watch instead, which brings the
+//! other replicas' writes too; its writes return once the feed has published them, or after
+//! its request timeout if the feed is down.)
 //! The hub keeps:
 //!
 //! - **a bounded ring of the most recent events**, which serves both purposes of a watch:

@@ -22,10 +22,27 @@ const POLLS: usize = 400;
 /// One single-member etcd cluster.
 pub struct EtcdProcess {
     child: Option<Child>,
-    /// The client URL, `http://127.0.0.1:<port>`.
+    /// The client URL, `http://127.0.0.1:<port>` (`https://` with TLS).
     pub url: String,
     peer_url: String,
     dir: TempDir,
+    tls: Option<TlsFiles>,
+}
+
+/// The PEM files of an etcd serving TLS that requires client certificates (made by
+/// herald-server's own PKI: a CA, a serving certificate for 127.0.0.1, a client one).
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    /// The CA that signed both certificates.
+    pub ca: std::path::PathBuf,
+    /// etcd's serving certificate and key.
+    pub serving_cert: std::path::PathBuf,
+    /// The serving certificate's key.
+    pub serving_key: std::path::PathBuf,
+    /// A client certificate etcd accepts.
+    pub client_cert: std::path::PathBuf,
+    /// The client certificate's key.
+    pub client_key: std::path::PathBuf,
 }
 
 /// A port free right now on 127.0.0.1 (the listener is dropped: etcd binds it next).
@@ -39,9 +56,24 @@ fn free_port() -> u16 {
 impl EtcdProcess {
     /// Starts etcd and waits until it answers a read (bounded: [`POLLS`] polls per attempt).
     pub async fn start() -> EtcdProcess {
+        Self::start_with(false).await
+    }
+
+    /// Starts etcd serving HTTPS to clients, requiring a client certificate
+    /// ([`EtcdProcess::tls`] has the files).
+    pub async fn start_tls() -> EtcdProcess {
+        Self::start_with(true).await
+    }
+
+    /// The TLS files, for an etcd started with [`EtcdProcess::start_tls`].
+    pub fn tls(&self) -> Option<&TlsFiles> {
+        self.tls.as_ref()
+    }
+
+    async fn start_with(tls: bool) -> EtcdProcess {
         let mut last = String::new();
         for _ in 0..ATTEMPTS {
-            match Self::try_start().await {
+            match Self::try_start(tls).await {
                 Ok(p) => return p,
                 Err(e) => last = e,
             }
@@ -49,14 +81,31 @@ impl EtcdProcess {
         panic!("etcd did not start: {last}");
     }
 
-    async fn try_start() -> Result<EtcdProcess, String> {
+    async fn try_start(tls: bool) -> Result<EtcdProcess, String> {
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let (client, peer) = (free_port(), free_port());
+        let tls = if tls {
+            use herald_server::api::tls::pki;
+            let pki_dir = dir.path().join("pki");
+            pki::Pki::load_or_create(&pki_dir, "127.0.0.1".parse().unwrap())
+                .map_err(|e| e.to_string())?;
+            Some(TlsFiles {
+                ca: pki_dir.join(pki::CA_CERT_FILE),
+                serving_cert: pki_dir.join(pki::SERVING_CERT_FILE),
+                serving_key: pki_dir.join(pki::SERVING_KEY_FILE),
+                client_cert: pki_dir.join(pki::ADMIN_CERT_FILE),
+                client_key: pki_dir.join(pki::ADMIN_KEY_FILE),
+            })
+        } else {
+            None
+        };
+        let scheme = if tls.is_some() { "https" } else { "http" };
         let mut p = EtcdProcess {
             child: None,
-            url: format!("http://127.0.0.1:{client}"),
+            url: format!("{scheme}://127.0.0.1:{client}"),
             peer_url: format!("http://127.0.0.1:{peer}"),
             dir,
+            tls,
         };
         p.run().await?;
         Ok(p)
@@ -65,7 +114,14 @@ impl EtcdProcess {
     /// Spawns etcd on this process's ports and directory and waits until it answers.
     async fn run(&mut self) -> Result<(), String> {
         let (url, peer_url) = (&self.url, &self.peer_url);
-        let mut child = Command::new(ETCD)
+        let mut cmd = Command::new(ETCD);
+        if let Some(t) = &self.tls {
+            cmd.arg(format!("--cert-file={}", t.serving_cert.display()))
+                .arg(format!("--key-file={}", t.serving_key.display()))
+                .arg(format!("--trusted-ca-file={}", t.ca.display()))
+                .arg("--client-cert-auth");
+        }
+        let mut child = cmd
             .arg("--name=test")
             .arg(format!(
                 "--data-dir={}",
@@ -91,7 +147,7 @@ impl EtcdProcess {
                 }
                 return Err(format!("etcd exited with {status}: {err}"));
             }
-            if ready(url).await {
+            if ready(url, self.tls.as_ref()).await {
                 // Nothing reads stderr from here on; a full pipe must not block etcd.
                 drop(child.stderr.take());
                 self.child = Some(child);
@@ -120,7 +176,13 @@ impl EtcdProcess {
 
     /// Runs the real `etcdctl` against this etcd and returns its stdout.
     pub fn etcdctl(&self, args: &[&str]) -> String {
-        let out = Command::new("etcdctl")
+        let mut cmd = Command::new("etcdctl");
+        if let Some(t) = &self.tls {
+            cmd.arg(format!("--cacert={}", t.ca.display()))
+                .arg(format!("--cert={}", t.client_cert.display()))
+                .arg(format!("--key={}", t.client_key.display()));
+        }
+        let out = cmd
             .env("ETCDCTL_API", "3")
             .arg(format!("--endpoints={}", self.url))
             .args(args)
@@ -136,10 +198,21 @@ impl EtcdProcess {
 }
 
 /// Whether etcd at `url` answers a linearizable read.
-async fn ready(url: &str) -> bool {
-    let opts = etcd_client::ConnectOptions::new()
+async fn ready(url: &str, tls: Option<&TlsFiles>) -> bool {
+    let mut opts = etcd_client::ConnectOptions::new()
         .with_connect_timeout(Duration::from_millis(500))
         .with_timeout(Duration::from_millis(500));
+    if let Some(t) = tls {
+        let read = |p: &std::path::Path| std::fs::read(p).expect("read a TLS file");
+        opts = opts.with_tls(
+            etcd_client::TlsOptions::new()
+                .ca_certificate(etcd_client::Certificate::from_pem(read(&t.ca)))
+                .identity(etcd_client::Identity::from_pem(
+                    read(&t.client_cert),
+                    read(&t.client_key),
+                )),
+        );
+    }
     let Ok(mut c) = etcd_client::Client::connect([url], Some(opts)).await else {
         return false;
     };

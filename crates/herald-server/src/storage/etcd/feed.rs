@@ -91,7 +91,10 @@ async fn follow(
     after: &mut Revision,
     backoff: &mut Duration,
 ) -> Stop {
-    let mut wc = i.client.watch_client();
+    let mut wc = i
+        .client
+        .watch_client()
+        .max_decoding_message_size(super::MAX_RESPONSE);
     let opts = WatchOptions::new()
         .with_prefix()
         .with_prev_key()

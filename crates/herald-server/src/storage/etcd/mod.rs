@@ -67,6 +67,11 @@ use super::{
 };
 use lease::LeaseManager;
 
+/// The largest etcd response the backend accepts (a list page, a watch response): gRPC's
+/// default of 4 MiB would fail lists of a few thousand events, so as kube-apiserver this is
+/// 2 GiB, and the bound that applies is the list's limit.
+const MAX_RESPONSE: usize = i32::MAX as usize;
+
 /// A [`Backend`] on an etcd v3 cluster (see the [module docs](self)).
 ///
 /// Holds one gRPC connection (balanced over [`EtcdOptions::servers`]) and three tasks: the
@@ -172,22 +177,16 @@ impl EtcdBackend {
         })?;
         let prefix = opts.prefix.trim_end_matches('/').to_string();
         let mut kv = client.kv_client();
-        let start = tokio::time::timeout(
-            opts.request_timeout,
-            kv.get(
-                format!("{prefix}/"),
-                Some(GetOptions::new().with_prefix().with_count_only()),
-            ),
-        )
-        .await
-        .map_err(|_| EtcdError::Timeout {
-            servers: servers.clone(),
-            timeout: opts.request_timeout,
-        })?
-        .map_err(|source| EtcdError::Connect {
-            servers: servers.clone(),
-            source,
-        })?;
+        let start = tokio::time::timeout(opts.request_timeout, kv.get(prefix.clone(), None))
+            .await
+            .map_err(|_| EtcdError::Timeout {
+                servers: servers.clone(),
+                timeout: opts.request_timeout,
+            })?
+            .map_err(|source| EtcdError::Connect {
+                servers: servers.clone(),
+                source,
+            })?;
         let revision = header_revision(start.header());
         let inner = Arc::new(Inner {
             client,
@@ -437,17 +436,11 @@ impl Inner {
         }
     }
 
+    /// etcd's current revision: the header of a linearizable read of one key (the prefix
+    /// itself, which holds nothing), so it costs the same whatever the store holds.
     async fn current(&self) -> Result<Revision> {
         let mut kv = self.client.kv_client();
-        let resp = self
-            .call(
-                "get",
-                kv.get(
-                    self.full("/"),
-                    Some(GetOptions::new().with_prefix().with_count_only()),
-                ),
-            )
-            .await?;
+        let resp = self.call("get", kv.get(self.prefix.as_str(), None)).await?;
         Ok(header_revision(resp.header()))
     }
 
@@ -637,7 +630,9 @@ impl Backend for EtcdBackend {
             if let Some(at) = opts.at_revision {
                 get = get.with_revision(rev_i64(at));
             }
-            let mut kv = i.client.kv_client();
+            // A page is as large as the caller's limit makes it (kube-apiserver lifts gRPC's
+            // 4 MiB bound on responses too).
+            let mut kv = i.client.kv_client().max_decoding_message_size(MAX_RESPONSE);
             let resp = match tokio::time::timeout(i.opts.request_timeout, kv.get(start, Some(get)))
                 .await
             {
