@@ -34,18 +34,18 @@ fn usage() -> ! {
 }
 
 fn arg<T: std::str::FromStr>(args: &[String], i: usize, what: &str) -> T {
-    args.get(i)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            eprintln!("etcd_put: {what} must be given as a whole number");
-            usage()
-        })
+    args.get(i).and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        eprintln!("etcd_put: {what} must be given as a whole number");
+        usage()
+    })
 }
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let Some(endpoints) = args.first() else { usage() };
+    let Some(endpoints) = args.first() else {
+        usage()
+    };
     let clients: usize = arg(&args, 1, "CLIENTS");
     let value_bytes: usize = arg(&args, 2, "VALUE_BYTES");
     let puts: usize = arg(&args, 3, "PUTS");
@@ -92,11 +92,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                         Some(id) => {
                             let put = PutOptions::new().with_lease(id);
                             let txn = Txn::new()
-                                .when([Compare::create_revision(
-                                    key.clone(),
-                                    CompareOp::Equal,
-                                    0,
-                                )])
+                                .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
                                 .and_then([TxnOp::put(key, value.clone(), Some(put))]);
                             kv.txn(txn).await?;
                         }

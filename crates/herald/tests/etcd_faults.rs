@@ -53,9 +53,12 @@ fn event(name: &str) -> Event {
 }
 
 /// A kube-rs client whose requests may wait longer than the server's own bounds, so that
-/// the server's answer (not the client's timeout) is what a test sees.
-fn patient_client(server: &Herald) -> kube::Client {
+/// the server's answer (not the client's timeout) is what a test sees. With `retry`, kube-rs
+/// retries 429, 503 and 504 answers itself (its default, what controllers get); without it
+/// the test sees the first answer.
+fn patient_client(server: &Herald, retry: bool) -> kube::Client {
     let mut config = kube::Config::new(server.url.parse().expect("server url"));
+    config.default_retry = retry;
     config.read_timeout = Some(Duration::from_secs(120));
     config.connect_timeout = Some(Duration::from_secs(10));
     config.write_timeout = Some(Duration::from_secs(10));
@@ -157,7 +160,7 @@ async fn names(api: &Api<Event>) -> BTreeSet<String> {
 async fn losing_the_leader_under_write_load_fails_no_request() {
     let mut etcd = EtcdCluster::start(3).await;
     let server = Herald::etcd_at(&etcd.endpoints(), "/registry", &[]).await;
-    let api: Api<Event> = Api::namespaced(patient_client(&server), "default");
+    let api: Api<Event> = Api::namespaced(patient_client(&server, true), "default");
     let progress = Arc::new(AtomicUsize::new(0));
     let writers: Vec<_> = (0..8)
         .map(|t| {
@@ -194,7 +197,7 @@ async fn losing_the_leader_under_write_load_fails_no_request() {
 async fn losing_quorum_fails_writes_promptly_and_recovery_keeps_every_acknowledged_create() {
     let mut etcd = EtcdCluster::start(3).await;
     let server = Herald::etcd_at(&etcd.endpoints(), "/registry", &[]).await;
-    let api: Api<Event> = Api::namespaced(patient_client(&server), "default");
+    let api: Api<Event> = Api::namespaced(patient_client(&server, false), "default");
     let progress = Arc::new(AtomicUsize::new(0));
     let before = write(api.clone(), "before".into(), 20, progress.clone(), false).await;
     assert!(before.failed.is_empty(), "{:?}", before.failed);

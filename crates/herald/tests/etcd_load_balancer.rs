@@ -59,13 +59,22 @@ async fn kubectl_and_an_informer_through_haproxy_over_two_replicas() {
     // kubectl: every run opens new connections, so runs alternate between the replicas;
     // each sees every write with the same resourceVersion.
     let k = Kubectl::for_url(&lb.url).await;
-    for (name, object) in [("web-1.a", "web-1"), ("web-2.a", "web-2"), ("db-0.a", "db-0")] {
+    for (name, object) in [
+        ("web-1.a", "web-1"),
+        ("web-2.a", "web-2"),
+        ("db-0.a", "db-0"),
+    ] {
         let f = k.write(
             &format!("{name}.yaml"),
             &core_event(name, object, "Warning", "BackOff", "Back-off restarting"),
         );
         let o = k.run(&["create", "-f", &f]).await;
-        assert_eq!(o.ok().trim(), format!("event/{name} created"), "{}", o.show());
+        assert_eq!(
+            o.ok().trim(),
+            format!("event/{name} created"),
+            "{}",
+            o.show()
+        );
     }
     let mut versions = Vec::new();
     for _ in 0..4 {
@@ -108,7 +117,10 @@ async fn kubectl_and_an_informer_through_haproxy_over_two_replicas() {
                         relists.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     }
                     Ok(watcher::Event::InitApply(e)) if !listed => {
-                        initial.lock().unwrap().push(e.metadata.name.unwrap_or_default());
+                        initial
+                            .lock()
+                            .unwrap()
+                            .push(e.metadata.name.unwrap_or_default());
                     }
                     Ok(watcher::Event::InitDone) => listed = true,
                     Ok(watcher::Event::Apply(e)) => {
@@ -165,9 +177,10 @@ async fn kubectl_and_an_informer_through_haproxy_over_two_replicas() {
                 .all(|(name, versions)| seen.get(name).map(Vec::len) >= Some(versions.len()))
         })
         .await;
-        wait_until("the balancer cut the watch and the informer watched again", async || {
-            opened().await > before
-        })
+        wait_until(
+            "the balancer cut the watch and the informer watched again",
+            async || opened().await > before,
+        )
         .await;
     }
     informer.abort();
@@ -180,6 +193,9 @@ async fn kubectl_and_an_informer_through_haproxy_over_two_replicas() {
     );
     for (side, server) in [("A", &a), ("B", &b)] {
         let n = metric(&server.url, WATCHES_OPENED).await.unwrap_or(0.0);
-        assert!(n >= 2.0, "the informer's watches went to both replicas: {side} had {n}");
+        assert!(
+            n >= 2.0,
+            "the informer's watches went to both replicas: {side} had {n}"
+        );
     }
 }

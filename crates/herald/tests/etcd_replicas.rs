@@ -119,7 +119,10 @@ async fn a_write_on_one_replica_is_read_alike_and_watched_in_order_on_the_other(
             .await
             .expect("create");
         let got = reader.get(&name).await.expect("read on the other replica");
-        assert_eq!(got.metadata.resource_version, created.metadata.resource_version);
+        assert_eq!(
+            got.metadata.resource_version,
+            created.metadata.resource_version
+        );
         assert_eq!(got.metadata.uid, created.metadata.uid);
         let list = reader.list(&ListParams::default()).await.expect("list");
         let listed = list
@@ -127,14 +130,20 @@ async fn a_write_on_one_replica_is_read_alike_and_watched_in_order_on_the_other(
             .iter()
             .find(|e| e.metadata.name.as_deref() == Some(&name))
             .unwrap_or_else(|| panic!("{name} is not in the other replica's list"));
-        assert_eq!(listed.metadata.resource_version, created.metadata.resource_version);
+        assert_eq!(
+            listed.metadata.resource_version,
+            created.metadata.resource_version
+        );
         let list_rv: u64 = list
             .metadata
             .resource_version
             .as_deref()
             .and_then(|s| s.parse().ok())
             .expect("a numeric list revision");
-        assert!(list_rv >= rv(&created), "the list is at least as new as the write");
+        assert!(
+            list_rv >= rv(&created),
+            "the list is at least as new as the write"
+        );
         written.push((name, rv(&created)));
     }
     // An update on B, a delete on A.
@@ -169,7 +178,10 @@ async fn a_write_on_one_replica_is_read_alike_and_watched_in_order_on_the_other(
             WatchEvent::Deleted(e) => assert_eq!(e.metadata.name.as_deref(), Some("e1")),
             other => panic!("unexpected {other:?} on {side}"),
         }
-        assert!(seen.windows(2).all(|p| p[0] < p[1]), "revision order on {side}");
+        assert!(
+            seen.windows(2).all(|p| p[0] < p[1]),
+            "revision order on {side}"
+        );
     }
 }
 
@@ -266,14 +278,20 @@ async fn an_expired_event_is_deleted_on_both_replicas() {
         match next_change(w, "the expiry").await {
             WatchEvent::Deleted(e) => {
                 assert_eq!(e.metadata.name.as_deref(), Some("short-lived"), "on {side}");
-                assert!(rv(&e) > rv(&created), "the expiry is a new revision on {side}");
+                assert!(
+                    rv(&e) > rv(&created),
+                    "the expiry is a new revision on {side}"
+                );
             }
             other => panic!("unexpected {other:?} on {side}"),
         }
     }
     for api in [&api_a, &api_b] {
         let err = api.get("short-lived").await.expect_err("expired");
-        assert!(matches!(err, kube::Error::Api(ref s) if s.code == 404), "{err:?}");
+        assert!(
+            matches!(err, kube::Error::Api(ref s) if s.code == 404),
+            "{err:?}"
+        );
     }
 }
 

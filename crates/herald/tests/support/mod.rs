@@ -310,8 +310,7 @@ pub async fn http_get(url: &str, path: &str) -> Option<(u16, String)> {
     let addr = url.strip_prefix("http://")?;
     let ask = async {
         let mut conn = tokio::net::TcpStream::connect(addr).await.ok()?;
-        let request =
-            format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        let request = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
         conn.write_all(request.as_bytes()).await.ok()?;
         let mut raw = Vec::new();
         conn.read_to_end(&mut raw).await.ok()?;

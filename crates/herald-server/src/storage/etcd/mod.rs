@@ -39,6 +39,7 @@
 
 pub mod codec;
 mod compactor;
+mod failure;
 mod feed;
 mod lease;
 mod options;
@@ -65,12 +66,22 @@ use super::{
     Backend, CachedWatchStream, Deleted, KeyValue, ListOptions, ListResult, Result, Revision,
     StorageError, WatchHub, WatchStream,
 };
+use failure::Failure;
 use lease::LeaseManager;
 
 /// The largest etcd response the backend accepts (a list page, a watch response): gRPC's
 /// default of 4 MiB would fail lists of a few thousand events, so as kube-apiserver this is
 /// 2 GiB, and the bound that applies is the list's limit.
 const MAX_RESPONSE: usize = i32::MAX as usize;
+
+/// How many times one request is sent again after a member could not be connected to
+/// ([`Failure::NotSent`]), within its request timeout.
+const MAX_RESENDS: usize = 8;
+
+/// The longest a connection to one member may take to open (at most the request timeout):
+/// past it the request is sent again through another member, so a member whose host is
+/// gone does not take a whole request timeout.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A [`Backend`] on an etcd v3 cluster (see the [module docs](self)).
 ///
@@ -155,7 +166,7 @@ impl EtcdBackend {
         }
         let servers = opts.servers.join(",");
         let mut connect = ConnectOptions::new()
-            .with_connect_timeout(opts.request_timeout)
+            .with_connect_timeout(opts.request_timeout.min(CONNECT_TIMEOUT))
             .with_timeout(opts.request_timeout)
             .with_keep_alive(Duration::from_secs(10), opts.request_timeout)
             .with_require_leader(true);
@@ -306,42 +317,78 @@ impl Inner {
         }
     }
 
-    /// Runs one etcd request bounded by the request timeout; failures become
-    /// [`StorageError::Backend`] (and mark etcd down when it is unreachable).
-    async fn call<T>(
+    /// Runs one etcd request bounded by the request timeout. A request that never reached
+    /// etcd (a member that cannot be connected to, see [`Failure::NotSent`]) is sent again,
+    /// up to [`MAX_RESENDS`] times within the same bound: the balanced channel then picks
+    /// another member. Other failures become a [`StorageError`] by their kind (and mark etcd
+    /// down when it refuses).
+    async fn call<T, F, Fut>(&self, what: &str, send: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = std::result::Result<T, etcd_client::Error>>,
+    {
+        match self.send(what, send).await {
+            Ok(v) => Ok(v),
+            Err(Some(e)) => Err(self.failed(what, e)),
+            Err(None) => Err(self.timed_out(what)),
+        }
+    }
+
+    /// [`call`](Self::call) returning etcd's own error (`Some`) for the caller to read, or
+    /// `None` when the request timeout ran out.
+    async fn send<T, F, Fut>(
         &self,
         what: &str,
-        fut: impl Future<Output = std::result::Result<T, etcd_client::Error>>,
-    ) -> Result<T> {
-        match tokio::time::timeout(self.opts.request_timeout, fut).await {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(self.failed(what, e)),
-            Err(_) => {
-                let msg = format!(
-                    "etcd {what} timed out after {:?}",
-                    self.opts.request_timeout
-                );
-                self.set_health(Health::Down(msg.clone()));
-                Err(StorageError::Backend(msg))
+        mut send: F,
+    ) -> std::result::Result<T, Option<etcd_client::Error>>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = std::result::Result<T, etcd_client::Error>>,
+    {
+        let deadline = tokio::time::Instant::now() + self.opts.request_timeout;
+        let mut resends = 0;
+        loop {
+            match tokio::time::timeout_at(deadline, send()).await {
+                Ok(Ok(v)) => return Ok(v),
+                Ok(Err(e)) if Failure::of(&e) == Failure::NotSent && resends < MAX_RESENDS => {
+                    resends += 1;
+                    tracing::debug!(request = what, error = %e, "etcd member unreachable; sending again");
+                }
+                Ok(Err(e)) => return Err(Some(e)),
+                Err(_) => return Err(None),
             }
         }
     }
 
+    /// The error of a request that failed with `e`; etcd is marked down when it refused or
+    /// could not be reached at all.
     fn failed(&self, what: &str, e: etcd_client::Error) -> StorageError {
-        if let etcd_client::Error::GRpcStatus(s) = &e
-            && matches!(
-                s.code(),
-                tonic::Code::Unavailable | tonic::Code::DeadlineExceeded
-            )
-        {
-            self.set_health(Health::Down(format!("etcd {what}: {}", s.message())));
+        let kind = Failure::of(&e);
+        if matches!(kind, Failure::NotSent | Failure::Refused) {
+            self.set_health(Health::Down(format!("etcd {what}: {e}")));
         }
-        StorageError::Backend(format!("etcd {what}: {e}"))
+        kind.error(what, &e)
+    }
+
+    /// The error of a request that ran out of [`EtcdOptions::request_timeout`]: it may or may
+    /// not have been applied (504).
+    fn timed_out(&self, what: &str) -> StorageError {
+        let msg = format!(
+            "etcd {what} timed out after {:?}",
+            self.opts.request_timeout
+        );
+        self.set_health(Health::Down(msg.clone()));
+        StorageError::Timeout(msg)
     }
 
     async fn txn(&self, what: &str, txn: Txn) -> Result<TxnResponse> {
-        let mut kv = self.client.kv_client();
-        self.call(what, kv.txn(txn)).await
+        let kv = self.client.kv_client();
+        self.call(what, || {
+            let mut kv = kv.clone();
+            let txn = txn.clone();
+            async move { kv.txn(txn).await }
+        })
+        .await
     }
 
     /// The lease for a write with `ttl`, if any.
@@ -352,10 +399,13 @@ impl Inner {
         let id = self
             .leases
             .lease_for(ttl, |secs| async move {
-                let mut lc = self.client.lease_client();
-                self.call("lease grant", lc.grant(secs, None))
-                    .await
-                    .map(|r| r.id())
+                let lc = self.client.lease_client();
+                self.call("lease grant", || {
+                    let mut lc = lc.clone();
+                    async move { lc.grant(secs, None).await }
+                })
+                .await
+                .map(|r| r.id())
             })
             .await?;
         Ok(Some(id))
@@ -439,8 +489,13 @@ impl Inner {
     /// etcd's current revision: the header of a linearizable read of one key (the prefix
     /// itself, which holds nothing), so it costs the same whatever the store holds.
     async fn current(&self) -> Result<Revision> {
-        let mut kv = self.client.kv_client();
-        let resp = self.call("get", kv.get(self.prefix.as_str(), None)).await?;
+        let kv = self.client.kv_client();
+        let resp = self
+            .call("get", || {
+                let mut kv = kv.clone();
+                async move { kv.get(self.prefix.as_str(), None).await }
+            })
+            .await?;
         Ok(header_revision(resp.header()))
     }
 
@@ -458,12 +513,7 @@ impl Inner {
             // Compacted already (by another replica or kube-apiserver): as good.
             Ok(Err(e)) if e.to_string().contains("compacted") => {}
             Ok(Err(e)) => return Err(self.failed("compact", e)),
-            Err(_) => {
-                return Err(StorageError::Backend(format!(
-                    "etcd compact timed out after {:?}",
-                    self.opts.request_timeout
-                )));
-            }
+            Err(_) => return Err(self.timed_out("compact")),
         }
         self.compacted.fetch_max(target, Ordering::Relaxed);
         self.hub().compact(target);
@@ -607,8 +657,14 @@ impl Backend for EtcdBackend {
     fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<KeyValue>>> {
         Box::pin(async move {
             let i = &self.inner;
-            let mut kv = i.client.kv_client();
-            let resp = i.call("get", kv.get(i.full(key), None)).await?;
+            let kv = i.client.kv_client();
+            let full = i.full(key);
+            let resp = i
+                .call("get", || {
+                    let (mut kv, full) = (kv.clone(), full.clone());
+                    async move { kv.get(full, None).await }
+                })
+                .await?;
             Ok(resp.kvs().first().and_then(|kv| i.kv(kv)))
         })
     }
@@ -632,12 +688,16 @@ impl Backend for EtcdBackend {
             }
             // A page is as large as the caller's limit makes it (kube-apiserver lifts gRPC's
             // 4 MiB bound on responses too).
-            let mut kv = i.client.kv_client().max_decoding_message_size(MAX_RESPONSE);
-            let resp = match tokio::time::timeout(i.opts.request_timeout, kv.get(start, Some(get)))
-                .await
-            {
-                Ok(Ok(r)) => r,
-                Ok(Err(e)) => {
+            let kv = i.client.kv_client().max_decoding_message_size(MAX_RESPONSE);
+            let range = i
+                .send("range", || {
+                    let (mut kv, start, get) = (kv.clone(), start.clone(), get.clone());
+                    async move { kv.get(start, Some(get)).await }
+                })
+                .await;
+            let resp = match range {
+                Ok(r) => r,
+                Err(Some(e)) => {
                     let text = e.to_string();
                     let requested = opts.at_revision.unwrap_or(0);
                     if text.contains("required revision has been compacted") {
@@ -654,12 +714,7 @@ impl Backend for EtcdBackend {
                     }
                     return Err(i.failed("range", e));
                 }
-                Err(_) => {
-                    return Err(StorageError::Backend(format!(
-                        "etcd range timed out after {:?}",
-                        i.opts.request_timeout
-                    )));
-                }
+                Err(None) => return Err(i.timed_out("range")),
             };
             let items = resp.kvs().iter().filter_map(|kv| i.kv(kv)).collect();
             Ok(ListResult {

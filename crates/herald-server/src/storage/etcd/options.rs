@@ -86,9 +86,12 @@ pub struct EtcdOptions {
     /// Most keys attached to one lease (default 1,000, kube-apiserver's): past it a new
     /// lease is granted, so a lease's expiry never deletes too many keys in one etcd request.
     pub lease_max_objects: u64,
-    /// The longest one etcd request may take (default 10 s): past it the request fails with
-    /// a storage error (the API answers 500) and the write may or may not have happened, as
-    /// with any timed-out etcd request. Also bounds connecting.
+    /// The longest one etcd request may take (default 10 s), resends to another member
+    /// included: past it the request fails with [`StorageError::Timeout`] (the API answers
+    /// 504 Timeout) and a write may or may not have happened, as with any timed-out etcd
+    /// request. Also bounds connecting.
+    ///
+    /// [`StorageError::Timeout`]: crate::storage::StorageError::Timeout
     pub request_timeout: Duration,
     /// How often the backend probes etcd for [`Backend::health`](crate::storage::Backend::health)
     /// (default 5 s; `/readyz` reads the last answer, so it turns false within one interval
