@@ -45,12 +45,13 @@ pub struct TlsFiles {
     pub client_key: std::path::PathBuf,
 }
 
-/// A port free right now on 127.0.0.1 (the listener is dropped: etcd binds it next).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
+/// Two different ports free right now on 127.0.0.1 (both listeners are held until both are
+/// chosen, then dropped: etcd binds them next).
+fn free_ports() -> (u16, u16) {
+    let bind = || TcpListener::bind("127.0.0.1:0").expect("a free loopback port");
+    let (a, b) = (bind(), bind());
+    let port = |l: &TcpListener| l.local_addr().expect("local addr").port();
+    (port(&a), port(&b))
 }
 
 impl EtcdProcess {
@@ -83,7 +84,7 @@ impl EtcdProcess {
 
     async fn try_start(tls: bool) -> Result<EtcdProcess, String> {
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let (client, peer) = (free_port(), free_port());
+        let (client, peer) = free_ports();
         let tls = if tls {
             use herald_server::api::tls::pki;
             let pki_dir = dir.path().join("pki");

@@ -50,26 +50,34 @@ pub struct EtcdCluster {
     _dir: tempfile::TempDir,
 }
 
-/// A port that was free a moment ago on 127.0.0.1.
-fn free_port() -> u16 {
+/// A port that was free a moment ago on 127.0.0.1, and the listener that holds it: the
+/// caller keeps every listener until it has chosen all its ports, so that no two are equal.
+fn free_port() -> (u16, TcpListener) {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    l.local_addr().expect("local addr").port()
+    (l.local_addr().expect("local addr").port(), l)
 }
 
 impl EtcdCluster {
     /// Starts a cluster of `size` members and waits until every member is healthy.
     pub async fn start(size: usize) -> EtcdCluster {
         let dir = tempfile::tempdir().expect("temp dir");
+        let mut held = Vec::new();
+        let mut port = || {
+            let (p, l) = free_port();
+            held.push(l);
+            p
+        };
         let members: Vec<Member> = (0..size)
             .map(|i| Member {
                 name: format!("m{i}"),
-                client_port: free_port(),
-                peer_port: free_port(),
+                client_port: port(),
+                peer_port: port(),
                 data: dir.path().join(format!("m{i}")),
                 child: None,
                 logs: LogTail::default(),
             })
             .collect();
+        drop(held);
         let initial_cluster = members
             .iter()
             .map(|m| format!("{}={}", m.name, m.peer_url()))
