@@ -17,11 +17,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Event, ObjectReference};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, ListParams, PostParams};
 use support::etcd::EtcdCluster;
-use support::{Herald, http_status};
+use support::{Herald, backoff_event, http_status};
 
 /// The longest a test waits for one thing.
 const GUARD: Duration = Duration::from_secs(60);
@@ -29,28 +28,6 @@ const GUARD: Duration = Duration::from_secs(60);
 const POLL: Duration = Duration::from_millis(100);
 /// Attempts of one create: a request in flight when a member is lost may fail once.
 const ATTEMPTS: usize = 3;
-
-fn event(name: &str) -> Event {
-    Event {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some("default".into()),
-            ..ObjectMeta::default()
-        },
-        involved_object: ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Pod".into()),
-            name: Some(format!("pod-{name}")),
-            namespace: Some("default".into()),
-            ..ObjectReference::default()
-        },
-        reason: Some("BackOff".into()),
-        message: Some(format!("Back-off restarting failed container of {name}")),
-        type_: Some("Warning".into()),
-        count: Some(1),
-        ..Event::default()
-    }
-}
 
 /// A kube-rs client whose requests may wait longer than the server's own bounds, so that
 /// the server's answer (not the client's timeout) is what a test sees. With `retry`, kube-rs
@@ -90,12 +67,15 @@ async fn write(
         let mut last = String::new();
         let mut done = false;
         for attempt in 0..ATTEMPTS {
-            match api.create(&PostParams::default(), &event(&name)).await {
+            match api
+                .create(&PostParams::default(), &backoff_event(&name))
+                .await
+            {
                 Ok(_) => done = true,
                 // A retry of a create that did commit the first time: the event is there.
                 Err(kube::Error::Api(s)) if s.code == 409 && attempt > 0 => {
                     let got = api.get(&name).await;
-                    done = got.is_ok_and(|e| e.message == event(&name).message);
+                    done = got.is_ok_and(|e| e.message == backoff_event(&name).message);
                 }
                 Err(e) => last = e.to_string(),
             }
@@ -207,7 +187,7 @@ async fn losing_quorum_fails_writes_promptly_and_recovery_keeps_every_acknowledg
     // A write cannot commit: the server answers with a Status, 503 or 504, within its own
     // bounded timeout (the client would wait 120 s).
     let err = api
-        .create(&PostParams::default(), &event("during"))
+        .create(&PostParams::default(), &backoff_event("during"))
         .await
         .expect_err("no quorum, no write");
     match &err {

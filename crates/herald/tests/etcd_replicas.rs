@@ -12,36 +12,13 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{Event, ObjectReference};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
-use support::Herald;
 use support::etcd::EtcdCluster;
+use support::{Herald, backoff_event};
 
 /// The longest a test waits for one thing (a watch event, an expiry).
 const GUARD: Duration = Duration::from_secs(60);
-
-fn event(name: &str) -> Event {
-    Event {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some("default".into()),
-            ..ObjectMeta::default()
-        },
-        involved_object: ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Pod".into()),
-            name: Some(format!("pod-{name}")),
-            namespace: Some("default".into()),
-            ..ObjectReference::default()
-        },
-        reason: Some("BackOff".into()),
-        message: Some(format!("Back-off restarting failed container of {name}")),
-        type_: Some("Warning".into()),
-        count: Some(1),
-        ..Event::default()
-    }
-}
 
 fn rv(e: &Event) -> u64 {
     e.metadata
@@ -115,7 +92,7 @@ async fn a_write_on_one_replica_is_read_alike_and_watched_in_order_on_the_other(
         };
         let name = format!("e{i}");
         let created = writer
-            .create(&PostParams::default(), &event(&name))
+            .create(&PostParams::default(), &backoff_event(&name))
             .await
             .expect("create");
         let got = reader.get(&name).await.expect("read on the other replica");
@@ -193,7 +170,7 @@ async fn continue_tokens_from_one_replica_work_on_the_other() {
     let api_b: Api<Event> = Api::namespaced(b.kube_client(), "default");
     for i in 0..25 {
         let api = if i % 2 == 0 { &api_a } else { &api_b };
-        api.create(&PostParams::default(), &event(&format!("p{i:02}")))
+        api.create(&PostParams::default(), &backoff_event(&format!("p{i:02}")))
             .await
             .expect("create");
     }
@@ -229,7 +206,7 @@ async fn continue_tokens_from_one_replica_work_on_the_other() {
         names.extend(list.items.into_iter().filter_map(|e| e.metadata.name));
         if page == 0 {
             api_b
-                .create(&PostParams::default(), &event("p99-later"))
+                .create(&PostParams::default(), &backoff_event("p99-later"))
                 .await
                 .expect("create between pages");
         }
@@ -266,7 +243,7 @@ async fn an_expired_event_is_deleted_on_both_replicas() {
         .expect("watch on B")
         .boxed();
     let created = api_a
-        .create(&PostParams::default(), &event("short-lived"))
+        .create(&PostParams::default(), &backoff_event("short-lived"))
         .await
         .expect("create");
     for (side, w) in [("A", &mut watch_a), ("B", &mut watch_b)] {
@@ -303,7 +280,7 @@ async fn a_revision_compacted_in_etcd_is_410_on_both_replicas() {
     let api_b: Api<Event> = Api::namespaced(b.kube_client(), "default");
     for i in 0..5 {
         api_a
-            .create(&PostParams::default(), &event(&format!("c{i}")))
+            .create(&PostParams::default(), &backoff_event(&format!("c{i}")))
             .await
             .expect("create");
     }
@@ -316,7 +293,7 @@ async fn a_revision_compacted_in_etcd_is_410_on_both_replicas() {
     let mut newest = 0;
     for i in 5..8 {
         let e = api_b
-            .create(&PostParams::default(), &event(&format!("c{i}")))
+            .create(&PostParams::default(), &backoff_event(&format!("c{i}")))
             .await
             .expect("create");
         newest = rv(&e);

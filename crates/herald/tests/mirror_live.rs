@@ -12,10 +12,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Event, ObjectReference};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use support::{Herald, kubeconfig_for_url};
+use support::{Herald, backoff_event, kubeconfig_for_url};
 
 /// The longest a test waits for the mirror to catch up.
 const SYNC_GUARD: Duration = Duration::from_secs(60);
@@ -27,28 +26,6 @@ const VERSION_ANNOTATION: &str = "herald.dev/mirrored-resource-version";
 
 /// name → (uid, count): what the comparison is about.
 type Copies = BTreeMap<String, (String, i32)>;
-
-fn event(name: &str) -> Event {
-    Event {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some("default".into()),
-            ..ObjectMeta::default()
-        },
-        involved_object: ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Pod".into()),
-            name: Some(format!("pod-{name}")),
-            namespace: Some("default".into()),
-            ..ObjectReference::default()
-        },
-        reason: Some("BackOff".into()),
-        message: Some(format!("Back-off restarting failed container of {name}")),
-        type_: Some("Warning".into()),
-        count: Some(1),
-        ..Event::default()
-    }
-}
 
 /// A source server, and what was written to it.
 struct Source {
@@ -82,7 +59,7 @@ impl Source {
     async fn create(&mut self, name: &str) {
         let e = self
             .api
-            .create(&PostParams::default(), &event(name))
+            .create(&PostParams::default(), &backoff_event(name))
             .await
             .expect("create at the source");
         self.note(e);

@@ -789,6 +789,32 @@ pub async fn seeded() -> (Herald, Kubectl) {
     (server, k)
 }
 
+/// A core/v1 Warning `BackOff` event named `name` in `default` about `pod/pod-<name>`, count 1,
+/// for kube-rs clients.
+pub fn backoff_event(name: &str) -> k8s_openapi::api::core::v1::Event {
+    use k8s_openapi::api::core::v1::{Event, ObjectReference};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    Event {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("default".into()),
+            ..ObjectMeta::default()
+        },
+        involved_object: ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            name: Some(format!("pod-{name}")),
+            namespace: Some("default".into()),
+            ..ObjectReference::default()
+        },
+        reason: Some("BackOff".into()),
+        message: Some(format!("Back-off restarting failed container of {name}")),
+        type_: Some("Warning".into()),
+        count: Some(1),
+        ..Event::default()
+    }
+}
+
 /// A core/v1 event manifest in `default` about `pod/<object>`.
 pub fn core_event(name: &str, object: &str, kind: &str, reason: &str, message: &str) -> String {
     format!(
