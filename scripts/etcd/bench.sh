@@ -5,7 +5,10 @@
 #      value size Herald stores for a `herald bench` event: plain puts, and the transaction
 #      Herald's create sends (examples/etcd_put.rs);
 #   2. `herald bench --clients 64` creates through `herald serve --store etcd` on that cluster;
-#   3. an unpaged list of 100,000 events through herald, and watch fan-out (100 watchers).
+#   3. a list of 100,000 events through herald, and watch fan-out (100 watchers);
+#   4. the same watch fan-out on the SQLite store, for comparison.
+# With each figure the CPU time etcd (all members) and herald spent on it, from /proc: on
+# 2 cores they share, it says whose work the figure is.
 # RUNS (default 3) of each; prints every run, take the medians.
 # Build first: cargo build --release -p herald && cargo build --release -p herald-server --example etcd_put
 set -u
@@ -35,6 +38,23 @@ start_cluster() { # start_cluster N: members on 127.0.0.1:1{i}379 (clients) / 1{
 
 stop_cluster() { pkill -f "etcd --name m" ; sleep 1; }
 
+# cpu PID...: the CPU time (user + system) of the processes so far, in ms.
+cpu() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14+$15}' /proc/$p/stat))); done; echo $((t * 10)); }
+etcd_pids() { pgrep -f "etcd --name m" | tr '\n' ' '; }
+
+# measured WHAT COUNT CMD...: runs CMD, then prints the CPU etcd and herald spent per item
+# (COUNT items; a COUNT of 0 reads it from CMD's `creates N sent` line).
+measured() {
+  local what=$1 count=$2; shift 2
+  local e0 s0=0 out e1 s1=0
+  e0=$(cpu $(etcd_pids)); [ -n "${SERVE:-}" ] && s0=$(cpu $SERVE)
+  out=$("$@" 2>&1); echo "$out" | grep -E "^ *creates|lag|^put|^create|list"
+  e1=$(cpu $(etcd_pids)); [ -n "${SERVE:-}" ] && s1=$(cpu $SERVE)
+  [ "$count" = 0 ] && count=$(echo "$out" | awk '/^ *creates/ {print $2}')
+  [ -n "$count" ] && [ "$count" -gt 0 ] && \
+    echo "  cpu per $what: etcd $(( (e1 - e0) * 1000 / count )) µs, herald $(( (s1 - s0) * 1000 / count )) µs"
+}
+
 serve() { # serve: herald on the cluster, waits for /readyz
   $HERALD serve --store etcd --etcd-servers "$ENDPOINTS" --listen 127.0.0.1:$PORT \
     --insecure-plain-http --event-ttl 1h > "$WORK/serve.log" 2>&1 &
@@ -54,10 +74,11 @@ for members in 1 3; do
   kill $SERVE; wait $SERVE 2>/dev/null
   echo "value size of a bench event: $bytes bytes"
   for r in $(seq 1 "$RUNS"); do
-    $PUT "$ENDPOINTS" 64 "$bytes" 30000 put
-    $PUT "$ENDPOINTS" 64 "$bytes" 30000 create
+    SERVE=
+    measured put 30000 $PUT "$ENDPOINTS" 64 "$bytes" 30000 put
+    measured create 30000 $PUT "$ENDPOINTS" 64 "$bytes" 30000 create
     serve
-    $HERALD bench --server http://127.0.0.1:$PORT --clients 64 --duration 10s 2>&1 | grep -E "^ *creates"
+    measured create 0 $HERALD bench --server http://127.0.0.1:$PORT --clients 64 --duration 10s
     kill $SERVE; wait $SERVE 2>/dev/null
   done
   # A list of 100,000 events, and the watch fan-out, on one replica.
@@ -71,12 +92,21 @@ for members in 1 3; do
   done
   echo "events stored in herald-bench: $n"
   for r in $(seq 1 "$RUNS"); do
-    curl -s -A kubectl -o /dev/null -w "unpaged list: %{size_download} bytes in %{time_total} s\n" \
+    measured "list of 100,000" 1 curl -s -A kubectl -o /dev/null -w "list of 100,000: %{size_download} bytes in %{time_total} s\n" \
       "http://127.0.0.1:$PORT/api/v1/namespaces/herald-bench/events?limit=100000"
   done
   for r in $(seq 1 "$RUNS"); do
-    $HERALD bench --server http://127.0.0.1:$PORT --clients 64 --duration 10s --watchers 100 2>&1 | grep -E "^ *creates |lag"
+    measured create 0 $HERALD bench --server http://127.0.0.1:$PORT --clients 64 --duration 10s --watchers 100 -n watch-$r
   done
   kill $SERVE; wait $SERVE 2>/dev/null
   stop_cluster
 done
+
+echo "== SQLite (--data), for the watch fan-out"
+$HERALD serve --data "$WORK/sqlite" --listen 127.0.0.1:$PORT --insecure-plain-http --event-ttl 1h > "$WORK/serve.log" 2>&1 &
+SERVE=$!
+for _ in $(seq 1 300); do curl -sf http://127.0.0.1:$PORT/readyz >/dev/null && break; sleep 0.1; done
+for r in $(seq 1 "$RUNS"); do
+  $HERALD bench --server http://127.0.0.1:$PORT --clients 64 --duration 10s --watchers 100 -n watch-$r 2>&1 | grep -E "^ *creates |lag"
+done
+kill $SERVE; wait $SERVE 2>/dev/null

@@ -257,8 +257,9 @@ proptest! {
     // do), so fewer cases than above.
     #![proptest_config(ProptestConfig { cases: 8, ..ProptestConfig::default() })]
 
-    /// The same over etcd (values in kube-apiserver's protobuf form, no index, one etcd
-    /// range per page) against the memory store: equal answers, equal resourceVersions.
+    /// The same over etcd (values in kube-apiserver's protobuf form, no index, pages read
+    /// in etcd ranges of two keys) against the memory store: equal answers, equal
+    /// resourceVersions.
     #[test]
     fn etcd_lists_equal_the_memory_store(
         ops in proptest::collection::vec(op(), 1..40),
@@ -280,6 +281,7 @@ proptest! {
                 EtcdOptions {
                     servers: vec![etcd.url.clone()],
                     media_type: StorageMediaType::Protobuf,
+                    range_keys: 2,
                     ..EtcdOptions::default()
                 },
                 clock.clone(),

@@ -37,6 +37,7 @@
 //! ```
 
 mod convert;
+pub mod storage;
 pub mod transcode;
 
 use crate::json::ZERO_MICRO;

@@ -194,14 +194,25 @@ pub fn write_list_item(
     write_whole(out, |out| {
         let s = Stored::read(stored, Meta::read, opt_text)?;
         message(out, 2, |out| match group {
-            ApiGroup::Core => core_event(out, &s, revision),
-            ApiGroup::EventsV1 => events_v1_event(out, &s, revision),
+            ApiGroup::Core => core_event(out, &s, Some(revision)),
+            ApiGroup::EventsV1 => events_v1_event(out, &s, Some(revision)),
         })
     })
 }
 
+/// Appends the bare `k8s.io.api.core.v1.Event` message of the event stored as `stored`,
+/// without a `resourceVersion`: what kube-apiserver keeps in etcd inside its protobuf
+/// envelope. False, with `out` untouched, when the bytes are not in a shape this transcoder
+/// knows (the caller decodes the event instead); see the module docs.
+pub fn write_core_message(out: &mut Vec<u8>, stored: &[u8]) -> bool {
+    write_whole(out, |out| {
+        let s = Stored::read(stored, Meta::read, opt_text)?;
+        core_event(out, &s, None)
+    })
+}
+
 /// `k8s.io.api.core.v1.Event`, canonical as `normalize_core` makes it.
-fn core_event(out: &mut Vec<u8>, s: &Stored<'_>, revision: Revision) -> Written {
+fn core_event(out: &mut Vec<u8>, s: &Stored<'_>, revision: Option<Revision>) -> Written {
     message(out, 1, |out| meta(out, &s.metadata, revision))?;
     message(out, 2, |out| reference(out, &s.involved_object))?;
     nonempty(out, 3, &s.reason);
@@ -229,7 +240,7 @@ fn core_event(out: &mut Vec<u8>, s: &Stored<'_>, revision: Revision) -> Written 
 
 /// `k8s.io.api.events.v1.Event`, canonical as `normalize_events_v1(core_to_events_v1(_))`
 /// makes it.
-fn events_v1_event(out: &mut Vec<u8>, s: &Stored<'_>, revision: Revision) -> Written {
+fn events_v1_event(out: &mut Vec<u8>, s: &Stored<'_>, revision: Option<Revision>) -> Written {
     message(out, 1, |out| meta(out, &s.metadata, revision))?;
     set_time(out, 2, s.event_time, Layout::Micros)?;
     if let Some(series) = &s.series {
@@ -260,8 +271,9 @@ fn events_v1_event(out: &mut Vec<u8>, s: &Stored<'_>, revision: Revision) -> Wri
     Ok(())
 }
 
-/// `ObjectMeta` as stored (metadata is not canonicalised), `resourceVersion` = `revision`.
-fn meta(out: &mut Vec<u8>, m: &Meta<'_>, revision: Revision) -> Written {
+/// `ObjectMeta` as stored (metadata is not canonicalised), `resourceVersion` = `revision`
+/// (none when `None`, as etcd holds it).
+fn meta(out: &mut Vec<u8>, m: &Meta<'_>, revision: Option<Revision>) -> Written {
     let opt = |out: &mut Vec<u8>, tag, v: &OptText<'_>| {
         if let Some(v) = v {
             string(out, tag, &v.0);
@@ -272,7 +284,9 @@ fn meta(out: &mut Vec<u8>, m: &Meta<'_>, revision: Revision) -> Written {
     opt(out, 3, &m.namespace);
     opt(out, 4, &m.self_link);
     opt(out, 5, &m.uid);
-    string(out, 6, itoa::Buffer::new().format(revision));
+    if let Some(revision) = revision {
+        string(out, 6, itoa::Buffer::new().format(revision));
+    }
     if let Some(g) = m.generation {
         varint(out, 7, g as u64);
     }

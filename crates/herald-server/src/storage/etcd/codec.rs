@@ -23,7 +23,7 @@
 
 use bytes::Bytes;
 use herald_core::event::{ApiGroup, CoreEvent};
-use herald_wire::protobuf::{self, EventBody};
+use herald_wire::protobuf;
 use herald_wire::stored;
 
 use super::StorageMediaType;
@@ -47,7 +47,9 @@ impl ValueCodec {
     ///
     /// JSON is Herald's bytes with `kind` and `apiVersion` put in front of them (no
     /// re-encoding: the stored form writes its members in kube-apiserver's order already).
-    /// Protobuf decodes the event and writes its message in the `k8s\0` envelope.
+    /// Protobuf writes the event's message in the `k8s\0` envelope, transcoded from the
+    /// stored JSON ([`protobuf::storage::storage_object`]; the event is decoded only for
+    /// bytes the transcoder declines, which gives the same value).
     pub fn encode(&self, value: &Bytes) -> Bytes {
         // Herald's stored form is an object whose first member is `metadata`.
         let Some(rest) = value.strip_prefix(b"{") else {
@@ -63,16 +65,12 @@ impl ValueCodec {
                 out.extend_from_slice(rest);
                 Bytes::from(out)
             }
-            StorageMediaType::Protobuf => match serde_json::from_slice::<CoreEvent>(value) {
-                Ok(mut event) => {
-                    event.metadata.resource_version = None;
-                    Bytes::from(protobuf::event_object(ApiGroup::Core, &event))
+            StorageMediaType::Protobuf => {
+                if let Some(object) = protobuf::storage::storage_object(value) {
+                    return Bytes::from(object);
                 }
-                Err(e) => {
-                    tracing::warn!(error = %e, "stored event does not decode; written as it is");
-                    value.clone()
-                }
-            },
+                encode_decoded(value)
+            }
         }
     }
 
@@ -80,6 +78,21 @@ impl ValueCodec {
     /// module docs for other values).
     pub fn decode(&self, value: Bytes) -> Bytes {
         decode(value)
+    }
+}
+
+/// The protobuf value of `value` through the decoded event: for the stored bytes the
+/// transcoder declines (for the others it writes the same bytes).
+fn encode_decoded(value: &Bytes) -> Bytes {
+    match serde_json::from_slice::<CoreEvent>(value) {
+        Ok(mut event) => {
+            event.metadata.resource_version = None;
+            Bytes::from(protobuf::event_object(ApiGroup::Core, &event))
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "stored event does not decode; written as it is");
+            value.clone()
+        }
     }
 }
 
@@ -96,12 +109,8 @@ pub fn decode(value: Bytes) -> Bytes {
         return Bytes::from(out);
     }
     if value.starts_with(&protobuf::MAGIC) {
-        return match protobuf::event_body(ApiGroup::Core, &value) {
-            Ok(EventBody::Event(event)) => stored::encode(&event),
-            Ok(EventBody::Json(json)) => match serde_json::from_slice::<CoreEvent>(&json) {
-                Ok(event) => stored::encode(&event),
-                Err(e) => undecodable(value, &e),
-            },
+        return match protobuf::storage::event_from_storage(&value) {
+            Ok(event) => stored::encode_owned(event).0,
             Err(e) => undecodable(value, &e),
         };
     }

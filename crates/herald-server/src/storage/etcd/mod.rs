@@ -12,14 +12,15 @@
 //! - **writes**: transactions. `create` is `If(CreateRevision == 0) Then(Put)`; `update` and
 //!   `delete` with an expected revision are `If(ModRevision == expected) Then(…) Else(Get)`
 //!   (the `Get` tells `Conflict` from `NotFound`), without one `If(CreateRevision > 0)`;
-//! - **TTL**: etcd leases, granted per TTL and shared by the writes of a while ([`lease`]);
+//! - **TTL**: etcd leases, granted per TTL and shared by the writes of a while (module `lease`);
 //!   etcd deletes the keys itself, so [`Backend::expire_due`] returns 0 and a key lives
 //!   between its TTL and its TTL plus [`EtcdOptions::lease_reuse`];
-//! - **lists**: one `Range` per page at one revision (later pages at the first page's),
-//!   `ErrCompacted` is [`StorageError::Expired`], a future revision
+//! - **lists**: `Range`s of at most [`EtcdOptions::range_keys`] keys at one revision
+//!   (later pages and ranges at the first one's), each requested while the one before is
+//!   decoded; `ErrCompacted` is [`StorageError::Expired`], a future revision
 //!   [`StorageError::FutureRevision`];
 //! - **watches**: ONE etcd watch per backend on `<prefix>/` (with previous values) feeds the
-//!   backend's [`WatchHub`] ([`feed`]), which fans out to every client. Writes do not publish
+//!   backend's [`WatchHub`] (module `feed`), which fans out to every client. Writes do not publish
 //!   to the hub themselves: every replica sees every change, its own and the others', in
 //!   revision order. A write returns once the hub has it too (or after
 //!   [`EtcdOptions::request_timeout`] if the feed is down: the write is committed either
@@ -57,6 +58,7 @@ use futures::future::BoxFuture;
 use herald_core::clock::Clock;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio_util::task::AbortOnDropHandle;
 
 pub use codec::ValueCodec;
 pub use options::{EtcdOptions, EtcdTlsOptions, StorageMediaType};
@@ -69,9 +71,9 @@ use super::{
 use failure::Failure;
 use lease::LeaseManager;
 
-/// The largest etcd response the backend accepts (a list page, a watch response): gRPC's
-/// default of 4 MiB would fail lists of a few thousand events, so as kube-apiserver this is
-/// 2 GiB, and the bound that applies is the list's limit.
+/// The largest etcd response the backend accepts (a list's range, a watch response): gRPC's
+/// default of 4 MiB would fail ranges of a few thousand events, so as kube-apiserver this is
+/// 2 GiB, and the bound that applies is [`EtcdOptions::range_keys`] values.
 const MAX_RESPONSE: usize = i32::MAX as usize;
 
 /// How many times one request is sent again after a member could not be connected to
@@ -486,6 +488,64 @@ impl Inner {
         }
     }
 
+    /// The limit of the next range of a list that still wants `wanted` keys (`None`: all).
+    fn range_keys(&self, wanted: Option<usize>) -> usize {
+        let most = self.opts.range_keys.max(1);
+        wanted.map_or(most, |w| w.min(most))
+    }
+
+    /// One etcd `Range` of a list: at most `limit` keys from `start` (inclusive) to `end`, at
+    /// `revision` (the current one when `None`); etcd's refusals as the storage errors the
+    /// registry answers (a compacted revision is `Expired`, a future one `FutureRevision`).
+    async fn range(
+        &self,
+        start: impl Into<Vec<u8>>,
+        end: String,
+        limit: usize,
+        revision: Option<Revision>,
+    ) -> Result<etcd_client::GetResponse> {
+        let start = start.into();
+        let mut get = GetOptions::new()
+            .with_range(end)
+            .with_limit(i64::try_from(limit).unwrap_or(i64::MAX));
+        if let Some(at) = revision {
+            get = get.with_revision(rev_i64(at));
+        }
+        // A range is as large as `range_keys` makes it (kube-apiserver lifts gRPC's 4 MiB
+        // bound on responses too).
+        let kv = self
+            .client
+            .kv_client()
+            .max_decoding_message_size(MAX_RESPONSE);
+        let range = self
+            .send("range", || {
+                let (mut kv, start, get) = (kv.clone(), start.clone(), get.clone());
+                async move { kv.get(start, Some(get)).await }
+            })
+            .await;
+        match range {
+            Ok(r) => Ok(r),
+            Err(Some(e)) => {
+                let text = e.to_string();
+                let requested = revision.unwrap_or(0);
+                if text.contains("required revision has been compacted") {
+                    return Err(StorageError::Expired {
+                        requested,
+                        oldest: self.compacted_at(requested).await,
+                    });
+                }
+                if text.contains("required revision is a future revision") {
+                    return Err(StorageError::FutureRevision {
+                        requested,
+                        current: self.current().await?,
+                    });
+                }
+                Err(self.failed("range", e))
+            }
+            Err(None) => Err(self.timed_out("range")),
+        }
+    }
+
     /// etcd's current revision: the header of a linearizable read of one key (the prefix
     /// itself, which holds nothing), so it costs the same whatever the store holds.
     async fn current(&self) -> Result<Revision> {
@@ -679,51 +739,50 @@ impl Backend for EtcdBackend {
                 _ => full_prefix.clone(),
             };
             let end = prefix_end(&full_prefix).unwrap_or_else(|| "\0".to_string());
-            let mut get = GetOptions::new().with_range(end);
-            if let Some(limit) = opts.limit.filter(|&l| l > 0) {
-                get = get.with_limit(i64::try_from(limit).unwrap_or(i64::MAX));
-            }
-            if let Some(at) = opts.at_revision {
-                get = get.with_revision(rev_i64(at));
-            }
-            // A page is as large as the caller's limit makes it (kube-apiserver lifts gRPC's
-            // 4 MiB bound on responses too).
-            let kv = i.client.kv_client().max_decoding_message_size(MAX_RESPONSE);
-            let range = i
-                .send("range", || {
-                    let (mut kv, start, get) = (kv.clone(), start.clone(), get.clone());
-                    async move { kv.get(start, Some(get)).await }
-                })
-                .await;
-            let resp = match range {
-                Ok(r) => r,
-                Err(Some(e)) => {
-                    let text = e.to_string();
-                    let requested = opts.at_revision.unwrap_or(0);
-                    if text.contains("required revision has been compacted") {
-                        return Err(StorageError::Expired {
-                            requested,
-                            oldest: i.compacted_at(requested).await,
+            // How many keys are still wanted (`None`: all of them).
+            let mut wanted = opts.limit.filter(|&l| l > 0);
+            let mut resp = i
+                .range(start, end.clone(), i.range_keys(wanted), opts.at_revision)
+                .await?;
+            // Later ranges read the first one's revision.
+            let revision = opts
+                .at_revision
+                .unwrap_or_else(|| header_revision(resp.header()));
+            let mut items = Vec::new();
+            loop {
+                let got = resp.kvs().len();
+                wanted = wanted.map(|w| w.saturating_sub(got));
+                let more = resp.more();
+                // The next range is on its way while this one is decoded.
+                let next = match resp.kvs().last() {
+                    Some(last) if more && wanted != Some(0) => {
+                        let mut after = last.key().to_vec();
+                        after.push(0);
+                        let (inner, end) = (Arc::clone(i), end.clone());
+                        let limit = i.range_keys(wanted);
+                        Some(AbortOnDropHandle::new(tokio::spawn(async move {
+                            inner.range(after, end, limit, Some(revision)).await
+                        })))
+                    }
+                    _ => None,
+                };
+                items.reserve(got);
+                items.extend(resp.kvs().iter().filter_map(|kv| i.kv(kv)));
+                match next {
+                    Some(next) => {
+                        resp = next.await.map_err(|e| {
+                            StorageError::Backend(format!("etcd range task failed: {e}"))
+                        })??;
+                    }
+                    None => {
+                        return Ok(ListResult {
+                            items,
+                            revision,
+                            more,
                         });
                     }
-                    if text.contains("required revision is a future revision") {
-                        return Err(StorageError::FutureRevision {
-                            requested,
-                            current: i.current().await?,
-                        });
-                    }
-                    return Err(i.failed("range", e));
                 }
-                Err(None) => return Err(i.timed_out("range")),
-            };
-            let items = resp.kvs().iter().filter_map(|kv| i.kv(kv)).collect();
-            Ok(ListResult {
-                items,
-                revision: opts
-                    .at_revision
-                    .unwrap_or_else(|| header_revision(resp.header())),
-                more: resp.more(),
-            })
+            }
         })
     }
 
