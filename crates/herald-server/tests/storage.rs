@@ -2158,6 +2158,38 @@ async fn etcd_compactor_compacts_to_the_revision_seen_one_round_before() {
     assert_eq!(now.value, b("2"));
 }
 
+/// A replica started before its etcd (both started together, or etcd restarting) waits for
+/// it within the request bound, rather than failing at its first request; past the bound it
+/// fails naming the servers.
+#[tokio::test]
+async fn connect_waits_for_etcd_within_the_request_bound() {
+    let mut process = EtcdProcess::start().await;
+    process.kill();
+    let opts = EtcdOptions {
+        servers: vec![process.url.clone()],
+        ..EtcdOptions::default()
+    };
+    let connecting = tokio::spawn(EtcdBackend::connect(opts.clone(), clock()));
+    process.restart().await;
+    let store = connecting
+        .await
+        .unwrap()
+        .expect("connects once etcd answers");
+    let a = store.create("/events/ns/a", b("a"), None).await.unwrap();
+    assert_eq!(store.get("/events/ns/a").await.unwrap(), Some(a));
+
+    process.kill();
+    let bounded = EtcdOptions {
+        request_timeout: Duration::from_millis(500),
+        ..opts
+    };
+    let err = EtcdBackend::connect(bounded, clock())
+        .await
+        .err()
+        .expect("etcd is down");
+    assert!(err.to_string().contains(&process.url), "{err}");
+}
+
 /// TLS to etcd (`--etcd-cafile`, `--etcd-certfile`, `--etcd-keyfile`): with the CA and a
 /// client certificate the backend works; without the client certificate an etcd that
 /// requires one refuses it, and the error says which servers.

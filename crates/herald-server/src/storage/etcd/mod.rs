@@ -85,6 +85,10 @@ const MAX_RESENDS: usize = 8;
 /// gone does not take a whole request timeout.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// The pause between two tries of the first request while etcd cannot be reached or has no
+/// leader (see [`EtcdBackend::connect`]).
+const FIRST_READ_PAUSE: Duration = Duration::from_millis(100);
+
 /// A [`Backend`] on an etcd v3 cluster (see the [module docs](self)).
 ///
 /// Holds one gRPC connection (balanced over [`EtcdOptions::servers`]) and three tasks: the
@@ -160,7 +164,8 @@ pub enum EtcdError {
 impl EtcdBackend {
     /// Connects to `opts.servers`, reads the current revision and starts the watch feed, the
     /// health probe and (unless its interval is zero) the compactor. Fails if etcd does not
-    /// answer within [`EtcdOptions::request_timeout`]. Lease times are measured on `clock`.
+    /// answer within [`EtcdOptions::request_timeout`] (a member it cannot reach and a
+    /// cluster without a leader are tried again until then), or refuses the request. Lease times are measured on `clock`.
     /// Must be called inside a tokio runtime.
     pub async fn connect(opts: EtcdOptions, clock: Arc<dyn Clock>) -> Result<Self, EtcdError> {
         if opts.servers.is_empty() {
@@ -189,17 +194,7 @@ impl EtcdBackend {
             source,
         })?;
         let prefix = opts.prefix.trim_end_matches('/').to_string();
-        let mut kv = client.kv_client();
-        let start = tokio::time::timeout(opts.request_timeout, kv.get(prefix.clone(), None))
-            .await
-            .map_err(|_| EtcdError::Timeout {
-                servers: servers.clone(),
-                timeout: opts.request_timeout,
-            })?
-            .map_err(|source| EtcdError::Connect {
-                servers: servers.clone(),
-                source,
-            })?;
+        let start = first_read(&client, &prefix, &servers, opts.request_timeout).await?;
         let revision = header_revision(start.header());
         let inner = Arc::new(Inner {
             client,
@@ -242,6 +237,42 @@ impl Drop for EtcdBackend {
         }
         self.inner.hub().close();
     }
+}
+
+/// The first request, which opens the connection: a linearizable read of the prefix key,
+/// for etcd's current revision. Sent again, every [`FIRST_READ_PAUSE`] within `timeout`,
+/// while it cannot reach a member ([`Failure::NotSent`]) or etcd has no leader yet
+/// ([`Failure::Refused`]: a replica started with etcd, or during an election); any other
+/// failure is returned at once.
+async fn first_read(
+    client: &Client,
+    prefix: &str,
+    servers: &str,
+    timeout: Duration,
+) -> Result<etcd_client::GetResponse, EtcdError> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let kv = client.kv_client();
+    loop {
+        let mut kv = kv.clone();
+        let failed = match tokio::time::timeout_at(deadline, kv.get(prefix, None)).await {
+            Ok(Ok(resp)) => return Ok(resp),
+            Ok(Err(e)) => e,
+            Err(_) => break,
+        };
+        let again = matches!(Failure::of(&failed), Failure::NotSent | Failure::Refused);
+        if !again || tokio::time::Instant::now() + FIRST_READ_PAUSE >= deadline {
+            return Err(EtcdError::Connect {
+                servers: servers.to_owned(),
+                source: failed,
+            });
+        }
+        tracing::debug!(error = %failed, "etcd did not answer the first request; sending it again");
+        tokio::time::sleep(FIRST_READ_PAUSE).await;
+    }
+    Err(EtcdError::Timeout {
+        servers: servers.to_owned(),
+        timeout,
+    })
 }
 
 /// The rustls configuration of `tls`.
