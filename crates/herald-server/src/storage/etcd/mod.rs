@@ -165,8 +165,8 @@ impl EtcdBackend {
     /// Connects to `opts.servers`, reads the current revision and starts the watch feed, the
     /// health probe and (unless its interval is zero) the compactor. Fails if etcd does not
     /// answer within [`EtcdOptions::request_timeout`] (a member it cannot reach and a
-    /// cluster without a leader are tried again until then), or refuses the request. Lease times are measured on `clock`.
-    /// Must be called inside a tokio runtime.
+    /// cluster without a leader are tried again until then), or refuses the request. Lease
+    /// times are measured on `clock`. Must be called inside a tokio runtime.
     pub async fn connect(opts: EtcdOptions, clock: Arc<dyn Clock>) -> Result<Self, EtcdError> {
         if opts.servers.is_empty() {
             return Err(EtcdError::Options("no etcd server given".into()));
