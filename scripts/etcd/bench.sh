@@ -5,14 +5,19 @@
 #      value size Herald stores for a `herald bench` event: plain puts, and the transaction
 #      Herald's create sends (examples/etcd_put.rs);
 #   2. `herald bench --clients 64` creates through `herald serve --store etcd` on that cluster;
-#   3. a list of 100,000 events through herald, and watch fan-out (100 watchers);
-#   4. the same watch fan-out on the SQLite store, for comparison.
+#   3. a list of 100,000 events through herald, and etcd's own read of the same keys
+#      (examples/etcd_range.rs, in herald's ranges and in one);
+#   4. watch fan-out (100 watchers) through herald, as fast as the clients go and at a fixed
+#      1,000 creates/s, and etcd's own delivery of the same creates at that rate to 1 and to
+#      100 etcd watchers (examples/etcd_put.rs `watch`; a replica holds one);
+#   5. the same watch fan-out on the SQLite store, for comparison.
 # With each figure the CPU time etcd (all members) and herald spent on it, from /proc: on
 # 2 cores they share, it says whose work the figure is.
 # RUNS (default 3) of each; prints every run, take the medians.
-# Build first: cargo build --release -p herald && cargo build --release -p herald-server --example etcd_put
+# Build first: cargo build --release -p herald && cargo build --release -p herald-server --example etcd_put --example etcd_range
 set -u
 HERALD=$1; PUT=$2; RUNS=${3:-3}
+RANGE=$(dirname "$PUT")/etcd_range
 PORT=18643
 WORK=$(mktemp -d /tmp/herald-etcd-bench-XXXX)
 trap 'pkill -P $$ 2>/dev/null; rm -rf "$WORK"' EXIT
@@ -48,7 +53,7 @@ measured() {
   local what=$1 count=$2; shift 2
   local e0 s0=0 out e1 s1=0
   e0=$(cpu $(etcd_pids)); [ -n "${SERVE:-}" ] && s0=$(cpu $SERVE)
-  out=$("$@" 2>&1); echo "$out" | grep -E "^ *creates|lag|^put|^create|list"
+  out=$("$@" 2>&1); echo "$out" | grep -E "^ *creates|lag|^put|^create|list|^range"
   e1=$(cpu $(etcd_pids)); [ -n "${SERVE:-}" ] && s1=$(cpu $SERVE)
   [ "$count" = 0 ] && count=$(echo "$out" | awk '/^ *creates/ {print $2}')
   [ -n "$count" ] && [ "$count" -gt 0 ] && \
@@ -95,10 +100,17 @@ for members in 1 3; do
     measured "list of 100,000" 1 curl -s -A kubectl -o /dev/null -w "list of 100,000: %{size_download} bytes in %{time_total} s\n" \
       "http://127.0.0.1:$PORT/api/v1/namespaces/herald-bench/events?limit=100000"
   done
+  measured "range of the events" 1 $RANGE "$ENDPOINTS" /registry/events/herald-bench/ 25000 "$RUNS"
+  measured "range of the events" 1 $RANGE "$ENDPOINTS" /registry/events/herald-bench/ 0 "$RUNS"
   for r in $(seq 1 "$RUNS"); do
     measured create 0 $HERALD bench --server http://127.0.0.1:$PORT --clients 64 --duration 10s --watchers 100 -n watch-$r
+    measured create 0 $HERALD bench --server http://127.0.0.1:$PORT --clients 64 --duration 10s --rate 1000 --watchers 100 -n rate-$r
   done
-  kill $SERVE; wait $SERVE 2>/dev/null
+  kill $SERVE; wait $SERVE 2>/dev/null; SERVE=
+  for r in $(seq 1 "$RUNS"); do
+    measured create 10000 $PUT "$ENDPOINTS" 64 "$bytes" 10000 watch 1000 1
+    measured create 10000 $PUT "$ENDPOINTS" 64 "$bytes" 10000 watch 1000 100
+  done
   stop_cluster
 done
 
@@ -108,5 +120,6 @@ SERVE=$!
 for _ in $(seq 1 300); do curl -sf http://127.0.0.1:$PORT/readyz >/dev/null && break; sleep 0.1; done
 for r in $(seq 1 "$RUNS"); do
   $HERALD bench --server http://127.0.0.1:$PORT --clients 64 --duration 10s --watchers 100 -n watch-$r 2>&1 | grep -E "^ *creates |lag"
+  $HERALD bench --server http://127.0.0.1:$PORT --clients 64 --duration 10s --rate 1000 --watchers 100 -n rate-$r 2>&1 | grep -E "^ *creates |lag"
 done
 kill $SERVE; wait $SERVE 2>/dev/null

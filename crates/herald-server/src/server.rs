@@ -361,6 +361,11 @@ impl Server {
         });
         let mut ropts = config.registry;
         ropts.event_ttl = config.event_ttl;
+        if let StoreKind::Etcd(opts) = &config.store {
+            // etcd 3.4 counts the rest of the range on every read it serves: an unpaged list
+            // read in smaller pages costs etcd more than in its ranges.
+            ropts.list_page_items = ropts.list_page_items.max(opts.range_keys);
+        }
         if let Some(max) = ropts.max_events
             && backend.live_keys().is_none()
         {

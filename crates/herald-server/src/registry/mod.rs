@@ -127,7 +127,9 @@ pub struct RegistryOptions {
     pub max_events: Option<usize>,
     /// How many matching events an unpaged list reads at a time (default
     /// [`DEFAULT_LIST_PAGE_ITEMS`]; see [`EventRegistry::list_streamed`]): what such a list
-    /// holds in memory while it is sent, about 1.6 KB per event.
+    /// holds in memory while it is sent, about 1.6 KB per event. A server on etcd reads at
+    /// least [`EtcdOptions::range_keys`](crate::storage::EtcdOptions::range_keys) at a time
+    /// (etcd 3.4 counts the rest of the range on every read, so smaller pages cost it more).
     pub list_page_items: usize,
 }
 
