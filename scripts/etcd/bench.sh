@@ -100,8 +100,8 @@ for members in 1 3; do
     measured "list of 100,000" 1 curl -s -A kubectl -o /dev/null -w "list of 100,000: %{size_download} bytes in %{time_total} s\n" \
       "http://127.0.0.1:$PORT/api/v1/namespaces/herald-bench/events?limit=100000"
   done
-  measured "range of the events" 1 $RANGE "$ENDPOINTS" /registry/events/herald-bench/ 25000 "$RUNS"
-  measured "range of the events" 1 $RANGE "$ENDPOINTS" /registry/events/herald-bench/ 0 "$RUNS"
+  measured "range of the events" "$RUNS" $RANGE "$ENDPOINTS" /registry/events/herald-bench/ 25000 "$RUNS"
+  measured "range of the events" "$RUNS" $RANGE "$ENDPOINTS" /registry/events/herald-bench/ 0 "$RUNS"
   for r in $(seq 1 "$RUNS"); do
     measured create 0 $HERALD bench --server http://127.0.0.1:$PORT --clients 64 --duration 10s --watchers 100 -n watch-$r
     measured create 0 $HERALD bench --server http://127.0.0.1:$PORT --clients 64 --duration 10s --rate 1000 --watchers 100 -n rate-$r

@@ -106,8 +106,7 @@ pub struct EtcdOptions {
     /// this many values (about 15 MiB of typical events). Smaller costs etcd more: etcd 3.4
     /// counts the rest of the range for every request (on this 2-core machine a list of
     /// 100,000 took etcd about twice the CPU in ranges of 8,192 as in one range). A server
-    /// on etcd reads an unpaged list in pages of at least this many
-    /// ([`RegistryOptions::list_page_items`](crate::registry::RegistryOptions::list_page_items)).
+    /// on etcd reads an unpaged list in pages of at least this many, for the same reason.
     pub range_keys: usize,
     /// The watch cache window ([`HistoryOptions::watch_window`] and
     /// [`HistoryOptions::watch_window_bytes`]; the other fields do not apply: etcd keeps the
