@@ -1,5 +1,5 @@
 //! Storage benchmarks: durable creates with 64 concurrent writers on SQLite, a 100,000-key
-//! list, and watch fan-out.
+//! list (whole, and in pages in key and in write order), and watch fan-out.
 //!
 //! `cargo bench -p herald-server --bench storage -- --warm-up-time 1 --measurement-time 3`
 
@@ -12,7 +12,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use futures::StreamExt;
 use herald_core::clock::SystemClock;
 use herald_server::storage::{
-    Backend, HistoryOptions, ListOptions, MemoryBackend, SqliteBackend, SqliteOptions,
+    Backend, HistoryOptions, ListOptions, ListOrder, MemoryBackend, SqliteBackend, SqliteOptions,
 };
 use tokio::runtime::Runtime;
 
@@ -154,6 +154,67 @@ fn list_100k(c: &mut Criterion) {
     g.finish();
 }
 
+/// Every page of `/events/` in pages of 4,096 (the registry's page of an unpaged list),
+/// from `first` on in the order each page was read in; returns how many items.
+async fn all_pages(store: &Arc<dyn Backend>, first: ListOrder) -> usize {
+    let (mut order, mut start_after, mut n) = (first, None, 0);
+    loop {
+        let page = store
+            .list(
+                "/events/",
+                ListOptions {
+                    start_after: start_after.take(),
+                    limit: Some(4_096),
+                    order,
+                    ..Default::default()
+                },
+            )
+            .await
+            .expect("list");
+        n += page.items.len();
+        if !page.more {
+            return n;
+        }
+        order = page.order;
+        if order == ListOrder::Key {
+            start_after = page.items.last().map(|kv| kv.key.clone());
+        }
+    }
+}
+
+/// 100,000 keys written in an order unrelated to their keys' (as a cluster's events are),
+/// listed in pages in key order and in write order ([`ListOrder::Fastest`]).
+fn list_order(c: &mut Criterion) {
+    const N: u64 = 100_000;
+    let rt = runtime();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sqlite = sqlite_store(&dir);
+    rt.block_on(async {
+        for i in 0..N {
+            // A bijection of 0..N: consecutive writes land far apart in key order.
+            let k = (i * 7_919) % N;
+            sqlite
+                .create(&format!("/events/default/pod-{k:09}"), event_value(k), None)
+                .await
+                .expect("create");
+        }
+    });
+    let mut g = c.benchmark_group("list_order");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(N));
+    for (name, first) in [
+        ("sqlite_100k_key_order", ListOrder::Key),
+        ("sqlite_100k_write_order", ListOrder::Fastest),
+    ] {
+        g.bench_function(name, |b| {
+            b.to_async(&rt).iter(|| async {
+                assert_eq!(all_pages(&sqlite, first).await, N as usize);
+            })
+        });
+    }
+    g.finish();
+}
+
 fn watch_fanout(c: &mut Criterion) {
     const WATCHERS: usize = 1_000;
     const EVENTS: u64 = 1_000;
@@ -197,5 +258,11 @@ fn watch_fanout(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, durable_creates, list_100k, watch_fanout);
+criterion_group!(
+    benches,
+    durable_creates,
+    list_100k,
+    list_order,
+    watch_fanout
+);
 criterion_main!(benches);

@@ -11,7 +11,8 @@ use futures::StreamExt;
 use herald_core::clock::{FakeClock, SystemClock};
 use herald_server::storage::{
     Backend, HistoryOptions, INITIAL_REVISION, IndexQuery, IndexValues, KeyValue, ListOptions,
-    MemoryBackend, Revision, SqliteBackend, SqliteOptions, StorageError, WatchEvent, WatchStream,
+    ListOrder, MemoryBackend, Revision, SqliteBackend, SqliteOptions, StorageError, WatchEvent,
+    WatchStream,
 };
 
 /// A new store's revision; its `n`-th write takes `R0 + n`.
@@ -308,6 +309,143 @@ async fn list_pages_at_a_fixed_revision_while_writes_continue(f: Fixture) {
     let everything = s.list("/events/", ListOptions::default()).await.unwrap();
     assert_eq!(everything.items.first().unwrap().key, "/events/mm/before");
     assert_eq!(everything.items.last().unwrap().key, "/events/nt/after");
+}
+
+/// Reads every page of `prefix` at `at` in pages of `limit`, starting with `first` and
+/// going on in the order each page says it was read in; between pages, `between` writes.
+/// Checks that every page is at `at` and in the one order they all report.
+async fn any_order(
+    s: &Arc<dyn Backend>,
+    prefix: &str,
+    at: Revision,
+    limit: usize,
+    first: ListOrder,
+    mut between: impl AsyncFnMut(),
+) -> Vec<KeyValue> {
+    let mut out: Vec<KeyValue> = Vec::new();
+    let (mut order, mut start_after) = (first, None);
+    let mut written = None;
+    for _ in 0..100 {
+        let page = s
+            .list(
+                prefix,
+                ListOptions {
+                    start_after: start_after.clone(),
+                    limit: Some(limit),
+                    at_revision: Some(at),
+                    order,
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(page.revision, at);
+        assert!(page.items.len() <= limit);
+        let is_written = match page.order {
+            ListOrder::Key => false,
+            ListOrder::Written { after } => {
+                assert_eq!(Some(after), page.items.last().map(|kv| kv.mod_revision));
+                true
+            }
+            ListOrder::Fastest => panic!("a page reported ListOrder::Fastest"),
+        };
+        assert_eq!(*written.get_or_insert(is_written), is_written, "one order");
+        out.extend(page.items.iter().cloned());
+        if !page.more {
+            break;
+        }
+        let last = page
+            .items
+            .last()
+            .expect("a page with more after it is not empty");
+        (order, start_after) = match page.order {
+            ListOrder::Written { after } => (ListOrder::Written { after }, None),
+            _ => (ListOrder::Key, Some(last.key.clone())),
+        };
+        between().await;
+    }
+    if written == Some(true) {
+        assert!(
+            out.windows(2)
+                .all(|w| w[0].mod_revision < w[1].mod_revision),
+            "{out:?}"
+        );
+    } else {
+        assert!(out.windows(2).all(|w| w[0].key < w[1].key), "{out:?}");
+    }
+    out
+}
+
+/// A list in any order ([`ListOrder::Fastest`], then the order the backend chose) holds the
+/// snapshot's keys once each, whatever is written between its pages; on the backends that
+/// read in write order so does [`ListOrder::Written`], in increasing mod revision, and etcd
+/// refuses it.
+async fn lists_in_any_order_read_the_snapshot_once(f: Fixture, writes_in_order: bool) {
+    let s = &f.store;
+    // Written out of key order, some updated and deleted, so the orders differ.
+    for i in [7, 2, 9, 0, 5, 3, 8, 1, 6, 4, 11, 10] {
+        s.create(&format!("/events/ns/k{i:02}"), b("v"), None)
+            .await
+            .unwrap();
+    }
+    s.create("/events/other/x", b("v"), None).await.unwrap();
+    s.update("/events/ns/k02", b("w"), None, None)
+        .await
+        .unwrap();
+    s.delete("/events/ns/k05", None).await.unwrap();
+    let at = s.current_revision().await.unwrap();
+    let want = paged(s, "/events/ns/", at, usize::MAX).await;
+    assert_eq!(want.len(), 11);
+
+    // Each pause between pages updates a key, creates one and deletes one of these.
+    let (mut n, mut victims) = (0, vec![0, 1, 3, 4, 6, 8, 9, 10, 11]);
+    for first in [ListOrder::Fastest, ListOrder::Written { after: 0 }] {
+        let at_now = s.current_revision().await.unwrap();
+        let want_now = paged(s, "/events/ns/", at_now, usize::MAX).await;
+        let r = s
+            .list(
+                "/events/ns/",
+                ListOptions {
+                    limit: Some(3),
+                    at_revision: Some(at_now),
+                    order: first,
+                    ..Default::default()
+                },
+            )
+            .await;
+        if !writes_in_order && first != ListOrder::Fastest {
+            assert!(matches!(r, Err(StorageError::Backend(_))), "{r:?}");
+            continue;
+        }
+        r.unwrap();
+        let writes = async || {
+            n += 1;
+            s.update("/events/ns/k07", b("later"), None, None)
+                .await
+                .unwrap();
+            s.create(&format!("/events/ns/k5{n}"), b("later"), None)
+                .await
+                .unwrap();
+            if let Some(k) = victims.pop() {
+                s.delete(&format!("/events/ns/k{k:02}"), None)
+                    .await
+                    .unwrap();
+            }
+        };
+        let mut got = any_order(s, "/events/ns/", at_now, 3, first, writes).await;
+        if first != ListOrder::Fastest {
+            assert!(
+                got.windows(2)
+                    .all(|w| w[0].mod_revision < w[1].mod_revision)
+            );
+        }
+        got.sort_by(|a, b| a.key.cmp(&b.key));
+        assert_eq!(got, want_now, "{first:?}");
+    }
+    // The first snapshot is still readable and unchanged.
+    let mut got = any_order(s, "/events/ns/", at, 4, ListOrder::Fastest, async || {}).await;
+    got.sort_by(|a, b| a.key.cmp(&b.key));
+    assert_eq!(got, want);
 }
 
 async fn list_at_a_compacted_revision_is_expired(f: Fixture) {
@@ -710,6 +848,15 @@ macro_rules! shared_contract {
         async fn list_pages_at_a_fixed_revision_while_writes_continue() {
             super::list_pages_at_a_fixed_revision_while_writes_continue(
                 super::fixture::$backend(HistoryOptions::default()).await,
+            )
+            .await;
+        }
+
+        #[tokio::test]
+        async fn lists_in_any_order_read_the_snapshot_once() {
+            super::lists_in_any_order_read_the_snapshot_once(
+                super::fixture::$backend(HistoryOptions::default()).await,
+                stringify!($backend) != "etcd",
             )
             .await;
         }
@@ -1548,6 +1695,89 @@ fn in_slot0(v: &str, at: Option<Revision>, limit: Option<usize>) -> ListOptions 
         }),
         ..ListOptions::default()
     }
+}
+
+/// SQLite reads a list that may come in any order ([`ListOrder::Fastest`]) in write order
+/// when it holds more than a page and at least an eighth of the live keys (with an index
+/// query: more than a page of the term's versions), and in key order otherwise.
+#[tokio::test]
+async fn sqlite_reads_large_lists_in_write_order_and_small_ones_in_key_order() {
+    let f = sqlite(HistoryOptions::default());
+    let s = &f.store;
+    for i in 0..200 {
+        let term = if i % 50 == 0 { "rare" } else { "common" };
+        s.create_indexed(
+            &format!("/events/big/k{:03}", 199 - i),
+            b("v"),
+            slot0(term),
+            None,
+        )
+        .await
+        .unwrap();
+    }
+    for i in 0..20 {
+        s.create_indexed(
+            &format!("/events/small/k{i:02}"),
+            b("v"),
+            slot0("common"),
+            None,
+        )
+        .await
+        .unwrap();
+    }
+    let order = async |prefix: &str, opts: ListOptions| {
+        let opts = ListOptions {
+            order: ListOrder::Fastest,
+            ..opts
+        };
+        let page = s.list(prefix, opts).await.unwrap();
+        match page.order {
+            ListOrder::Written { .. } => "written",
+            _ => "key",
+        }
+    };
+    let limit = |n| ListOptions {
+        limit: Some(n),
+        ..ListOptions::default()
+    };
+    // 200 of 220 live keys.
+    assert_eq!(order("/events/big/", limit(10)).await, "written");
+    assert_eq!(order("/events/", limit(10)).await, "written");
+    // 20 of 220: fewer than an eighth (27).
+    assert_eq!(order("/events/small/", limit(10)).await, "key");
+    // One page holds it all.
+    assert_eq!(order("/events/big/", limit(500)).await, "key");
+    assert_eq!(order("/events/big/", ListOptions::default()).await, "key");
+    // A page from a continue position is in key order.
+    let from = ListOptions {
+        start_after: Some("/events/big/k100".into()),
+        ..limit(10)
+    };
+    assert_eq!(order("/events/big/", from).await, "key");
+    // By index: 4 versions hold "rare", 216 "common".
+    assert_eq!(
+        order("/events/", in_slot0("rare", None, Some(10))).await,
+        "key"
+    );
+    assert_eq!(
+        order("/events/", in_slot0("common", None, Some(10))).await,
+        "written"
+    );
+    // Write order is the order of creation here, the reverse of the keys'.
+    let first = s
+        .list(
+            "/events/big/",
+            ListOptions {
+                order: ListOrder::Fastest,
+                ..limit(3)
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        keys(&first.items),
+        ["/events/big/k199", "/events/big/k198", "/events/big/k197"]
+    );
 }
 
 /// SQLite answers an index query from the index: only the keys whose current (or, at an

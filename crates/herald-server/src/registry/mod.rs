@@ -87,7 +87,7 @@ use herald_core::event::{ApiGroup, CoreEvent};
 use herald_core::status::ApiError;
 use serde_json::Value;
 
-use crate::storage::{Backend, KeyValue, ListOptions, Revision, StorageError};
+use crate::storage::{Backend, KeyValue, ListOptions, ListOrder, Revision, StorageError};
 
 pub use herald_wire::stored::Stored;
 pub use watch::{Change, ChangeKind, DecodedItem, EventWatch, WatchItem};
@@ -180,7 +180,7 @@ pub struct WriteOptions {
     /// fields per `fieldValidation`, returning warnings or the 400 of `Strict`.
     pub field_check: Option<FieldCheck>,
     /// The name of the authenticated user making the request, for the
-    /// [admission](admission) hook (EventRateLimit's `User` limits key on it); `None` when
+    /// [admission] hook (EventRateLimit's `User` limits key on it); `None` when
     /// the caller does not know it (in-process writes), which admission sees as `""`.
     pub user: Option<String>,
 }
@@ -283,8 +283,28 @@ pub struct ListRest {
     prefix: String,
     filter: Filter,
     revision: Revision,
-    /// The key to go on from; `None` once the list is complete.
-    cursor: Option<String>,
+    /// Where to go on from; `None` once the list is complete.
+    cursor: Option<Resume>,
+}
+
+/// Where the next read of a list goes on from, in the order its first page was read in
+/// (see [`ListOrder`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Resume {
+    /// After this key, in key order.
+    Key(String),
+    /// After this mod revision, in write order.
+    Written(Revision),
+}
+
+impl Resume {
+    /// The order and start key of a backend read from here.
+    fn read(self) -> (ListOrder, Option<String>) {
+        match self {
+            Resume::Key(key) => (ListOrder::Key, Some(key)),
+            Resume::Written(after) => (ListOrder::Written { after }, None),
+        }
+    }
 }
 
 impl std::fmt::Debug for ListRest {
@@ -299,7 +319,7 @@ impl std::fmt::Debug for ListRest {
 
 impl ListRest {
     /// The next page: at most [`RegistryOptions::list_page_items`] matching events (never
-    /// empty), in key order after the previous page; `None` once the list is complete. If
+    /// empty), after the previous page in the list's order; `None` once the list is complete. If
     /// the list's revision has been compacted away meanwhile (the history window moved past
     /// it during a long list), a 410 `Expired`: the list cannot be completed at its revision.
     pub async fn next_page(&mut self) -> Result<Option<Vec<Stored>>, ApiError> {
@@ -307,6 +327,7 @@ impl ListRest {
             return Ok(None);
         };
         let limit = Some(self.registry.opts.list_page_items.max(1));
+        let (order, start_after) = cursor.read();
         let page = self
             .registry
             .read_page(
@@ -315,7 +336,8 @@ impl ListRest {
                 &self.filter,
                 limit,
                 Some(self.revision),
-                Some(cursor),
+                order,
+                start_after,
                 false,
                 None,
             )
@@ -344,8 +366,8 @@ fn stored(kv: KeyValue) -> Stored {
 /// Matching events read by [`EventRegistry::read_page`].
 struct ListPage {
     items: Vec<KeyValue>,
-    /// The key to continue from, when more may follow.
-    next: Option<String>,
+    /// Where to continue from, when more may follow.
+    next: Option<Resume>,
     /// The revision they were read at.
     revision: Revision,
 }
@@ -488,15 +510,15 @@ impl EventRegistry {
     /// resourceVersion semantics (see the module docs), as stored: without selectors nothing
     /// is decoded, which is what keeps large lists cheap. `p.watch` must be false.
     ///
-    /// An unpaged list (no `limit`) is read whole into memory: the HTTP layer streams one
-    /// instead ([`list_streamed`](Self::list_streamed)).
+    /// An unpaged list (no `limit`) is read whole into memory, in key order: the HTTP layer
+    /// streams one instead ([`list_streamed`](Self::list_streamed)).
     pub async fn list(
         &self,
         group: ApiGroup,
         namespace: Option<&str>,
         p: &ListParams,
     ) -> Result<EventList, ApiError> {
-        let (mut list, rest) = self.list_streamed(group, namespace, p).await?;
+        let (mut list, rest) = self.list_in(group, namespace, p, ListOrder::Key).await?;
         if let Some(mut rest) = rest {
             while let Some(items) = rest.next_page().await? {
                 list.items.extend(items);
@@ -510,11 +532,31 @@ impl EventRegistry {
     /// with the list's resourceVersion, the [`ListRest`] reads the others at the same
     /// revision, so a list of any length is sent while it is read, in bounded memory. A
     /// paged list (with `limit`) is one page and no rest, as from `list`.
+    ///
+    /// **Order.** A paged list is in key order (namespace, then name), as its continue token
+    /// needs. An unpaged list is in the order the backend reads fastest
+    /// ([`ListOrder::Fastest`]): on SQLite a list of a large part of the store comes in the
+    /// order the events were last written, which it reads sequentially rather than one random
+    /// page per event; smaller lists, and every list on the other backends, in key order. Kubernetes does not promise an unpaged list's order (lists
+    /// kube-apiserver served from its watch cache before 1.27 came in no order at all), and
+    /// kubectl sorts what it shows.
     pub async fn list_streamed(
         &self,
         group: ApiGroup,
         namespace: Option<&str>,
         p: &ListParams,
+    ) -> Result<(EventList, Option<ListRest>), ApiError> {
+        self.list_in(group, namespace, p, ListOrder::Fastest).await
+    }
+
+    /// [`list_streamed`](Self::list_streamed), with an unpaged list read in `unpaged` order
+    /// (a paged list is in key order whatever it says).
+    async fn list_in(
+        &self,
+        group: ApiGroup,
+        namespace: Option<&str>,
+        p: &ListParams,
+        unpaged: ListOrder,
     ) -> Result<(EventList, Option<ListRest>), ApiError> {
         p.validate()?;
         let filter = Filter::new(group, p, None)?;
@@ -551,9 +593,14 @@ impl EventRegistry {
         };
         let streamed = limit.is_none();
         let page_limit = limit.or(Some(self.opts.list_page_items.max(1)));
+        let order = if streamed && !continuing {
+            unpaged
+        } else {
+            ListOrder::Key
+        };
         let page = self
             .read_page(
-                group, &prefix, &filter, page_limit, at, cursor, continuing, min_rv,
+                group, &prefix, &filter, page_limit, at, order, cursor, continuing, min_rv,
             )
             .await?;
         let list = |next: Option<String>| EventList {
@@ -572,17 +619,27 @@ impl EventRegistry {
             });
             return Ok((list(None), rest));
         }
-        let next = page
-            .next
-            .map(|k| continue_token::encode(&prefix, &k, Some(page.revision)));
+        let next = match page.next {
+            Some(Resume::Key(key)) => {
+                Some(continue_token::encode(&prefix, &key, Some(page.revision)))
+            }
+            Some(Resume::Written(_)) => {
+                // A paged list reads in key order (`order` above): its backend broke that.
+                return Err(ApiError::internal(
+                    "the store answered a paged list out of key order",
+                ));
+            }
+            None => None,
+        };
         Ok((list(next), None))
     }
 
-    /// Reads matching events from `cursor` on (exclusive; from the start when `None`) at
-    /// revision `at` (the current one when `None`), at most `limit` of them: as many
-    /// backend pages as it takes to find them. `next` is the key to continue from when
-    /// more may follow. `continuing` makes a compacted revision the 410 of a stale continue
-    /// token; `min_rv` is a resourceVersion the revision read must not be older than.
+    /// Reads matching events in `order` from `cursor` on (the key to go on after, in key
+    /// order; exclusive; from the start when `None`) at revision `at` (the current one when
+    /// `None`), at most `limit` of them: as many backend pages as it takes to find them.
+    /// `next` is where to continue from when more may follow, in the order the backend
+    /// chose. `continuing` makes a compacted revision the 410 of a stale continue token;
+    /// `min_rv` is a resourceVersion the revision read must not be older than.
     #[allow(clippy::too_many_arguments)]
     async fn read_page(
         &self,
@@ -591,6 +648,7 @@ impl EventRegistry {
         filter: &Filter,
         limit: Option<usize>,
         mut at: Option<Revision>,
+        mut order: ListOrder,
         mut cursor: Option<String>,
         continuing: bool,
         min_rv: Option<Revision>,
@@ -607,6 +665,7 @@ impl EventRegistry {
                         limit,
                         at_revision: at,
                         index: filter.index_query(),
+                        order,
                     },
                 )
                 .await
@@ -630,7 +689,12 @@ impl EventRegistry {
             let n = page.items.len();
             let everything = filter.is_everything();
             let more = page.more;
-            let last_key = page.items.last().map(|kv| kv.key.clone());
+            let read_in = page.order;
+            let position = |kv: &KeyValue| match read_in {
+                ListOrder::Written { .. } => Resume::Written(kv.mod_revision),
+                _ => Resume::Key(kv.key.clone()),
+            };
+            let last = page.items.last().map(position);
             if everything && items.is_empty() && limit.is_none_or(|l| n < l) {
                 // The whole page is the answer so far: taken as it is, no copy.
                 items = page.items;
@@ -646,18 +710,18 @@ impl EventRegistry {
                             }
                         }
                     }
-                    let key = (limit == Some(items.len() + 1)).then(|| kv.key.clone());
+                    let here = (limit == Some(items.len() + 1)).then(|| position(&kv));
                     items.push(kv);
-                    if let Some(key) = key {
+                    if let Some(here) = here {
                         if i + 1 < n || more {
-                            next = Some(key);
+                            next = Some(here);
                         }
                         break 'pages;
                     }
                 }
             }
-            match (more, last_key) {
-                (true, Some(last)) => cursor = Some(last),
+            match last {
+                Some(last) if more => (order, cursor) = last.read(),
                 _ => break,
             }
         }

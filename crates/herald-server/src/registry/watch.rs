@@ -24,7 +24,7 @@ use super::errors::{storage_error, too_large_rv};
 use super::keys::{self, decode, parse_rv};
 use super::{EventRegistry, Filter, ListParams, Stored};
 use crate::storage::{
-    CachedEvent, CachedWatchStream, ListOptions, Revision, StorageError, WatchEvent,
+    CachedEvent, CachedWatchStream, ListOptions, ListOrder, Revision, StorageError, WatchEvent,
 };
 use herald_wire::stored::decode_at;
 
@@ -364,6 +364,7 @@ impl Initial {
                         limit: Some(INITIAL_BATCH),
                         at_revision: self.at,
                         index: filter.index_query(),
+                        order: ListOrder::Key,
                     },
                 )
                 .await?;

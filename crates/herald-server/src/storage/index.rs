@@ -11,7 +11,8 @@
 //! without indexes ignore the query, so the caller filters every item it gets as it would
 //! without the query. What the query guarantees is the other direction: no key whose value in
 //! the slot equals the queried value is left out, and pages, revisions and `more` keep their
-//! meaning over the narrowed set (a page of `limit` items of it, in key order, at one snapshot).
+//! meaning over the narrowed set (a page of `limit` items of it, in the list's
+//! [order](super::ListOrder), at one snapshot).
 
 /// How many slots a write can fill.
 pub const INDEX_SLOTS: usize = 6;

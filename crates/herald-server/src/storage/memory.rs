@@ -13,7 +13,7 @@ use jiff::Timestamp;
 use super::types::prefix_end;
 use super::{
     Backend, CachedWatchStream, Deleted, HistoryOptions, INITIAL_REVISION, KeyValue, ListOptions,
-    ListResult, Result, Revision, StorageError, WatchEvent, WatchHub, WatchStream,
+    ListOrder, ListResult, Result, Revision, StorageError, WatchEvent, WatchHub, WatchStream,
 };
 
 /// A [`Backend`] that keeps everything in memory (lost on drop).
@@ -229,29 +229,53 @@ impl MemoryBackend {
                 current: st.revision,
             });
         }
+        let end = prefix_end(prefix);
+        let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+        let limit = opts.limit.filter(|&l| l > 0).unwrap_or(usize::MAX);
+        let visible =
+            |versions: &Vec<Version>| match versions.iter().rev().find(|v| v.revision <= at) {
+                Some(Version { kv: Some(kv), .. }) => Some(kv.clone()),
+                _ => None,
+            };
+        if let ListOrder::Written { after } = opts.order {
+            // Nothing here is faster in write order: it is read for callers that ask for it.
+            let mut items: Vec<KeyValue> = st
+                .keys
+                .range::<str, _>((Bound::Included(prefix), upper))
+                .filter_map(|(_, versions)| visible(versions))
+                .filter(|kv| kv.mod_revision > after)
+                .collect();
+            items.sort_unstable_by_key(|kv| kv.mod_revision);
+            let more = items.len() > limit;
+            items.truncate(limit);
+            let after = items.last().map_or(after, |kv| kv.mod_revision);
+            return Ok(ListResult {
+                items,
+                revision: at,
+                more,
+                order: ListOrder::Written { after },
+            });
+        }
         let lower = match opts.start_after.as_deref() {
             Some(s) if s >= prefix => Bound::Excluded(s),
             _ => Bound::Included(prefix),
         };
-        let end = prefix_end(prefix);
-        let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-        let limit = opts.limit.filter(|&l| l > 0).unwrap_or(usize::MAX);
         let mut items = Vec::new();
         let mut more = false;
         for (_, versions) in st.keys.range::<str, _>((lower, upper)) {
-            let at_rev = versions.iter().rev().find(|v| v.revision <= at);
-            if let Some(Version { kv: Some(kv), .. }) = at_rev {
+            if let Some(kv) = visible(versions) {
                 if items.len() == limit {
                     more = true;
                     break;
                 }
-                items.push(kv.clone());
+                items.push(kv);
             }
         }
         Ok(ListResult {
             items,
             revision: at,
             more,
+            order: ListOrder::Key,
         })
     }
 }

@@ -89,5 +89,6 @@ pub use options::{DEFAULT_HISTORY_BYTES, HistoryOptions, SqliteOptions};
 pub use sqlite::{CommitMetrics, DataDirLock, LOCK_FILE, RESERVE_FILE, RETRY_READY, SqliteBackend};
 pub use sweeper::spawn_sweeper;
 pub use types::{
-    Deleted, INITIAL_REVISION, KeyValue, ListOptions, ListResult, Revision, WatchEvent, WatchStream,
+    Deleted, INITIAL_REVISION, KeyValue, ListOptions, ListOrder, ListResult, Revision, WatchEvent,
+    WatchStream,
 };

@@ -81,14 +81,48 @@ pub struct Deleted {
 /// One page of a [`Backend::list`](super::Backend::list).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListResult {
-    /// The keys under the prefix as they were at `revision`, in bytewise key order.
+    /// The keys under the prefix as they were at `revision`, in the page's [`order`](Self::order).
     pub items: Vec<KeyValue>,
     /// The snapshot revision the page was read at (the list's `resourceVersion`). Pass it back
-    /// as `at_revision` with `start_after` = the last item's key to read the next page of the
-    /// same snapshot.
+    /// as `at_revision` to read the next page of the same snapshot: in key order with
+    /// `start_after` = the last item's key, in write order with `order` =
+    /// [`ListOrder::Written`] after the last item's mod revision.
     pub revision: Revision,
     /// Whether more keys under the prefix follow the last returned item at `revision`.
     pub more: bool,
+    /// The order the page was read in: [`ListOrder::Key`] or [`ListOrder::Written`] (never
+    /// [`ListOrder::Fastest`]), `Written`'s `after` being the last item's mod revision (the
+    /// asked one for an empty page).
+    pub order: ListOrder,
+}
+
+/// The order of a list's items, and so where its next page starts.
+///
+/// Kubernetes lists that are paged (`limit`, continue tokens) are in key order, and that is
+/// the default. A list read whole by one request (no `limit`) has no promised order, and some
+/// backends read a large one much faster in the order it was written ([`ListOrder::Fastest`]
+/// lets the backend choose): the SQLite store keeps versions in write order, so a key-order
+/// read of most of the store costs a random page read per item, a write-order read one
+/// sequential page per few items.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ListOrder {
+    /// Bytewise key order; a page continues after [`ListOptions::start_after`].
+    #[default]
+    Key,
+    /// Increasing mod revision (the order of the keys' last writes at the list's revision):
+    /// only keys whose mod revision is greater than `after` (`0`: from the start).
+    /// [`ListOptions::start_after`] is ignored. Backends that cannot read in this order
+    /// ([`EtcdBackend`](super::EtcdBackend)) refuse it with [`StorageError::Backend`]; they
+    /// never answer [`ListOrder::Fastest`] with it.
+    Written {
+        /// The mod revision of the previous page's last item.
+        after: Revision,
+    },
+    /// The first page of a list that may come in either order: the backend picks the one it
+    /// reads faster for this prefix and [index query](ListOptions::index), and
+    /// [`ListResult::order`] says which, so later pages ask for that one. With
+    /// `start_after` set it is [`ListOrder::Key`].
+    Fastest,
 }
 
 /// Parameters of a [`Backend::list`](super::Backend::list).
@@ -106,6 +140,8 @@ pub struct ListOptions {
     /// indexes (others ignore it): a narrowing, not a filter the caller can rely on alone (see
     /// [`index`](super::index)). Paging works as without it, over the narrowed keys.
     pub index: Option<super::IndexQuery>,
+    /// The order to read in (key order by default).
+    pub order: ListOrder,
 }
 
 /// The stream a watch returns: events strictly after the requested revision, in order.

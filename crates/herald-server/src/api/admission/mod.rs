@@ -5,7 +5,7 @@
 //! registry's writes, once the event is complete (for a patch: patched) and valid, and
 //! before anything is stored. The registry defines the hook it calls
 //! ([`registry::admission`](crate::registry::admission): the [`Admission`] trait and its
-//! [`Attributes`](crate::registry::admission::Attributes)); this module implements the
+//! [`Attributes`]); this module implements the
 //! plugins and reads their configuration, and the server hands them to the registry
 //! ([`EventRegistry::with_admission`](crate::registry::EventRegistry::with_admission)). That
 //! keeps the layers pointing down: the registry never imports the HTTP layer.

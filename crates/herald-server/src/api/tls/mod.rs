@@ -16,7 +16,7 @@
 //!   a [`ReloadingClientCa`], looked at before every handshake and loaded again when it
 //!   changed, as the serving certificate is. A verified chain rides
 //!   on every request of its connection as a
-//!   [`VerifiedClientCertificates`](super::peer::VerifiedClientCertificates) extension.
+//!   [`VerifiedClientCertificates`] extension.
 //!
 //! The handshake runs in the connection's own task within the header timeout
 //! ([`ConnectionOptions::read_header_timeout`](super::listen::ConnectionOptions)), as Go

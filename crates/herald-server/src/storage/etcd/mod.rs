@@ -65,8 +65,8 @@ pub use options::{EtcdOptions, EtcdTlsOptions, StorageMediaType};
 
 use super::types::prefix_end;
 use super::{
-    Backend, CachedWatchStream, Deleted, KeyValue, ListOptions, ListResult, Result, Revision,
-    StorageError, WatchHub, WatchStream,
+    Backend, CachedWatchStream, Deleted, KeyValue, ListOptions, ListOrder, ListResult, Result,
+    Revision, StorageError, WatchHub, WatchStream,
 };
 use failure::Failure;
 use lease::LeaseManager;
@@ -762,6 +762,13 @@ impl Backend for EtcdBackend {
 
     fn list<'a>(&'a self, prefix: &'a str, opts: ListOptions) -> BoxFuture<'a, Result<ListResult>> {
         Box::pin(async move {
+            if let ListOrder::Written { .. } = opts.order {
+                // etcd sorts by anything but the key only after reading the whole range, on
+                // every page: this backend never reads in write order (`Fastest` is key order).
+                return Err(StorageError::Backend(
+                    "the etcd backend lists in key order only (ListOrder::Written)".into(),
+                ));
+            }
             let i = &self.inner;
             let full_prefix = i.full(prefix);
             let start = match opts.start_after.as_deref() {
@@ -810,6 +817,7 @@ impl Backend for EtcdBackend {
                             items,
                             revision,
                             more,
+                            order: ListOrder::Key,
                         });
                     }
                 }
