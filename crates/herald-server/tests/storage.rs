@@ -325,6 +325,7 @@ async fn any_order(
     let mut out: Vec<KeyValue> = Vec::new();
     let (mut order, mut start_after) = (first, None);
     let mut written = None;
+    let mut complete = false;
     for _ in 0..100 {
         let page = s
             .list(
@@ -352,6 +353,7 @@ async fn any_order(
         assert_eq!(*written.get_or_insert(is_written), is_written, "one order");
         out.extend(page.items.iter().cloned());
         if !page.more {
+            complete = true;
             break;
         }
         let last = page
@@ -364,6 +366,7 @@ async fn any_order(
         };
         between().await;
     }
+    assert!(complete, "paging {prefix} at {at} did not end");
     if written == Some(true) {
         assert!(
             out.windows(2)
@@ -1521,31 +1524,9 @@ impl Lcg {
     }
 }
 
-/// Every page of `prefix` at `at`, `limit` keys at a time.
+/// Every page of `prefix` at `at`, `limit` keys at a time, in key order.
 async fn paged(s: &Arc<dyn Backend>, prefix: &str, at: Revision, limit: usize) -> Vec<KeyValue> {
-    let mut out = Vec::new();
-    let mut start_after = None;
-    for _ in 0..100 {
-        let page = s
-            .list(
-                prefix,
-                ListOptions {
-                    start_after: start_after.clone(),
-                    limit: Some(limit),
-                    at_revision: Some(at),
-                    ..Default::default()
-                },
-            )
-            .await
-            .unwrap();
-        assert_eq!(page.revision, at);
-        out.extend(page.items.iter().cloned());
-        if !page.more {
-            return out;
-        }
-        start_after = Some(page.items.last().unwrap().key.clone());
-    }
-    panic!("paging {prefix} at {at} did not end");
+    any_order(s, prefix, at, limit, ListOrder::Key, async || {}).await
 }
 
 /// Lists must agree at every revision between the memory backend (the reference) and SQLite's
