@@ -115,6 +115,9 @@ impl EtcdProcess {
     /// Spawns etcd on this process's ports and directory and waits until it answers.
     async fn run(&mut self) -> Result<(), String> {
         let (url, peer_url) = (&self.url, &self.peer_url);
+        let stderr_path = self.dir.path().join("etcd.stderr");
+        let stderr = std::fs::File::create(&stderr_path)
+            .map_err(|e| format!("cannot create {}: {e}", stderr_path.display()))?;
         let mut cmd = Command::new(ETCD);
         if let Some(t) = &self.tls {
             cmd.arg(format!("--cert-file={}", t.serving_cert.display()))
@@ -137,20 +140,18 @@ impl EtcdProcess {
             .arg("--log-level=error")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
+            // A file, not a pipe: etcd is a Go program, and Go exits on a write to a closed
+            // pipe on stderr, so a pipe nobody reads after start-up would kill etcd at its
+            // first later log line (with TLS, its gateway's failed connection to itself).
+            .stderr(Stdio::from(stderr))
             .spawn()
             .map_err(|e| format!("cannot run {ETCD}: {e}"))?;
         for _ in 0..POLLS {
             if let Ok(Some(status)) = child.try_wait() {
-                let mut err = String::new();
-                if let Some(mut s) = child.stderr.take() {
-                    let _ = std::io::Read::read_to_string(&mut s, &mut err);
-                }
+                let err = std::fs::read_to_string(&stderr_path).unwrap_or_default();
                 return Err(format!("etcd exited with {status}: {err}"));
             }
             if ready(url, self.tls.as_ref()).await {
-                // Nothing reads stderr from here on; a full pipe must not block etcd.
-                drop(child.stderr.take());
                 self.child = Some(child);
                 return Ok(());
             }
