@@ -798,3 +798,218 @@ async fn mutated_protobuf_bodies_never_break_the_server() {
     assert_eq!(http.get("/readyz").await.status, 200);
     assert_eq!(http.get(&path).await.status, 200);
 }
+
+/// `(namespace, name, resourceVersion, the item's protobuf bytes)` of each item of a protobuf
+/// `EventList` of `group`'s shape, sorted.
+fn pb_list_items(raw: &[u8], core: bool) -> Vec<(String, String, String, Vec<u8>)> {
+    let decoded: Vec<(Option<pm::ObjectMeta>, Vec<u8>)> = if core {
+        let items = pc::EventList::decode(raw).unwrap().items;
+        items
+            .iter()
+            .map(|e| (e.metadata.clone(), e.encode_to_vec()))
+            .collect()
+    } else {
+        let items = pe::EventList::decode(raw).unwrap().items;
+        items
+            .iter()
+            .map(|e| (e.metadata.clone(), e.encode_to_vec()))
+            .collect()
+    };
+    let mut items: Vec<_> = decoded
+        .into_iter()
+        .map(|(m, bytes)| {
+            let m = m.unwrap_or_default();
+            let (ns, name) = (m.namespace.unwrap_or_default(), m.name.unwrap_or_default());
+            (ns, name, m.resource_version.unwrap_or_default(), bytes)
+        })
+        .collect();
+    items.sort();
+    items
+}
+
+/// An unpaged protobuf list longer than a page is not held whole: it is read twice at its
+/// revision (for the envelope's length, then to send it page by page). It holds what the same list paged by the client holds, byte for byte, in both
+/// groups, for a namespace and for all, with and without selectors; and a list of one page
+/// is as before.
+#[tokio::test]
+async fn a_protobuf_list_longer_than_a_page_is_sent_a_page_at_a_time() {
+    use herald_core::event::ApiGroup;
+    use herald_server::registry::{RegistryOptions, WriteOptions};
+    use herald_server::server::{Server, ServerOptions, StoreKind};
+
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(ServerOptions {
+        store: StoreKind::Sqlite {
+            dir: dir.path().to_path_buf(),
+        },
+        listen: "127.0.0.1:0".parse().unwrap(),
+        sweep_interval: std::time::Duration::from_secs(3600),
+        clock: fake_clock(),
+        registry: RegistryOptions {
+            list_page_items: 5,
+            ..RegistryOptions::default()
+        },
+        ..ServerOptions::default()
+    })
+    .await
+    .unwrap();
+    let http = Http::new(&server);
+    for (ns, n) in [("ns-s", 17), ("ns-t", 3)] {
+        for i in 0..n {
+            let e = serde_json::from_value(core_event(&format!("e.{i:05}"), ns, "Pulled")).unwrap();
+            server
+                .registry()
+                .create(ApiGroup::Core, ns, e, &WriteOptions::default())
+                .await
+                .unwrap();
+        }
+    }
+    for i in [2, 5, 6, 11, 16] {
+        let r = http
+            .patch(
+                &format!("{}/e.{i:05}", core_path("ns-s")),
+                "application/merge-patch+json",
+                &json!({"reason": "BackOff"}),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    for (base, core) in [
+        (core_path("ns-s"), true),
+        (v1_path("ns-s"), false),
+        ("/api/v1/events".to_string(), true),
+        ("/apis/events.k8s.io/v1/events".to_string(), false),
+    ] {
+        for (query, want) in [
+            ("", 17),
+            ("?fieldSelector=reason%3DBackOff", 5),
+            ("?fieldSelector=reason%21%3DBackOff", 12),
+            ("?fieldSelector=metadata.name%3De.00001", 1),
+        ] {
+            let path = format!("{base}{query}");
+            let whole = http.get_accept(&path, PB).await;
+            assert_eq!(whole.status, 200, "{path}: {:?}", whole.body);
+            let (_, kind, raw) = unwrap(&whole);
+            assert_eq!(kind, "EventList", "{path}");
+            let items = pb_list_items(&raw, core);
+
+            let sep = if query.is_empty() { '?' } else { '&' };
+            let mut paged = Vec::new();
+            let mut next = format!("{path}{sep}limit=4");
+            loop {
+                let page = http.get_accept(&next, PB).await;
+                assert_eq!(page.status, 200, "{next}: {:?}", page.body);
+                let (_, _, raw) = unwrap(&page);
+                let meta = if core {
+                    pc::EventList::decode(&raw[..]).unwrap().metadata
+                } else {
+                    pe::EventList::decode(&raw[..]).unwrap().metadata
+                };
+                paged.extend(pb_list_items(&raw, core));
+                match meta.and_then(|m| m.r#continue) {
+                    Some(c) if !c.is_empty() => next = format!("{path}{sep}limit=4&continue={c}"),
+                    _ => break,
+                }
+            }
+            paged.sort();
+            assert_eq!(items, paged, "{path}");
+            // ns-t's three events (one of them e.00001) are in the lists of every namespace.
+            let others = match (base.ends_with("/v1/events"), want) {
+                (false, _) | (true, 5) => 0,
+                (true, 1) => 1,
+                (true, _) => 3,
+            };
+            assert_eq!(items.len(), want + others, "{path}");
+        }
+    }
+}
+
+/// A protobuf list of several pages sent by `render::streamed_protobuf_list` is byte for
+/// byte what `protobuf_list` makes of the whole list, in both groups, and of one snapshot (a
+/// write between its two reads is in neither); a second read at another revision, or one
+/// that encodes to another length, ends the body with an error.
+#[tokio::test]
+async fn streamed_protobuf_lists_are_the_whole_list() {
+    use futures::StreamExt as _;
+    use herald_core::clock::FakeClock;
+    use herald_core::event::{ApiGroup, CoreEvent};
+    use herald_server::api::events::render::{protobuf_list, streamed_protobuf_list};
+    use herald_server::registry::{EventRegistry, ListParams, RegistryOptions, WriteOptions};
+    use herald_server::storage::{HistoryOptions, MemoryBackend};
+    use std::sync::Arc;
+
+    let clock = Arc::new(FakeClock::new("2026-01-01T00:00:00Z".parse().unwrap()));
+    let backend = Arc::new(MemoryBackend::new(clock.clone(), HistoryOptions::default()));
+    let opts = RegistryOptions {
+        list_page_items: 3,
+        ..RegistryOptions::default()
+    };
+    let reg = EventRegistry::new(backend, clock, opts);
+    async fn create(reg: &EventRegistry, ns: &str, name: String) {
+        let e: CoreEvent = serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": ns},
+            "involvedObject": {"kind": "Pod", "name": "p", "namespace": ns},
+            "reason": "R", "message": "m",
+        }))
+        .unwrap();
+        reg.create(ApiGroup::Core, ns, e, &WriteOptions::default())
+            .await
+            .unwrap();
+    }
+    for i in 0..10 {
+        create(&reg, "ns", format!("e.{i:02}")).await;
+    }
+    for i in 0..4 {
+        create(&reg, "other", format!("o.{i:02}")).await;
+    }
+    let unpaged = ListParams::default();
+    let exact = |rv: &str| ListParams {
+        resource_version: Some(rv.to_owned()),
+        resource_version_match: Some("Exact".into()),
+        ..ListParams::default()
+    };
+    // Sends the list of "ns", its second read of `ns` by `p` (the first's revision, exactly,
+    // when `None`), after creating the event `write` when there is one.
+    let send =
+        |group: ApiGroup, ns: &'static str, p: Option<ListParams>, write: Option<&'static str>| {
+            let reg = reg.clone();
+            async move {
+                let (first, rest) = reg
+                    .list_streamed(group, Some("ns"), &ListParams::default())
+                    .await
+                    .unwrap();
+                let p = p.unwrap_or_else(|| exact(&first.resource_version));
+                let again = reg.clone();
+                let body =
+                    streamed_protobuf_list(group, first, rest.unwrap(), move || async move {
+                        if let Some(name) = write {
+                            create(&again, "ns", format!("{name}.{group:?}")).await;
+                        }
+                        again.list_streamed(group, Some(ns), &p).await
+                    });
+                body.collect::<Vec<_>>().await
+            }
+        };
+    for group in [ApiGroup::Core, ApiGroup::EventsV1] {
+        let whole = reg.list(group, Some("ns"), &unpaged).await.unwrap();
+        let want: Vec<u8> = protobuf_list(group, whole).await.unwrap().concat();
+        let got: Vec<u8> = send(group, "ns", None, Some("late"))
+            .await
+            .into_iter()
+            .map(|r| r.unwrap().to_vec())
+            .collect::<Vec<_>>()
+            .concat();
+        assert!(got == want, "{group:?}");
+    }
+
+    // The second read at the current revision, after a write: nothing sent but the error.
+    let parts = send(ApiGroup::Core, "ns", Some(unpaged.clone()), Some("later")).await;
+    assert!(matches!(&parts[..], [Err(_)]), "{parts:?}");
+
+    // A second read of other events at the same revision: the body breaks.
+    let parts = send(ApiGroup::Core, "other", None, None).await;
+    assert!(
+        parts.len() > 1 && parts.last().is_some_and(|p| p.is_err()),
+        "{parts:?}"
+    );
+}

@@ -1148,3 +1148,129 @@ async fn initial_events_are_read_a_page_at_a_time_from_one_snapshot() {
         other => panic!("expected a 410, got {other:?}"),
     }
 }
+
+/// On SQLite the initial events of most of a large store come in the order the events were
+/// last written (read sequentially, as an unpaged list is), from one snapshot: every event
+/// of the snapshot once, at its snapshot resourceVersion, though events are created and
+/// updated between the pages; what was written after the watch started follows the
+/// initial-events-end bookmark as changes.
+#[tokio::test]
+async fn initial_events_of_a_large_sqlite_store_come_in_write_order() {
+    use herald_server::storage::{SqliteBackend, SqliteOptions};
+    use std::collections::BTreeMap;
+
+    let dir = tempfile::tempdir().unwrap();
+    let clock = fake_clock();
+    let backend =
+        Arc::new(SqliteBackend::open(dir.path(), clock.clone(), SqliteOptions::default()).unwrap());
+    let reg = EventRegistry::new(backend, clock, RegistryOptions::default());
+    let opts = WriteOptions::default();
+    // Written out of key order (names descending), 100 at a time.
+    let mut rv_of = BTreeMap::new();
+    for chunk in (0..1_300).rev().collect::<Vec<usize>>().chunks(100) {
+        let created = futures::future::join_all(chunk.iter().map(|i| {
+            reg.create(
+                ApiGroup::Core,
+                "default",
+                event(&format!("p.{i:04}")),
+                &opts,
+            )
+        }))
+        .await;
+        for e in created {
+            let e = e.unwrap().event;
+            rv_of.insert(
+                e.metadata.name.unwrap(),
+                e.metadata.resource_version.unwrap(),
+            );
+        }
+    }
+    // Ten updated: last in write order.
+    let update = |name: String, count: i32| {
+        let reg = reg.clone();
+        let opts = opts.clone();
+        async move {
+            let patch = serde_json::to_vec(&json!({"count": count})).unwrap();
+            reg.patch(
+                ApiGroup::Core,
+                "default",
+                &name,
+                herald_server::registry::PatchKind::Merge,
+                &patch,
+                &opts,
+            )
+            .await
+            .unwrap()
+            .event
+        }
+    };
+    for i in 0..10 {
+        let e = update(format!("p.{i:04}"), 2).await;
+        rv_of.insert(
+            e.metadata.name.unwrap(),
+            e.metadata.resource_version.unwrap(),
+        );
+    }
+
+    let p = ListParams {
+        watch: true,
+        allow_watch_bookmarks: true,
+        send_initial_events: Some(true),
+        resource_version_match: Some("NotOlderThan".into()),
+        ..ListParams::default()
+    };
+    let mut w = decoded(
+        reg.watch(ApiGroup::Core, Some("default"), None, &p)
+            .await
+            .unwrap(),
+    );
+    let mut seen: Vec<(String, String)> = Vec::new();
+    let end = loop {
+        match w.next().await {
+            Some(DecodedItem::Added(e)) => {
+                seen.push((
+                    e.metadata.name.unwrap(),
+                    e.metadata.resource_version.unwrap(),
+                ));
+                if seen.len() == 1 {
+                    // Between the pages: a create, and an update of an event not yet sent.
+                    reg.create(ApiGroup::Core, "default", event("p.late"), &opts)
+                        .await
+                        .unwrap();
+                    update("p.0005".into(), 3).await;
+                }
+            }
+            Some(DecodedItem::Bookmark {
+                resource_version,
+                initial_events_end: true,
+            }) => break resource_version,
+            other => panic!("expected an initial event, got {other:?}"),
+        }
+    };
+    let rvs: Vec<u64> = seen.iter().map(|(_, rv)| rv.parse().unwrap()).collect();
+    assert!(
+        rvs.windows(2).all(|w| w[0] < w[1]),
+        "in write order: {seen:?}"
+    );
+    let got: BTreeMap<String, String> = seen.into_iter().collect();
+    assert_eq!(got.len(), 1_300, "each event once");
+    assert_eq!(got, rv_of, "the snapshot, at its resourceVersions");
+    let last: u64 = rvs.last().copied().unwrap();
+    assert_eq!(end, last.to_string());
+    let mut after = Vec::new();
+    while after.len() < 2 {
+        match w.next().await {
+            Some(DecodedItem::Added(e)) => after.push(("ADDED", e.metadata.name.unwrap())),
+            Some(DecodedItem::Modified(e)) => after.push(("MODIFIED", e.metadata.name.unwrap())),
+            Some(DecodedItem::Bookmark { .. }) => {}
+            other => panic!("expected the later writes, got {other:?}"),
+        }
+    }
+    assert_eq!(
+        after,
+        [
+            ("ADDED", "p.late".to_string()),
+            ("MODIFIED", "p.0005".to_string())
+        ]
+    );
+}

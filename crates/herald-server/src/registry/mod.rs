@@ -298,6 +298,14 @@ enum Resume {
 }
 
 impl Resume {
+    /// Where to go on from after `kv`, read in `order` (the order a backend page reports).
+    fn after(order: ListOrder, kv: &KeyValue) -> Resume {
+        match order {
+            ListOrder::Written { .. } => Resume::Written(kv.mod_revision),
+            _ => Resume::Key(kv.key.clone()),
+        }
+    }
+
     /// The order and start key of a backend read from here.
     fn read(self) -> (ListOrder, Option<String>) {
         match self {
@@ -690,10 +698,7 @@ impl EventRegistry {
             let everything = filter.is_everything();
             let more = page.more;
             let read_in = page.order;
-            let position = |kv: &KeyValue| match read_in {
-                ListOrder::Written { .. } => Resume::Written(kv.mod_revision),
-                _ => Resume::Key(kv.key.clone()),
-            };
+            let position = |kv: &KeyValue| Resume::after(read_in, kv);
             let last = page.items.last().map(position);
             if everything && items.is_empty() && limit.is_none_or(|l| n < l) {
                 // The whole page is the answer so far: taken as it is, no copy.

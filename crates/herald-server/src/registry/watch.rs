@@ -22,7 +22,7 @@ use tokio::time::{Instant, Sleep};
 
 use super::errors::{storage_error, too_large_rv};
 use super::keys::{self, decode, parse_rv};
-use super::{EventRegistry, Filter, ListParams, Stored};
+use super::{EventRegistry, Filter, ListParams, Resume, Stored};
 use crate::storage::{
     CachedEvent, CachedWatchStream, ListOptions, ListOrder, Revision, StorageError, WatchEvent,
 };
@@ -335,13 +335,19 @@ pub(super) async fn start(
 /// the watch's start revision, as the client takes them, so that a watch of a large store
 /// holds one page, not the store (a page read after the history of its revision was
 /// compacted ends the watch with a 410, and the client re-lists).
+///
+/// They come in the order the backend reads fastest ([`ListOrder::Fastest`], as an unpaged
+/// list): on SQLite the initial events of most of a large store are read in the order they
+/// were last written, sequentially through the file. Kubernetes promises no order for them
+/// (kube-apiserver sends its watch cache's), and informers do not need one.
 struct Initial {
     backend: Arc<dyn crate::storage::Backend>,
     prefix: String,
     /// The snapshot revision (the first page's).
     at: Option<Revision>,
-    /// The last key read.
-    cursor: Option<String>,
+    /// Where the next page goes on from, in the order the first page was read in; `None`
+    /// before the first page.
+    cursor: Option<Resume>,
     /// Whether keys may follow the cursor.
     more: bool,
     /// Read and selected, not yet sent.
@@ -355,22 +361,28 @@ impl Initial {
     async fn fill(&mut self, filter: &Filter) -> Result<(), StorageError> {
         let everything = filter.is_everything();
         while self.ready.is_empty() && self.more {
+            let (order, start_after) = match self.cursor.clone() {
+                Some(cursor) => cursor.read(),
+                None => (ListOrder::Fastest, None),
+            };
             let page = self
                 .backend
                 .list(
                     &self.prefix,
                     ListOptions {
-                        start_after: self.cursor.take(),
+                        start_after,
                         limit: Some(INITIAL_BATCH),
                         at_revision: self.at,
                         index: filter.index_query(),
-                        order: ListOrder::Key,
+                        order,
                     },
                 )
                 .await?;
             self.at = Some(page.revision);
             self.more = page.more;
-            self.cursor = page.items.last().map(|kv| kv.key.clone());
+            if let Some(kv) = page.items.last() {
+                self.cursor = Some(Resume::after(page.order, kv));
+            }
             for kv in page.items {
                 if everything {
                     self.ready.push_back(WatchItem::Initial(Stored {

@@ -67,7 +67,7 @@ use super::field_validation::{FieldValidation, add_warnings, check_fields, dupli
 use super::metrics::{Metrics, WatchGuard};
 use super::negotiate::{Negotiated, Output, Target};
 use super::path::ApiPath;
-use crate::registry::options::parse_bool;
+use crate::registry::options::{self, parse_bool};
 use crate::registry::write::{check_options, check_segment, check_update_options};
 use crate::registry::{
     DeleteParams, Deletion, EventRegistry, EventWatch, ListParams, PatchKind, WatchItem,
@@ -437,9 +437,17 @@ async fn read(
         None => {
             let out = neg.output(Target::List)?;
             if out == Output::Object && neg.protobuf() {
-                // The envelope's length prefix needs every item: a protobuf list is whole
-                // in memory before it is sent, as kube-apiserver sends one.
-                let l = registry.list(group, ns.as_deref(), &p).await?;
+                // The envelope's length prefix needs every item: a list of one page is
+                // encoded whole; a longer one is read twice, for its length, then to send.
+                let (l, rest) = registry.list_streamed(group, ns.as_deref(), &p).await?;
+                if let Some(rest) = rest {
+                    let again = same_snapshot(&p, &l.resource_version);
+                    let registry = registry.clone();
+                    let body = render::streamed_protobuf_list(group, l, rest, move || async move {
+                        registry.list_streamed(group, ns.as_deref(), &again).await
+                    });
+                    return Ok(protobuf_response(StatusCode::OK, Body::from_stream(body)));
+                }
                 let parts = render::protobuf_list(group, l).await?;
                 // The length is known: with it the compression layer leaves small lists
                 // alone, as it does JSON ones.
@@ -479,6 +487,17 @@ async fn read(
             Ok(typed_response(StatusCode::OK, body, "application/json"))
         }
     }
+}
+
+/// The unpaged list `p` again, at the revision `resource_version` its first read was at:
+/// its continue token holds that revision; without one, an exact resourceVersion.
+fn same_snapshot(p: &ListParams, resource_version: &str) -> ListParams {
+    let mut again = p.clone();
+    if again.continue_.is_none() {
+        again.resource_version = Some(resource_version.to_owned());
+        again.resource_version_match = Some(options::MATCH_EXACT.to_owned());
+    }
+    again
 }
 
 /// The response of a watch: each batch the registry has ready, encoded by `encode` into one

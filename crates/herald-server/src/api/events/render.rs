@@ -1,5 +1,6 @@
 //! Rendering registry results in the negotiated representation: one event ([`object`],
-//! [`stored_object_into`]), a list ([`list`], [`parallel_list`], [`protobuf_list`]) and the
+//! [`stored_object_into`]), a list ([`list`], [`parallel_list`], [`protobuf_list`],
+//! [`streamed_protobuf_list`]) and the
 //! lines or frames of a watch ([`WatchLines`], [`protobuf_frame`]).
 //!
 //! Each is written from the stored bytes by [`herald_wire`]'s transcoders where they can,
@@ -564,22 +565,7 @@ pub fn streamed_list(
 ) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> + Send {
     use futures::StreamExt as _;
     let head = list_head(group, shape, &first);
-    let pages = futures::stream::unfold(Some(rest), |rest| async move {
-        let mut rest = rest?;
-        match rest.next_page().await {
-            Ok(Some(items)) => Some((Ok(items), Some(rest))),
-            Ok(None) => None,
-            Err(e) => {
-                tracing::warn!(
-                    revision = rest.revision(),
-                    reason = ?e.reason,
-                    message = %e.message,
-                    "an unpaged list could not be completed; its response is cut short"
-                );
-                Some((Err(std::io::Error::other(e.message)), None))
-            }
-        }
-    });
+    let pages = rest_pages(Some(rest));
     let render = move |items: Vec<Stored>| {
         // Every item is written after a comma; the list's first item must not be.
         let mut out = Vec::with_capacity(items.len() * 1700);
@@ -625,6 +611,30 @@ pub fn streamed_list(
         }))
 }
 
+/// The pages of an unpaged list after its first, read from `rest` as they are asked for. A
+/// page that cannot be read (its revision compacted during a long list, a storage failure)
+/// is logged and ends them with an error, which ends the response's body.
+fn rest_pages(
+    rest: Option<ListRest>,
+) -> impl futures::Stream<Item = Result<Vec<Stored>, std::io::Error>> + Send {
+    futures::stream::unfold(rest, |rest| async move {
+        let mut rest = rest?;
+        match rest.next_page().await {
+            Ok(Some(items)) => Some((Ok(items), Some(rest))),
+            Ok(None) => None,
+            Err(e) => {
+                tracing::warn!(
+                    revision = rest.revision(),
+                    reason = ?e.reason,
+                    message = %e.message,
+                    "an unpaged list could not be completed; its response is cut short"
+                );
+                Some((Err(std::io::Error::other(e.message)), None))
+            }
+        }
+    })
+}
+
 /// Lists longer than this many items are encoded as protobuf in two halves at once, on a
 /// machine's cores; shorter ones are not worth the hand-off.
 const PROTOBUF_PARALLEL_ITEMS: usize = 4096;
@@ -639,8 +649,11 @@ const PROTOBUF_PARALLEL_ITEMS: usize = 4096;
 /// halves at once for lists of more than 4,096 items, so the async workers keep serving.
 ///
 /// Bound: the whole encoded list (about 600 bytes an event) is held in memory before its
-/// first byte is sent, as kube-apiserver holds its lists; clients that page (client-go's
-/// reflectors ask for 500 at a time) hold one page.
+/// first byte is sent. The HTTP layer uses it for lists of one page (a paged list, or an
+/// unpaged one that fits in [`RegistryOptions::list_page_items`]); a longer unpaged list
+/// goes out through [`streamed_protobuf_list`].
+///
+/// [`RegistryOptions::list_page_items`]: crate::registry::RegistryOptions::list_page_items
 pub async fn protobuf_list(group: ApiGroup, l: EventList) -> Result<Vec<Vec<u8>>, ApiError> {
     let encode = move |items: Vec<Stored>| {
         let mut out = Vec::with_capacity(items.len() * 640);
@@ -672,6 +685,110 @@ pub async fn protobuf_list(group: ApiGroup, l: EventList) -> Result<Vec<Vec<u8>>
     parts.extend(encoded);
     parts.push(tail);
     Ok(parts)
+}
+
+/// A protobuf list longer than one page (an unpaged list that
+/// [`EventRegistry::list_streamed`] left a [`ListRest`] of), as the bytes of a response body
+/// sent in bounded memory.
+///
+/// The envelope starts with the length of everything after it, so the list is read twice at
+/// its resourceVersion: page by page to add up the length of each page's encoding, then
+/// again, from `again` (the same list at `first`'s revision, exactly), to encode and send
+/// each page as it is read. The response's status and headers go out first (the request's
+/// deadline is for them, and the first read of a list of millions takes longer); the body's
+/// first bytes once the length is known. Both reads are of one snapshot and the encoding is
+/// deterministic, so the body is as long as announced; should a page of either read fail (its
+/// revision compacted during a long list), the second be at another revision, or its bytes
+/// add up to another length, the body ends with an error: the client sees a broken list,
+/// never a short one that looks whole.
+///
+/// Bound: about two pages of events and their encoding in memory whatever the list's
+/// length, for encoding every item twice (on the blocking pool, as [`protobuf_list`] does).
+///
+/// [`EventRegistry::list_streamed`]: crate::registry::EventRegistry::list_streamed
+pub fn streamed_protobuf_list<F, Fut>(
+    group: ApiGroup,
+    first: EventList,
+    rest: ListRest,
+    again: F,
+) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> + Send + use<F, Fut>
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<(EventList, Option<ListRest>), ApiError>> + Send,
+{
+    use futures::StreamExt as _;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let encode = move |items: Vec<Stored>| async move {
+        tokio::task::spawn_blocking(move || {
+            let mut out = Vec::with_capacity(items.len() * 640);
+            protobuf::write_list_items(&mut out, group, &items);
+            out
+        })
+        .await
+        .map_err(std::io::Error::other)
+    };
+    let broken = |what: String| {
+        tracing::warn!(
+            "a protobuf list could not be completed ({what}); its response is cut short"
+        );
+        std::io::Error::other(what)
+    };
+    let start = async move {
+        // The first read: only the length of the items' encoding.
+        let revision = first.resource_version;
+        let mut items_len = encode(first.items).await?.len();
+        let mut pages = std::pin::pin!(rest_pages(Some(rest)));
+        while let Some(items) = pages.next().await {
+            items_len += encode(items?).await?.len();
+        }
+        // The second read, sent as it is read.
+        let (second, rest) = again()
+            .await
+            .map_err(|e| broken(format!("its second read failed: {}", e.message)))?;
+        if second.resource_version != revision {
+            return Err(broken(format!(
+                "its second read was at revision {}, not {revision}",
+                second.resource_version
+            )));
+        }
+        let (head, tail) = protobuf::event_list_envelope(group, revision, None, items_len);
+        let sent = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&sent);
+        let mismatch = move || {
+            broken(format!(
+                "its second read encoded to another length than the {items_len} bytes announced"
+            ))
+        };
+        let items = futures::stream::once(async move { Ok(second.items) })
+            .chain(rest_pages(rest))
+            .map(move |items| async move { encode(items?).await })
+            .buffered(2)
+            .map(move |block| {
+                let block = block?;
+                let so_far = counted.fetch_add(block.len(), Ordering::Relaxed) + block.len();
+                if so_far > items_len {
+                    return Err(mismatch());
+                }
+                Ok(Bytes::from(block))
+            })
+            // An empty chunk would end a chunked body.
+            .filter(|block| std::future::ready(!matches!(block, Ok(b) if b.is_empty())));
+        let end = futures::stream::once(async move {
+            if sent.load(Ordering::Relaxed) == items_len {
+                Ok(Bytes::from(tail))
+            } else {
+                Err(mismatch())
+            }
+        });
+        Ok(futures::stream::once(async move { Ok(Bytes::from(head)) })
+            .chain(items)
+            .chain(end))
+    };
+    futures::stream::once(start).flat_map(|started| match started {
+        Ok(body) => body.left_stream(),
+        Err(e) => futures::stream::once(async move { Err(e) }).right_stream(),
+    })
 }
 
 /// The list's start, up to its first item: `{"kind":"EventList",…,"items":[`, or a Table's
