@@ -828,9 +828,9 @@ fn pb_list_items(raw: &[u8], core: bool) -> Vec<(String, String, String, Vec<u8>
 }
 
 /// An unpaged protobuf list longer than a page is not held whole: it is read twice at its
-/// revision (for the envelope's length, then to send it page by page). It holds what the same list paged by the client holds, byte for byte, in both
-/// groups, for a namespace and for all, with and without selectors; and a list of one page
-/// is as before.
+/// revision (for the envelope's length, then to send it page by page). It holds what the
+/// same list paged by the client holds, byte for byte, in both groups, for a namespace and
+/// for all, with and without selectors; and a list of one page is as before.
 #[tokio::test]
 async fn a_protobuf_list_longer_than_a_page_is_sent_a_page_at_a_time() {
     use herald_core::event::ApiGroup;

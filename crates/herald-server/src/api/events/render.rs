@@ -1,7 +1,7 @@
 //! Rendering registry results in the negotiated representation: one event ([`object`],
 //! [`stored_object_into`]), a list ([`list`], [`parallel_list`], [`protobuf_list`],
-//! [`streamed_protobuf_list`]) and the
-//! lines or frames of a watch ([`WatchLines`], [`protobuf_frame`]).
+//! [`streamed_protobuf_list`]) and the lines or frames of a watch ([`WatchLines`],
+//! [`protobuf_frame`]).
 //!
 //! Each is written from the stored bytes by [`herald_wire`]'s transcoders where they can,
 //! and from the decoded event where they decline; property tests below hold the two equal.
