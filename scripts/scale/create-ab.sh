@@ -24,6 +24,10 @@ ticks > "$TAG.ticks1"
 kill $PID; wait $PID 2>/dev/null; rm -rf "$D"
 grep -E "creates |lag" "$TAG.txt"
 n=$(grep -E "creates " "$TAG.txt" | sed -E 's/.* ([0-9]+) ok.*/\1/')
+if [ -z "$n" ] || [ "$n" = 0 ]; then
+    echo "no creates succeeded; see $TAG.txt and $TAG.serve.log" >&2
+    exit 1
+fi
 hz=$(getconf CLK_TCK)
 echo "server CPU per create: $(join "$TAG.ticks0" "$TAG.ticks1" | awk -v n="$n" -v hz="$hz" \
     '{d=$3-$2; if (d>5) printf "%s %d µs  ", $1, d*1000000/hz/n}')" | tee -a "$TAG.txt"
