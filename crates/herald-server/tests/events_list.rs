@@ -593,19 +593,6 @@ async fn long_tables_and_metadata_lists_are_whole_and_in_order() {
 
 /// Creates `n` core/v1 events `e.00000`, `e.00001`, … with `reason` in `ns`, through the
 /// registry (faster than HTTP for thousands).
-async fn create_many(server: &herald_server::server::Server, ns: &str, reason: &str, n: usize) {
-    use herald_core::event::ApiGroup;
-    use herald_server::registry::WriteOptions;
-    for i in 0..n {
-        let e = serde_json::from_value(core_event(&format!("e.{i:05}"), ns, reason)).unwrap();
-        server
-            .registry()
-            .create(ApiGroup::Core, ns, e, &WriteOptions::default())
-            .await
-            .unwrap();
-    }
-}
-
 /// An unpaged list is read and sent a page of `list_page_items` matching events at a time
 /// at one revision: every shape and group, with selectors (indexed or not), has the items
 /// of the paged list, each once, and none written after its revision. Lists of most of the
@@ -613,29 +600,18 @@ async fn create_many(server: &herald_server::server::Server, ns: &str, reason: &
 /// the others in key order.
 #[tokio::test]
 async fn unpaged_lists_are_read_a_page_at_a_time() {
-    use herald_server::registry::RegistryOptions;
     use herald_server::server::ServerOptions;
 
     const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
     const META: &str = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io";
     let dir = tempfile::tempdir().unwrap();
     let cfg = ServerOptions {
-        store: StoreKind::Sqlite {
-            dir: dir.path().to_path_buf(),
-        },
-        listen: "127.0.0.1:0".parse().unwrap(),
-        sweep_interval: std::time::Duration::from_secs(3600),
-        clock: fake_clock(),
-        registry: RegistryOptions {
-            list_page_items: 5,
-            ..RegistryOptions::default()
-        },
         // A short history: a dozen writes compact a list's revision away.
         history: herald_server::storage::HistoryOptions {
             keep_revisions: 8,
             ..Default::default()
         },
-        ..ServerOptions::default()
+        ..paged_sqlite(dir.path(), 5)
     };
     let server = Server::start(cfg).await.unwrap();
     let http = Http::new(&server);

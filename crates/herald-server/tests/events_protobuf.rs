@@ -833,37 +833,13 @@ fn pb_list_items(raw: &[u8], core: bool) -> Vec<(String, String, String, Vec<u8>
 /// for all, with and without selectors; and a list of one page is as before.
 #[tokio::test]
 async fn a_protobuf_list_longer_than_a_page_is_sent_a_page_at_a_time() {
-    use herald_core::event::ApiGroup;
-    use herald_server::registry::{RegistryOptions, WriteOptions};
-    use herald_server::server::{Server, ServerOptions, StoreKind};
+    use herald_server::server::Server;
 
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(ServerOptions {
-        store: StoreKind::Sqlite {
-            dir: dir.path().to_path_buf(),
-        },
-        listen: "127.0.0.1:0".parse().unwrap(),
-        sweep_interval: std::time::Duration::from_secs(3600),
-        clock: fake_clock(),
-        registry: RegistryOptions {
-            list_page_items: 5,
-            ..RegistryOptions::default()
-        },
-        ..ServerOptions::default()
-    })
-    .await
-    .unwrap();
+    let server = Server::start(paged_sqlite(dir.path(), 5)).await.unwrap();
     let http = Http::new(&server);
-    for (ns, n) in [("ns-s", 17), ("ns-t", 3)] {
-        for i in 0..n {
-            let e = serde_json::from_value(core_event(&format!("e.{i:05}"), ns, "Pulled")).unwrap();
-            server
-                .registry()
-                .create(ApiGroup::Core, ns, e, &WriteOptions::default())
-                .await
-                .unwrap();
-        }
-    }
+    create_many(&server, "ns-s", "Pulled", 17).await;
+    create_many(&server, "ns-t", "Pulled", 3).await;
     for i in [2, 5, 6, 11, 16] {
         let r = http
             .patch(

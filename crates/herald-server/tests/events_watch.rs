@@ -931,13 +931,7 @@ async fn an_empty_store_reports_a_resumable_resource_version() {
     assert!(list.items.is_empty());
     assert_eq!(list.resource_version, R0.to_string());
     assert_ne!(list.resource_version, "0");
-    let p = ListParams {
-        watch: true,
-        allow_watch_bookmarks: true,
-        send_initial_events: Some(true),
-        resource_version_match: Some("NotOlderThan".into()),
-        ..ListParams::default()
-    };
+    let p = initial_events(None);
     let mut wl = decoded(reg.watch(ApiGroup::Core, None, None, &p).await.unwrap());
     match wl.next().await {
         Some(DecodedItem::Bookmark {
@@ -1077,14 +1071,7 @@ async fn initial_events_are_read_a_page_at_a_time_from_one_snapshot() {
             .await
             .unwrap();
     }
-    let p = ListParams {
-        watch: true,
-        allow_watch_bookmarks: true,
-        send_initial_events: Some(true),
-        resource_version_match: Some("NotOlderThan".into()),
-        field_selector: Some("reason=Even".into()),
-        ..ListParams::default()
-    };
+    let p = initial_events(Some("reason=Even"));
     let mut w = decoded(
         reg.watch(ApiGroup::Core, Some("default"), None, &p)
             .await
@@ -1212,13 +1199,7 @@ async fn initial_events_of_a_large_sqlite_store_come_in_write_order() {
         );
     }
 
-    let p = ListParams {
-        watch: true,
-        allow_watch_bookmarks: true,
-        send_initial_events: Some(true),
-        resource_version_match: Some("NotOlderThan".into()),
-        ..ListParams::default()
-    };
+    let p = initial_events(None);
     let mut w = decoded(
         reg.watch(ApiGroup::Core, Some("default"), None, &p)
             .await
@@ -1273,4 +1254,18 @@ async fn initial_events_of_a_large_sqlite_store_come_in_write_order() {
             ("MODIFIED", "p.0005".to_string())
         ]
     );
+}
+
+/// A watch that starts with the current state as initial events (`sendInitialEvents=true`,
+/// `resourceVersionMatch=NotOlderThan`, with bookmarks), optionally field-selected: what
+/// client-go's streaming list asks for.
+fn initial_events(field_selector: Option<&str>) -> ListParams {
+    ListParams {
+        watch: true,
+        allow_watch_bookmarks: true,
+        send_initial_events: Some(true),
+        resource_version_match: Some("NotOlderThan".into()),
+        field_selector: field_selector.map(str::to_owned),
+        ..ListParams::default()
+    }
 }

@@ -46,6 +46,38 @@ pub async fn start_with(
     Server::start(cfg).await.expect("server starts")
 }
 
+/// A SQLite server in `dir` whose unpaged lists are read `list_page_items` events a page, so
+/// a few dozen events make a list of many pages; otherwise as [`start`] sets it up.
+pub fn paged_sqlite(dir: &std::path::Path, list_page_items: usize) -> ServerOptions {
+    ServerOptions {
+        store: StoreKind::Sqlite {
+            dir: dir.to_path_buf(),
+        },
+        listen: "127.0.0.1:0".parse().unwrap(),
+        sweep_interval: Duration::from_secs(3600),
+        clock: fake_clock(),
+        registry: herald_server::registry::RegistryOptions {
+            list_page_items,
+            ..Default::default()
+        },
+        ..ServerOptions::default()
+    }
+}
+
+/// Creates `n` core/v1 events `e.00000`… in `ns` with `reason`, through the registry.
+pub async fn create_many(server: &Server, ns: &str, reason: &str, n: usize) {
+    use herald_core::event::ApiGroup;
+    use herald_server::registry::WriteOptions;
+    for i in 0..n {
+        let e = serde_json::from_value(core_event(&format!("e.{i:05}"), ns, reason)).unwrap();
+        server
+            .registry()
+            .create(ApiGroup::Core, ns, e, &WriteOptions::default())
+            .await
+            .unwrap();
+    }
+}
+
 pub async fn memory() -> (Server, Arc<FakeClock>) {
     let clock = fake_clock();
     (start(StoreKind::Memory, clock.clone()).await, clock)
