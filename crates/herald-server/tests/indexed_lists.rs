@@ -125,14 +125,21 @@ struct Stores {
     _dir: tempfile::TempDir,
 }
 
-fn stores() -> Stores {
+/// The SQLite store merges its index changes after every `merge_every` committed ones (1:
+/// a merge races every read; a large number: every index read combines the database with
+/// the unmerged changes).
+fn stores(merge_every: usize) -> Stores {
     let clock = Arc::new(FakeClock::new("2024-01-01T00:00:00Z".parse().unwrap()));
     let opts = RegistryOptions {
         event_ttl: None,
         ..RegistryOptions::default()
     };
     let dir = tempfile::tempdir().unwrap();
-    let sqlite = SqliteBackend::open(dir.path(), clock.clone(), SqliteOptions::default()).unwrap();
+    let sqlite_opts = SqliteOptions {
+        merge_index_every: merge_every,
+        ..SqliteOptions::default()
+    };
+    let sqlite = SqliteBackend::open(dir.path(), clock.clone(), sqlite_opts).unwrap();
     let memory = MemoryBackend::new(clock.clone(), HistoryOptions::default());
     // Unpaged lists on SQLite are read three matching events at a time (on the memory
     // backend, in one read): the pages must add up to the one read.
@@ -211,6 +218,7 @@ proptest! {
 
     #[test]
     fn indexed_lists_equal_the_scan(
+        merge_every in prop_oneof![Just(1usize), Just(4), Just(1_000_000)],
         ops in proptest::collection::vec(op(), 1..60),
         later in proptest::collection::vec(op(), 0..10),
         lists in proptest::collection::vec(
@@ -220,7 +228,7 @@ proptest! {
     ) {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async {
-            let s = stores();
+            let s = stores(merge_every);
             for op in &ops {
                 let a = apply(&s.sqlite, op).await;
                 let b = apply(&s.memory, op).await;

@@ -48,12 +48,25 @@ fn memory(history: HistoryOptions) -> Fixture {
 }
 
 fn sqlite(history: HistoryOptions) -> Fixture {
-    let clock = clock();
-    let dir = tempfile::tempdir().unwrap();
-    let opts = SqliteOptions {
+    sqlite_with(SqliteOptions {
         history,
         ..SqliteOptions::default()
-    };
+    })
+}
+
+/// SQLite with its index changes merged after every commit, on the index thread, while the
+/// test reads: the reads must not depend on whether a change is merged yet.
+fn sqlite_merging(history: HistoryOptions) -> Fixture {
+    sqlite_with(SqliteOptions {
+        history,
+        merge_index_every: 1,
+        ..SqliteOptions::default()
+    })
+}
+
+fn sqlite_with(opts: SqliteOptions) -> Fixture {
+    let clock = clock();
+    let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(SqliteBackend::open(dir.path(), clock.clone(), opts).unwrap());
     Fixture {
         store,
@@ -95,6 +108,10 @@ mod fixture {
 
     pub async fn sqlite(history: HistoryOptions) -> Fixture {
         super::sqlite(history)
+    }
+
+    pub async fn sqlite_merging(history: HistoryOptions) -> Fixture {
+        super::sqlite_merging(history)
     }
 
     pub async fn etcd(history: HistoryOptions) -> Fixture {
@@ -965,6 +982,7 @@ macro_rules! contract {
 
 contract!(memory);
 contract!(sqlite);
+contract!(sqlite_merging);
 contract!(etcd, shared_only);
 
 /// Finding 4 of issue 29, the memory store's other history: the versions it keeps for lists
@@ -1037,6 +1055,9 @@ async fn sqlite_files_are_created_owner_only() {
     assert_eq!(
         names,
         [
+            "herald-index.db",
+            "herald-index.db-shm",
+            "herald-index.db-wal",
             "herald.db",
             "herald.db-shm",
             "herald.db-wal",
@@ -2446,4 +2467,174 @@ async fn etcd_over_tls_with_a_client_certificate() {
         .err()
         .expect("refused");
     assert!(err.to_string().contains("--etcd-keyfile"), "{err}");
+}
+
+/// Writes creates, updates, deletes and a compaction with terms in slot 0, and returns what
+/// the store answers about them (see [`index_answers`]).
+async fn write_indexed_history(s: &SqliteBackend) -> Vec<String> {
+    for i in 0..30 {
+        let term = ["x", "y", "z"][i % 3];
+        s.create_indexed(&format!("/events/ns/k{i:02}"), b("v0"), slot0(term), None)
+            .await
+            .unwrap();
+    }
+    for i in (0..30).step_by(4) {
+        s.update_indexed(
+            &format!("/events/ns/k{i:02}"),
+            b("v1"),
+            None,
+            slot0("y"),
+            None,
+        )
+        .await
+        .unwrap();
+    }
+    for i in (1..30).step_by(5) {
+        s.delete(&format!("/events/ns/k{i:02}"), None)
+            .await
+            .unwrap();
+    }
+    let rev = s.current_revision().await.unwrap();
+    s.compact(rev - 5).await.unwrap();
+    s.update_indexed("/events/ns/k02", b("v2"), None, slot0("x"), None)
+        .await
+        .unwrap();
+    index_answers(s).await
+}
+
+/// What a store answers by key and by term: every key's get, the whole list, the list of each
+/// term (paged by two, and at an older revision).
+async fn index_answers(s: &SqliteBackend) -> Vec<String> {
+    let mut out = Vec::new();
+    let show = |kv: &KeyValue| format!("{}@{}", kv.key, kv.mod_revision);
+    for i in 0..30 {
+        let got = s.get(&format!("/events/ns/k{i:02}")).await.unwrap();
+        out.push(format!("get {i}: {:?}", got.as_ref().map(show)));
+    }
+    let all = s.list("/events/", ListOptions::default()).await.unwrap();
+    out.push(format!(
+        "list: {:?}",
+        all.items.iter().map(show).collect::<Vec<_>>()
+    ));
+    let rev = s.current_revision().await.unwrap();
+    for term in ["x", "y", "z"] {
+        for at in [None, Some(rev - 2)] {
+            let mut page = s
+                .list("/events/", in_slot0(term, at, Some(2)))
+                .await
+                .unwrap();
+            let mut items: Vec<String> = page.items.iter().map(show).collect();
+            while page.more {
+                let after = page.items.last().unwrap().key.clone();
+                page = s
+                    .list(
+                        "/events/",
+                        ListOptions {
+                            start_after: Some(after),
+                            ..in_slot0(term, Some(page.revision), Some(2))
+                        },
+                    )
+                    .await
+                    .unwrap();
+                items.extend(page.items.iter().map(show));
+            }
+            out.push(format!("{term} at {at:?}: {items:?}"));
+        }
+    }
+    out
+}
+
+fn remove_index_file(dir: &std::path::Path) {
+    for suffix in ["", "-wal", "-shm"] {
+        let f = dir.join(format!("{}{suffix}", herald_server::storage::INDEX_FILE));
+        if f.exists() {
+            std::fs::remove_file(f).unwrap();
+        }
+    }
+}
+
+/// The index database is derived from the log: without it, an open rebuilds it, and every
+/// get and list (by key, by term, paged, at an older revision) answers as before.
+#[tokio::test]
+async fn sqlite_rebuilds_a_missing_index_database_from_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = SqliteBackend::open(dir.path(), clock(), SqliteOptions::default()).unwrap();
+    let before = write_indexed_history(&s).await;
+    assert!(before.iter().any(|l| l.contains("@")), "{before:?}");
+    drop(s);
+    remove_index_file(dir.path());
+    let s = SqliteBackend::open(dir.path(), clock(), SqliteOptions::default()).unwrap();
+    assert_eq!(index_answers(&s).await, before);
+    // And it is written on from there.
+    s.create_indexed("/events/ns/new", b("v"), slot0("x"), None)
+        .await
+        .unwrap();
+    let x = s.list("/events/", in_slot0("x", None, None)).await.unwrap();
+    assert!(keys(&x.items).contains(&"/events/ns/new"));
+}
+
+/// An index database that lost its last merges (a power loss takes back what its WAL had not
+/// synced; a crash loses what was not merged yet) is caught up from the log on open.
+#[tokio::test]
+async fn sqlite_index_database_behind_the_log_catches_up_on_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = || SqliteOptions {
+        merge_index_every: 1,
+        ..SqliteOptions::default()
+    };
+    let s = SqliteBackend::open(dir.path(), clock(), opts()).unwrap();
+    let before = write_indexed_history(&s).await;
+    let rev = s.current_revision().await.unwrap();
+    drop(s);
+    // Take the index back to before the last 20 writes, as if they had never been merged.
+    let back = rev - 20;
+    {
+        let ix = rusqlite::Connection::open(dir.path().join(herald_server::storage::INDEX_FILE))
+            .unwrap();
+        ix.execute_batch(&format!(
+            "DELETE FROM keys WHERE rev > {back};
+             UPDATE keys SET next_rev = NULL WHERE next_rev > {back};
+             DELETE FROM t0 WHERE rev > {back};
+             UPDATE meta SET value = {back} WHERE name = 'merged';"
+        ))
+        .unwrap();
+    }
+    let s = SqliteBackend::open(dir.path(), clock(), opts()).unwrap();
+    assert_eq!(index_answers(&s).await, before);
+}
+
+/// A store of schema 3 kept its key and term indexes in `herald.db`: the open drops them
+/// and builds the index database, and the answers stay the same.
+#[tokio::test]
+async fn sqlite_moves_the_indexes_of_a_schema_3_store_to_the_index_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = SqliteBackend::open(dir.path(), clock(), SqliteOptions::default()).unwrap();
+    let before = write_indexed_history(&s).await;
+    drop(s);
+    remove_index_file(dir.path());
+    let index_names = |conn: &rusqlite::Connection| -> Vec<String> {
+        let mut stmt = conn
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'versions_%' ORDER BY name")
+            .unwrap();
+        stmt.query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    {
+        let conn = rusqlite::Connection::open(dir.path().join("herald.db")).unwrap();
+        conn.execute_batch(
+            "CREATE INDEX versions_key ON versions(key, next_rev);
+             CREATE INDEX versions_t0 ON versions(t0) WHERE t0 IS NOT NULL;
+             CREATE INDEX versions_t5 ON versions(t5) WHERE t5 IS NOT NULL;
+             UPDATE meta SET value = 3 WHERE name = 'schema';",
+        )
+        .unwrap();
+        assert_eq!(index_names(&conn).len(), 5);
+    }
+    let s = SqliteBackend::open(dir.path(), clock(), SqliteOptions::default()).unwrap();
+    assert_eq!(index_answers(&s).await, before);
+    drop(s);
+    let conn = rusqlite::Connection::open(dir.path().join("herald.db")).unwrap();
+    assert_eq!(index_names(&conn), ["versions_expiry", "versions_replaced"]);
 }

@@ -86,7 +86,9 @@ pub use hub::{CachedEvent, CachedWatchStream, ENCODINGS, WatchHub, WatchProgress
 pub use index::{INDEX_SLOTS, IndexQuery, IndexValues};
 pub use memory::MemoryBackend;
 pub use options::{DEFAULT_HISTORY_BYTES, HistoryOptions, SqliteOptions};
-pub use sqlite::{CommitMetrics, DataDirLock, LOCK_FILE, RESERVE_FILE, RETRY_READY, SqliteBackend};
+pub use sqlite::{
+    CommitMetrics, DataDirLock, INDEX_FILE, LOCK_FILE, RESERVE_FILE, RETRY_READY, SqliteBackend,
+};
 pub use sweeper::spawn_sweeper;
 pub use types::{
     Deleted, INITIAL_REVISION, KeyValue, ListOptions, ListOrder, ListResult, Revision, WatchEvent,

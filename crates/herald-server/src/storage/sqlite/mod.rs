@@ -1,11 +1,14 @@
 //! The SQLite backend: Herald's embedded default store.
 
+mod index_db;
 mod lock;
+mod pending;
 mod read;
 mod schema;
 mod space;
 mod writer;
 
+pub use self::index_db::INDEX_FILE;
 pub use self::lock::{DataDirLock, LOCK_FILE};
 pub use self::space::RESERVE_FILE;
 pub use self::writer::CommitMetrics;
@@ -47,13 +50,21 @@ pub const DB_FILE: &str = "herald.db";
 ///   commit path.
 /// - **Version log**: every write appends a row (see the `schema` module), so a group commit of
 ///   many creates writes a few pages, not one B-tree leaf per key.
+/// - **Indexes in a file of their own** ([`INDEX_FILE`], see the `index_db` module): the key
+///   index and the term indexes are derived from the log and written by an index thread in
+///   sorted batches of [`SqliteOptions::merge_index_every`] writes, not by each group commit
+///   (an index entry lands on a random page, and each commit writes and fsyncs every page it
+///   changed). Until a change is merged, lookups find it in memory (at most
+///   [`SqliteOptions::max_pending_index`] changes); an open merges whatever the file lacks,
+///   and rebuilds it if it is missing.
 /// - **State on disk**: gets and lists read the database (the key index, or a term index for
 ///   a list with an [`IndexQuery`](crate::storage::IndexQuery)) on
 ///   [`SqliteOptions::read_connections`] read-only connections on tokio's blocking pool, so
 ///   they never block writes; the writer finds a key's current version with one index seek.
 ///   Memory holds the watch cache ([`WatchHub`]: the recent events, bounded), SQLite's page
-///   caches ([`SqliteOptions::page_cache_bytes`]) and the write queue, whatever the number of
-///   stored events; opening reads only the watch cache's window.
+///   caches ([`SqliteOptions::page_cache_bytes`]), the unmerged index changes and the write
+///   queue, whatever the number of stored events; opening reads only the watch cache's window
+///   (and the log's writes the index file lacks).
 /// - **Revisions** live in the database with the data, so they continue after a restart.
 /// - **TTL**: an indexed `expires_at` column (milliseconds on the injected clock);
 ///   [`Backend::expire_due`] deletes what is due in batches of [`SqliteOptions::sweep_batch`],
@@ -71,12 +82,15 @@ pub const DB_FILE: &str = "herald.db";
 ///   or its process ends (however it ends).
 ///
 /// Dropping the backend finishes the queued writes, stops the writer thread (waiting for it),
-/// ends every watch stream and releases the lock.
+/// merges the index changes, ends every watch stream and releases the lock.
 pub struct SqliteBackend {
     tx: Option<mpsc::Sender<Request>>,
     writer: Option<JoinHandle<()>>,
     checkpointer: Option<JoinHandle<()>>,
+    merger: Option<JoinHandle<()>>,
     readers: Arc<ReadPool>,
+    /// The index changes not yet in the index database.
+    pending: Arc<pending::PendingIndex>,
     /// Whether index queries can be used (see `read::Indexed`).
     indexed: Arc<read::Indexed>,
     hub: Arc<WatchHub>,
@@ -109,6 +123,17 @@ impl SqliteBackend {
         files::create_file(&path)
             .map_err(|e| StorageError::Backend(format!("cannot create {}: {e}", path.display())))?;
         let conn = schema::open_writer(&path, opts.page_cache_bytes)?;
+        let index_path = dir.join(INDEX_FILE);
+        files::create_file(&index_path).map_err(|e| {
+            StorageError::Backend(format!("cannot create {}: {e}", index_path.display()))
+        })?;
+        let index = index_db::open_writer(&index_path, opts.page_cache_bytes / 2)?;
+        let merged = index_db::catch_up(&conn, &index)?;
+        let pending = Arc::new(pending::PendingIndex::new(
+            merged,
+            opts.merge_index_every,
+            opts.max_pending_index,
+        ));
         let counters = Arc::new(Counters::default());
         counters
             .revision
@@ -132,6 +157,7 @@ impl SqliteBackend {
         let shrinks = conn.query_row("PRAGMA auto_vacuum", [], |r| r.get::<_, i64>(0))? == 2;
         let readers = Arc::new(ReadPool::new(
             path.clone(),
+            index_path.clone(),
             opts.read_connections,
             opts.page_cache_bytes / 4,
         )?);
@@ -157,6 +183,15 @@ impl SqliteBackend {
             metrics: commit_metrics.clone(),
             space,
             shrinks,
+            pending: Arc::clone(&pending),
+            index: index_db::open_reader(&index_path, opts.page_cache_bytes / 4)?,
+        };
+        let merger = {
+            let pending = Arc::clone(&pending);
+            std::thread::Builder::new()
+                .name("herald-sqlite-index".into())
+                .spawn(move || index_db::run_merger(index, pending))
+                .map_err(|e| StorageError::Backend(format!("cannot start index thread: {e}")))?
         };
         let writer = std::thread::Builder::new()
             .name("herald-sqlite-writer".into())
@@ -168,7 +203,9 @@ impl SqliteBackend {
             tx: Some(tx),
             writer: Some(writer),
             checkpointer: Some(checkpointer),
+            merger: Some(merger),
             readers,
+            pending,
             indexed: Arc::default(),
             hub,
             counters,
@@ -355,7 +392,10 @@ impl Backend for SqliteBackend {
 
     fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<KeyValue>>> {
         let key = key.to_owned();
-        self.readers.with(move |c| read::get(c, &key)).boxed()
+        let pending = Arc::clone(&self.pending);
+        self.readers
+            .with(move |c| read::get(c, &pending, &key))
+            .boxed()
     }
 
     fn list<'a>(&'a self, prefix: &'a str, opts: ListOptions) -> BoxFuture<'a, Result<ListResult>> {
@@ -369,8 +409,9 @@ impl Backend for SqliteBackend {
         }
         let prefix = prefix.to_owned();
         let indexed = Arc::clone(&self.indexed);
+        let pending = Arc::clone(&self.pending);
         self.readers
-            .with(move |c| read::list(c, &prefix, &opts, &indexed))
+            .with(move |c| read::list(c, &pending, &prefix, &opts, &indexed))
             .boxed()
     }
 
@@ -471,6 +512,13 @@ impl Drop for SqliteBackend {
             && w.join().is_err()
         {
             tracing::error!("SQLite writer thread panicked");
+        }
+        // The merger merges what the writer committed, then stops.
+        self.pending.stop();
+        if let Some(m) = self.merger.take()
+            && m.join().is_err()
+        {
+            tracing::error!("SQLite index thread panicked");
         }
         // The writer held the only wake sender, so the checkpointer ends too.
         if let Some(c) = self.checkpointer.take()

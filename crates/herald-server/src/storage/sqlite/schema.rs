@@ -1,21 +1,18 @@
 //! The SQLite schema, connection settings and start-up state.
 //!
-//! The database is a log of versions, written append-only, with indexes by key and by the
-//! values of [index slots](crate::storage::IndexQuery):
+//! The database is a log of versions, written append-only; its indexes by key and by the
+//! values of [index slots](crate::storage::IndexQuery) live in the index database
+//! (`index_db`), derived from it:
 //!
 //! - `versions`: one row per write, keyed by its revision: the key, the new value (`NULL` for a
 //!   deletion), the key's create revision, the revision of the version it replaced
 //!   (`prev_rev`), its TTL deadline, `next_rev`, the revision of the write that replaced it
 //!   (`NULL` while it is the key's current version; a deletion row is replaced by itself), and
-//!   `t0`…`t5`, the [terms](crate::storage::index::term) of the write's index values.
+//!   `t0`…`t5`, the [terms](crate::storage::index::term) of the write's index values (what
+//!   the index database is rebuilt from).
 //!   The current state is the rows whose `next_rev` is `NULL`; the state at an older revision
 //!   `R` is the rows with `rev <= R` that had not been replaced by then (`next_rev > R`; a
 //!   deletion row never qualifies, its `next_rev` is its own `rev`).
-//! - `versions_key` (`key, next_rev`): a key's current version (`next_rev IS NULL`) in one
-//!   seek, and every list in key order at any retained revision, filtered in the index (the
-//!   row is read only for the items returned);
-//! - `versions_t0`…`versions_t5`: the versions holding a term in a slot, so a list with an
-//!   index query reads only those (then sorts them by key);
 //! - `versions_expiry`: the current versions with a TTL, by deadline (the TTL sweep);
 //! - `versions_replaced`: the replaced versions, by `next_rev` (compaction deletes the rows
 //!   replaced at or before its revision: no read at or after it can see them);
@@ -29,11 +26,10 @@
 //!   the largest of the newest row's `rev`, the compacted revision and that floor
 //!   ([`revision`]).
 //!
-//! **Why a log.** A create appends one row at the end of `versions` (and one entry at the end
-//! of `versions_expiry`, deadlines grow with time); only the key index and the index of a
-//! slot with many distinct values (an object's name, its uid) take an entry at a random
-//! place. Nothing of the state is held in memory: a store of any size opens in the time it
-//! takes to read the watch cache's window of recent writes.
+//! **Why a log.** A create appends one row at the end of `versions` and one entry at the end
+//! of `versions_expiry` (deadlines grow with time): a group commit of many creates writes a
+//! few pages. Nothing of the state is held in memory: a store of any size opens in the time
+//! it takes to read the watch cache's window of recent writes.
 //!
 //! **File size.** A new database uses `auto_vacuum=INCREMENTAL`: pages freed by expiries and
 //! compactions are reused by later writes, and when many are free at once (after a storm has
@@ -51,8 +47,8 @@ use crate::storage::{CachedEvent, KeyValue, Result, Revision, StorageError, Watc
 
 /// The schema version this code writes (`meta.schema`); version 1 (no entry) had a
 /// key-ordered `kv` table and a `log` of previous values, version 2 the log without the key
-/// and term indexes; both are migrated on open.
-const SCHEMA_VERSION: u64 = 3;
+/// and term indexes, version 3 those indexes in this file; all are migrated on open.
+const SCHEMA_VERSION: u64 = 4;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta (
@@ -72,13 +68,14 @@ CREATE TABLE IF NOT EXISTS versions (
     next_rev   INTEGER,
     t0 INTEGER, t1 INTEGER, t2 INTEGER, t3 INTEGER, t4 INTEGER, t5 INTEGER
 );
-CREATE INDEX IF NOT EXISTS versions_key ON versions(key, next_rev);
-CREATE INDEX IF NOT EXISTS versions_t0 ON versions(t0) WHERE t0 IS NOT NULL;
-CREATE INDEX IF NOT EXISTS versions_t1 ON versions(t1) WHERE t1 IS NOT NULL;
-CREATE INDEX IF NOT EXISTS versions_t2 ON versions(t2) WHERE t2 IS NOT NULL;
-CREATE INDEX IF NOT EXISTS versions_t3 ON versions(t3) WHERE t3 IS NOT NULL;
-CREATE INDEX IF NOT EXISTS versions_t4 ON versions(t4) WHERE t4 IS NOT NULL;
-CREATE INDEX IF NOT EXISTS versions_t5 ON versions(t5) WHERE t5 IS NOT NULL;
+-- Schema 3 kept the key and term indexes here; they are in the index database now.
+DROP INDEX IF EXISTS versions_key;
+DROP INDEX IF EXISTS versions_t0;
+DROP INDEX IF EXISTS versions_t1;
+DROP INDEX IF EXISTS versions_t2;
+DROP INDEX IF EXISTS versions_t3;
+DROP INDEX IF EXISTS versions_t4;
+DROP INDEX IF EXISTS versions_t5;
 CREATE INDEX IF NOT EXISTS versions_expiry ON versions(expires_at)
     WHERE next_rev IS NULL AND expires_at IS NOT NULL;
 CREATE INDEX IF NOT EXISTS versions_replaced ON versions(next_rev)
@@ -104,17 +101,12 @@ fn prepare_writer(path: &Path, cache_bytes: usize) -> Result<Connection> {
         // Only possible on a new database, before its first table and before WAL mode.
         conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
     }
-    let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
-    if !mode.eq_ignore_ascii_case("wal") {
-        return Err(StorageError::Backend(format!(
-            "could not switch to WAL mode (got {mode})"
-        )));
-    }
+    use_wal(&conn)?;
     conn.execute_batch(
         "PRAGMA synchronous=FULL;
          PRAGMA temp_store=MEMORY;",
     )?;
-    set_cache(&conn, cache_bytes)?;
+    set_cache(&conn, "main", cache_bytes)?;
     // Checkpoints normally run on the checkpointer thread; this large automatic one in the
     // writer only bounds the WAL (~64 MiB) if the background ones fall behind.
     conn.pragma_update(None, "wal_autocheckpoint", 16_384)?;
@@ -154,7 +146,7 @@ fn has_meta(conn: &Connection, name: &str) -> Result<bool> {
 }
 
 /// Whether the database has the table `name`.
-fn has_table(conn: &Connection, name: &str) -> Result<bool> {
+pub(super) fn has_table(conn: &Connection, name: &str) -> Result<bool> {
     Ok(conn
         .query_row(
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1",
@@ -165,13 +157,13 @@ fn has_table(conn: &Connection, name: &str) -> Result<bool> {
         .is_some())
 }
 
-/// Adds the term columns to a version-2 log (its indexes are made by [`SCHEMA`]). The old
+/// Adds the term columns to a version-2 log (its indexes are made by `index_db`). The old
 /// versions have no terms: `meta.indexed_from` says which (see [`open_writer`]).
 fn migrate_v2(conn: &Connection) -> Result<()> {
     if !has_table(conn, "versions")? || conn.prepare("SELECT t0 FROM versions LIMIT 0").is_ok() {
         return Ok(());
     }
-    tracing::info!("migrating the SQLite store to schema 3 (indexes by key and field)");
+    tracing::info!("migrating the SQLite store to schema 3 (index terms)");
     conn.execute_batch(
         "BEGIN IMMEDIATE;
          ALTER TABLE versions ADD COLUMN t0 INTEGER;
@@ -234,15 +226,27 @@ pub(super) fn open_reader(path: &Path, cache_bytes: usize) -> Result<Connection>
     // No memory map: a full list of a large store would map (and count as resident) the
     // whole file in every reader. Each reader's page cache is bounded instead.
     conn.execute_batch("PRAGMA temp_store=MEMORY; PRAGMA mmap_size=0;")?;
-    set_cache(&conn, cache_bytes)?;
+    set_cache(&conn, "main", cache_bytes)?;
     Ok(conn)
 }
 
-/// Bounds the connection's page cache to `bytes` (at least 64 KiB).
-fn set_cache(conn: &Connection, bytes: usize) -> Result<()> {
+/// Bounds the page cache of the connection's database `schema` (`main`, or an attached one)
+/// to `bytes` (at least 64 KiB).
+pub(super) fn set_cache(conn: &Connection, schema: &str, bytes: usize) -> Result<()> {
     // A negative cache_size is in KiB.
     let kib = i64::try_from(bytes / 1024).unwrap_or(i64::MAX).max(64);
-    conn.pragma_update(None, "cache_size", -kib)?;
+    conn.execute_batch(&format!("PRAGMA {schema}.cache_size = -{kib};"))?;
+    Ok(())
+}
+
+/// Switches the connection's database to WAL mode (readers never block the writer).
+pub(super) fn use_wal(conn: &Connection) -> Result<()> {
+    let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StorageError::Backend(format!(
+            "could not switch to WAL mode (got {mode})"
+        )));
+    }
     Ok(())
 }
 

@@ -7,8 +7,10 @@
 //! waiting writers, so one fsync is shared by many writes.
 //!
 //! Each write appends a row to the version log (see `schema`); an update or delete also marks
-//! the version it replaces. The current version of a key comes from the key index (one seek)
-//! or, for keys already written earlier in the same batch, from the transaction itself.
+//! the version it replaces, and every write leaves its index change in `pending` for the
+//! index thread. The current version of a key comes from the transaction itself (keys already
+//! written in the batch), else from the unmerged changes, else from the index database (one
+//! seek, in one read transaction per batch).
 //!
 //! A rejected operation (exists, conflict, not found) writes nothing and does not disturb the
 //! others in its batch. A database error (I/O, disk full) rolls the whole batch back and every
@@ -26,6 +28,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use rusqlite::{CachedStatement, Connection, OptionalExtension as _, params};
 use tokio::sync::{mpsc, oneshot};
 
+use super::pending::{Change, Entry, Latest, PendingIndex};
 use super::schema::kv_from_row;
 use super::space::{RELIEF_CHUNK, Space};
 use crate::storage::{
@@ -128,6 +131,10 @@ pub(super) struct Writer {
     pub space: Space,
     /// Whether the database gives free pages back (`auto_vacuum=INCREMENTAL`, see `schema`).
     pub shrinks: bool,
+    /// The index changes not yet in the index database (see `pending`).
+    pub pending: Arc<PendingIndex>,
+    /// A read-only connection to the index database, for the key lookups.
+    pub index: Connection,
 }
 
 /// Free pages the writer leaves alone (16 MiB of 4 KiB pages): churn reuses them.
@@ -163,6 +170,25 @@ struct Txn {
     written: HashMap<String, Option<KeyValue>>,
     /// Keys created minus keys deleted (for `meta.live`).
     live_delta: i64,
+    /// The index changes of the writes, for [`PendingIndex`].
+    index: Vec<Entry>,
+    /// The compaction this transaction made, for [`PendingIndex`].
+    compacted_to: Option<Revision>,
+}
+
+impl Txn {
+    fn new(counters: &Counters, capacity: usize) -> Self {
+        Txn {
+            revision: counters.revision.load(Ordering::Acquire),
+            compacted: counters.compacted.load(Ordering::Acquire),
+            events: Vec::with_capacity(capacity),
+            hub_compact: None,
+            written: HashMap::with_capacity(capacity),
+            live_delta: 0,
+            index: Vec::with_capacity(capacity),
+            compacted_to: None,
+        }
+    }
 }
 
 impl Writer {
@@ -307,16 +333,18 @@ impl Writer {
     /// Commits the batch in one transaction and publishes it, creates and updates refused
     /// when `refuse_growth`; on a database failure rolls it back and returns the error.
     fn attempt(&mut self, batch: &[Request], refuse_growth: bool) -> Result<Vec<Result<Reply>>> {
-        let mut txn = Txn {
-            revision: self.counters.revision.load(Ordering::Acquire),
-            compacted: self.counters.compacted.load(Ordering::Acquire),
-            events: Vec::with_capacity(batch.len()),
-            hub_compact: None,
-            written: HashMap::with_capacity(batch.len()),
-            live_delta: 0,
-        };
-        match self.apply_all(batch, &mut txn, refuse_growth) {
+        self.pending.prune_and_wait_for_room()?;
+        // One snapshot of the index database for the batch's lookups, taken after the prune
+        // (see `pending`).
+        self.index.execute_batch("BEGIN")?;
+        let mut txn = Txn::new(&self.counters, batch.len());
+        let applied = self.apply_all(batch, &mut txn, refuse_growth);
+        if let Err(e) = self.index.execute_batch("COMMIT") {
+            tracing::debug!(error = %e, "ending the index read transaction");
+        }
+        match applied {
             Ok(results) => {
+                self.pending.commit(txn.revision, txn.compacted_to);
                 // The watch cache first: a revision read from the counters is then always
                 // already in it.
                 self.hub.publish(txn.events);
@@ -334,6 +362,8 @@ impl Writer {
             Err(e) => {
                 tracing::error!(error = %e, writes = batch.len(), "write batch rolled back");
                 self.rollback();
+                self.pending
+                    .roll_back(self.counters.revision.load(Ordering::Acquire));
                 Err(e)
             }
         }
@@ -385,14 +415,7 @@ impl Writer {
             )?
             .query_row([RELIEF_CHUNK - 1], |r| r.get(0))
             .optional()?;
-        let mut txn = Txn {
-            revision: self.counters.revision.load(Ordering::Acquire),
-            compacted: self.counters.compacted.load(Ordering::Acquire),
-            events: Vec::new(),
-            hub_compact: None,
-            written: HashMap::new(),
-            live_delta: 0,
-        };
+        let mut txn = Txn::new(&self.counters, 0);
         let target = target.unwrap_or(txn.revision);
         if target <= txn.compacted {
             return Ok(());
@@ -400,6 +423,7 @@ impl Writer {
         self.conn.execute_batch("BEGIN IMMEDIATE")?;
         self.compact(target, &mut txn)?;
         self.conn.execute_batch("COMMIT")?;
+        self.pending.commit(txn.revision, txn.compacted_to);
         self.counters
             .compacted
             .store(txn.compacted, Ordering::Release);
@@ -442,6 +466,9 @@ impl Writer {
                 .prepare_cached("UPDATE meta SET value = value + ?1 WHERE name = 'live'")?
                 .execute([txn.live_delta])?;
         }
+        // Before the commit: a reader that sees the commit finds its changes here or in the
+        // index database (see `pending`).
+        self.pending.add(std::mem::take(&mut txn.index));
         // No write of the revision counter: it is the newest row's (see `schema::revision`).
         self.conn.execute_batch("COMMIT")?;
         Ok(results)
@@ -469,6 +496,12 @@ impl Writer {
                 self.insert_version(insert_new, rev, key, value, (rev, None), *expires_at, t)?;
                 txn.revision = rev;
                 txn.live_delta += 1;
+                txn.index.push(Entry {
+                    rev,
+                    key: key.as_str().into(),
+                    change: Change::Put { terms: *t },
+                    replaces: None,
+                });
                 let kv = KeyValue {
                     key: key.clone(),
                     value: value.clone(),
@@ -495,6 +528,12 @@ impl Writer {
                 self.insert_version(insert_new, rev, key, value, lineage, *expires_at, t)?;
                 self.replace(prev.mod_revision, rev)?;
                 txn.revision = rev;
+                txn.index.push(Entry {
+                    rev,
+                    key: key.as_str().into(),
+                    change: Change::Put { terms: *t },
+                    replaces: Some(prev.mod_revision),
+                });
                 let kv = KeyValue {
                     key: key.clone(),
                     value: value.clone(),
@@ -601,6 +640,12 @@ impl Writer {
         self.replace(prev.mod_revision, rev)?;
         txn.revision = rev;
         txn.live_delta -= 1;
+        txn.index.push(Entry {
+            rev,
+            key: prev.key.as_str().into(),
+            change: Change::Delete,
+            replaces: Some(prev.mod_revision),
+        });
         txn.written.insert(prev.key.clone(), None);
         txn.events.push(WatchEvent::Delete {
             prev: prev.clone(),
@@ -642,37 +687,53 @@ impl Writer {
             .prepare_cached("UPDATE meta SET value = ?1 WHERE name = 'compacted'")?
             .execute([target])?;
         txn.compacted = target;
+        txn.compacted_to = Some(target);
         Ok(())
     }
 
     /// The current version of `key`: as this transaction left it, else the database's.
     fn current(&self, key: &str, txn: &Txn) -> Result<Option<KeyValue>> {
-        match txn.written.get(key) {
-            Some(state) => Ok(state.clone()),
-            None => Ok(self
-                .conn
-                .prepare_cached(
-                    "SELECT key, value, create_rev, rev FROM versions INDEXED BY versions_key
-                     WHERE key = ?1 AND next_rev IS NULL",
-                )?
-                .query_row([key], kv_from_row)
-                .optional()?),
+        if let Some(state) = txn.written.get(key) {
+            return Ok(state.clone());
+        }
+        let rev = match self.current_revision(key)? {
+            Some(rev) => rev,
+            None => return Ok(None),
+        };
+        let kv = self
+            .conn
+            .prepare_cached("SELECT key, value, create_rev, rev FROM versions WHERE rev = ?1")?
+            .query_row([rev], kv_from_row)
+            .optional()?;
+        match kv {
+            Some(kv) if kv.key == key => Ok(Some(kv)),
+            // The index and the log disagree: refuse the write rather than guess.
+            _ => Err(StorageError::Backend(format!(
+                "the index has version {rev} for {key}, which the log does not hold"
+            ))),
         }
     }
 
-    /// Whether `key` is live (from the key index alone).
+    /// Whether `key` is live: as this transaction left it, else as the index says.
     fn exists(&self, key: &str, txn: &Txn) -> Result<bool> {
         match txn.written.get(key) {
             Some(state) => Ok(state.is_some()),
+            None => Ok(self.current_revision(key)?.is_some()),
+        }
+    }
+
+    /// The revision of `key`'s current version as committed: from the unmerged changes if
+    /// they have the key (the newest state), else from the index database, which then has
+    /// every change of it (changes leave [`PendingIndex`] only once merged).
+    fn current_revision(&self, key: &str) -> Result<Option<Revision>> {
+        match self.pending.latest(key) {
+            Some(Latest::Live(rev)) => Ok(Some(rev)),
+            Some(Latest::Deleted) => Ok(None),
             None => Ok(self
-                .conn
-                .prepare_cached(
-                    "SELECT 1 FROM versions INDEXED BY versions_key
-                     WHERE key = ?1 AND next_rev IS NULL",
-                )?
-                .query_row([key], |_| Ok(()))
-                .optional()?
-                .is_some()),
+                .index
+                .prepare_cached("SELECT rev FROM keys WHERE key = ?1 AND next_rev IS NULL")?
+                .query_row([key], |r| r.get(0))
+                .optional()?),
         }
     }
 }

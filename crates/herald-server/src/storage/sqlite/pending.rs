@@ -1,0 +1,440 @@
+//! The index changes the writer has made and the merger has not yet moved into the index
+//! database: a bounded window in memory, shared by the writer, the merger and the readers.
+//!
+//! The writer thread adds every write's change here (its key and revision, its terms, the
+//! version it replaces) before it commits the write to the version log, and forgets the
+//! changes of a batch it rolls back. The merger thread (`index_db::run_merger`) takes the
+//! committed changes in batches, writes them to the index database sorted (a batch of
+//! thousands of writes touches each index page once, where one write at a time would touch
+//! one page per index entry), commits, and then drops them from here: at every moment a change
+//! is here, in the committed index database, or both.
+//!
+//! A lookup by key or by term therefore reads the index database *after* taking its
+//! candidates from here (see `read`): changes leave this window only once the index database
+//! has committed them. Candidates are only revisions: the caller checks each against the
+//! version log, which is the authority (a candidate of a batch not yet committed, or rolled
+//! back, is simply not there).
+//!
+//! **Who drops merged changes.** The writer, at the start of a batch ([`PendingIndex::prune`]),
+//! not the merger: the writer reads the index database in one read transaction per batch,
+//! begun after the prune, so a change it no longer finds here is in that snapshot.
+//!
+//! **Bounds.** At most [`SqliteOptions::max_pending_index`](crate::storage::SqliteOptions)
+//! changes are held (about 200 bytes each); at that bound the writer waits for the merger
+//! before it applies its next batch. The merger starts a batch when
+//! [`SqliteOptions::merge_index_every`](crate::storage::SqliteOptions) changes are committed
+//! and unmerged, or a second after the last merge if any are.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::ops::Bound;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use super::writer::Terms;
+use crate::storage::{INDEX_SLOTS, Result, Revision, StorageError};
+
+/// How long the merger waits for [`PendingIndex`] to fill before it merges what there is.
+pub(super) const MERGE_IDLE: Duration = Duration::from_secs(1);
+
+/// What one write did to the index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Change {
+    /// A new version of the key (create or update), with its index terms.
+    Put { terms: Terms },
+    /// A deletion: only the version it replaces changes.
+    Delete,
+}
+
+/// One write's index change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Entry {
+    pub rev: Revision,
+    pub key: Arc<str>,
+    pub change: Change,
+    /// The key's version this write replaced (its `next_rev` becomes `rev`).
+    pub replaces: Option<Revision>,
+}
+
+/// A batch for the merger: committed changes in revision order, and the compaction to apply
+/// after them.
+#[derive(Debug, Default)]
+pub(super) struct MergeBatch {
+    pub entries: Vec<Arc<Entry>>,
+    pub compact: Option<Revision>,
+    /// The revision the index database is complete up to once the batch is merged.
+    pub upto: Revision,
+}
+
+#[derive(Debug, Default)]
+struct Window {
+    /// Every change at or below this revision is in the committed index database (and may
+    /// still be here until the writer prunes it).
+    merged: Revision,
+    /// The version log holds every change at or below this revision.
+    committed: Revision,
+    /// The changes not yet pruned, in revision order.
+    entries: VecDeque<Arc<Entry>>,
+    /// The revisions of each key's and each term's changes, oldest first.
+    by_key: BTreeMap<Arc<str>, VecDeque<Revision>>,
+    by_term: HashMap<(usize, i64), VecDeque<Revision>>,
+    /// The newest committed compaction not yet merged.
+    compaction: Option<Revision>,
+    /// Why the last merge failed, until one succeeds.
+    failed: Option<String>,
+    stopping: bool,
+}
+
+impl Window {
+    /// The index of the first change not merged yet.
+    fn first_unmerged(&self) -> usize {
+        self.entries.partition_point(|e| e.rev <= self.merged)
+    }
+
+    fn unmerged_committed(&self) -> usize {
+        let n = self.entries.partition_point(|e| e.rev <= self.committed);
+        n - self.first_unmerged() + usize::from(self.compaction.is_some())
+    }
+
+    fn entry(&self, rev: Revision) -> Option<&Arc<Entry>> {
+        let i = self.entries.partition_point(|e| e.rev < rev);
+        self.entries.get(i).filter(|e| e.rev == rev)
+    }
+
+    /// Drops `e` from the lookup maps. Its revision is the oldest (`Oldest`, a merge) or the
+    /// newest (`Newest`, a rollback) of each of its lists, so this costs O(1) per list
+    /// whatever their lengths (a common term has thousands of unmerged revisions).
+    fn forget(&mut self, e: &Entry, end: End) {
+        fn drop_rev(revs: &mut VecDeque<Revision>, rev: Revision, end: End) {
+            match end {
+                End::Oldest if revs.front() == Some(&rev) => {
+                    revs.pop_front();
+                }
+                End::Newest if revs.back() == Some(&rev) => {
+                    revs.pop_back();
+                }
+                _ => revs.retain(|&r| r != rev),
+            }
+        }
+        if let Some(revs) = self.by_key.get_mut(&e.key) {
+            drop_rev(revs, e.rev, end);
+            if revs.is_empty() {
+                self.by_key.remove(&e.key);
+            }
+        }
+        if let Change::Put { terms } = &e.change {
+            for (slot, term) in terms.iter().enumerate() {
+                if let Some(term) = term
+                    && let Some(revs) = self.by_term.get_mut(&(slot, *term))
+                {
+                    drop_rev(revs, e.rev, end);
+                    if revs.is_empty() {
+                        self.by_term.remove(&(slot, *term));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Which end of the window a change leaves from.
+#[derive(Debug, Clone, Copy)]
+enum End {
+    Oldest,
+    Newest,
+}
+
+/// The window of unmerged index changes (see the module docs).
+#[derive(Debug)]
+pub(super) struct PendingIndex {
+    window: Mutex<Window>,
+    /// Signalled when there is more for the merger (or it should stop).
+    work: Condvar,
+    /// Signalled when the merger has made room.
+    room: Condvar,
+    merge_every: usize,
+    max: usize,
+}
+
+/// The latest state of a key among the unmerged changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Latest {
+    /// Its newest version is at this revision.
+    Live(Revision),
+    Deleted,
+}
+
+impl PendingIndex {
+    /// An empty window over an index database complete up to `merged`.
+    pub fn new(merged: Revision, merge_every: usize, max: usize) -> Self {
+        let merge_every = merge_every.max(1);
+        PendingIndex {
+            window: Mutex::new(Window {
+                merged,
+                committed: merged,
+                ..Window::default()
+            }),
+            work: Condvar::new(),
+            room: Condvar::new(),
+            merge_every,
+            max: max.max(merge_every),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Window> {
+        self.window.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Writer, before a batch: drops the merged changes, then waits while the window is
+    /// still full. Fails if it is full and the last merge failed (the index database cannot
+    /// be written: the write is refused rather than held forever).
+    pub fn prune_and_wait_for_room(&self) -> Result<()> {
+        let mut w = self.lock();
+        loop {
+            let merged = w.merged;
+            while w.entries.front().is_some_and(|e| e.rev <= merged) {
+                if let Some(e) = w.entries.pop_front() {
+                    w.forget(&e, End::Oldest);
+                }
+            }
+            if w.entries.len() < self.max {
+                return Ok(());
+            }
+            if let Some(why) = &w.failed {
+                return Err(StorageError::Backend(format!(
+                    "{} index changes wait for the index database, which cannot be written: {why}",
+                    w.entries.len()
+                )));
+            }
+            w = self
+                .room
+                .wait_timeout(w, MERGE_IDLE)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// Writer: adds a batch's changes (in revision order, all above the last committed
+    /// revision), before the batch commits.
+    pub fn add(&self, entries: Vec<Entry>) {
+        let mut w = self.lock();
+        for e in entries {
+            w.by_key
+                .entry(Arc::clone(&e.key))
+                .or_default()
+                .push_back(e.rev);
+            if let Change::Put { terms } = &e.change {
+                for (slot, term) in terms.iter().enumerate() {
+                    if let Some(term) = term {
+                        w.by_term.entry((slot, *term)).or_default().push_back(e.rev);
+                    }
+                }
+            }
+            w.entries.push_back(Arc::new(e));
+        }
+    }
+
+    /// Writer: the version log has committed everything up to `revision`, and the compaction
+    /// to `compacted` if any.
+    pub fn commit(&self, revision: Revision, compacted: Option<Revision>) {
+        let mut w = self.lock();
+        w.committed = revision;
+        if compacted.is_some() {
+            w.compaction = w.compaction.max(compacted);
+        }
+        if w.unmerged_committed() >= self.merge_every {
+            self.work.notify_one();
+        }
+    }
+
+    /// Writer: forgets the changes above `committed`: their batch was rolled back.
+    pub fn roll_back(&self, committed: Revision) {
+        let mut w = self.lock();
+        while w.entries.back().is_some_and(|e| e.rev > committed) {
+            if let Some(e) = w.entries.pop_back() {
+                w.forget(&e, End::Newest);
+            }
+        }
+    }
+
+    /// The newest state of `key` among the unmerged changes, if it has any.
+    pub fn latest(&self, key: &str) -> Option<Latest> {
+        let w = self.lock();
+        let rev = *w.by_key.get(key)?.back()?;
+        Some(match w.entry(rev).map(|e| &e.change) {
+            Some(Change::Put { .. }) => Latest::Live(rev),
+            _ => Latest::Deleted,
+        })
+    }
+
+    /// Candidates: the revisions of `key`'s unmerged versions.
+    pub fn key_revisions(&self, key: &str) -> Vec<Revision> {
+        self.lock()
+            .by_key
+            .get(key)
+            .map(|revs| revs.iter().copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// Candidates: the revisions of the unmerged versions of keys in the range.
+    pub fn range_revisions(&self, lower: Bound<&str>, upper: Bound<&str>) -> Vec<Revision> {
+        let w = self.lock();
+        w.by_key
+            .range::<str, _>((lower, upper))
+            .flat_map(|(_, revs)| revs.iter().copied())
+            .collect()
+    }
+
+    /// Candidates: the revisions of the unmerged versions with `term` in `slot`.
+    pub fn term_revisions(&self, slot: usize, term: i64) -> Vec<Revision> {
+        if slot >= INDEX_SLOTS {
+            return Vec::new();
+        }
+        self.lock()
+            .by_term
+            .get(&(slot, term))
+            .map(|revs| revs.iter().copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// Merger: waits until there is a batch worth merging ([`MERGE_IDLE`] at most, then any
+    /// committed change will do), and returns it; `None` once stopped with nothing left.
+    pub fn take(&self) -> Option<MergeBatch> {
+        let mut w = self.lock();
+        loop {
+            let ready = w.unmerged_committed();
+            if ready >= self.merge_every || (ready > 0 && w.stopping) {
+                break;
+            }
+            if w.stopping {
+                return None;
+            }
+            let (guard, timeout) = self
+                .work
+                .wait_timeout(w, MERGE_IDLE)
+                .unwrap_or_else(|e| e.into_inner());
+            w = guard;
+            if timeout.timed_out() && w.unmerged_committed() > 0 {
+                break;
+            }
+        }
+        let committed = w.committed;
+        let n = w.entries.partition_point(|e| e.rev <= committed);
+        let entries: Vec<Arc<Entry>> = w.entries.range(w.first_unmerged()..n).cloned().collect();
+        let compact = w.compaction;
+        Some(MergeBatch {
+            entries,
+            compact,
+            upto: committed,
+        })
+    }
+
+    /// Merger: the index database has committed `batch`; the writer drops its changes
+    /// before its next batch.
+    pub fn merged(&self, batch: &MergeBatch) {
+        let mut w = self.lock();
+        if w.compaction == batch.compact {
+            w.compaction = None;
+        }
+        w.merged = w.merged.max(batch.upto);
+        w.failed = None;
+        self.room.notify_all();
+    }
+
+    /// Merger: the merge of a batch failed (it stays in the window and is tried again).
+    pub fn failed(&self, why: String) {
+        let mut w = self.lock();
+        w.failed = Some(why);
+        self.room.notify_all();
+    }
+
+    /// Asks the merger to merge what is committed and stop.
+    pub fn stop(&self) {
+        self.lock().stopping = true;
+        self.work.notify_all();
+    }
+
+    /// Whether the merger has been asked to stop.
+    pub fn stopping(&self) -> bool {
+        self.lock().stopping
+    }
+
+    /// Committed changes not merged yet.
+    #[cfg(test)]
+    fn take_now_len(&self) -> usize {
+        self.lock().unmerged_committed()
+    }
+
+    /// Changes held.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.lock().entries.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(rev: Revision, key: &str, t0: Option<i64>, replaces: Option<Revision>) -> Entry {
+        Entry {
+            rev,
+            key: key.into(),
+            change: Change::Put {
+                terms: [t0, None, None, None, None, None],
+            },
+            replaces,
+        }
+    }
+
+    #[test]
+    fn candidates_come_from_every_unmerged_change_until_merged() {
+        let p = PendingIndex::new(0, 2, 10);
+        p.add(vec![put(1, "a", Some(7), None), put(2, "b", Some(7), None)]);
+        p.commit(2, None);
+        p.add(vec![
+            put(3, "a", None, Some(1)),
+            Entry {
+                rev: 4,
+                key: "b".into(),
+                change: Change::Delete,
+                replaces: Some(2),
+            },
+        ]);
+        assert_eq!(p.latest("a"), Some(Latest::Live(3)));
+        assert_eq!(p.latest("b"), Some(Latest::Deleted));
+        assert_eq!(p.latest("c"), None);
+        assert_eq!(p.term_revisions(0, 7), vec![1, 2]);
+        assert_eq!(
+            p.range_revisions(Bound::Included("a"), Bound::Excluded("b")),
+            vec![1, 3]
+        );
+        // Only the committed changes are merged; the uncommitted batch waits.
+        let batch = p.take().unwrap();
+        assert_eq!(batch.upto, 2);
+        assert_eq!(batch.entries.len(), 2);
+        assert_eq!(batch.compact, None);
+        p.merged(&batch);
+        // Still candidates until the writer prunes them.
+        assert_eq!(p.term_revisions(0, 7), vec![1, 2]);
+        assert_eq!(p.take_now_len(), 0);
+        p.prune_and_wait_for_room().unwrap();
+        assert_eq!(p.term_revisions(0, 7), Vec::<Revision>::new());
+        assert_eq!(p.key_revisions("a"), vec![3]);
+        // A rolled back batch leaves nothing behind.
+        p.roll_back(2);
+        assert_eq!(p.len(), 0);
+        assert_eq!(p.latest("a"), None);
+        p.stop();
+        assert!(p.take().is_none());
+    }
+
+    #[test]
+    fn a_full_window_refuses_writes_once_merging_fails() {
+        let p = PendingIndex::new(0, 1, 1);
+        p.add(vec![put(1, "a", None, None)]);
+        p.commit(1, None);
+        p.failed("disk full".into());
+        let e = p.prune_and_wait_for_room().unwrap_err();
+        assert!(e.to_string().contains("disk full"), "{e}");
+    }
+}
