@@ -406,7 +406,8 @@ fn merge_in_txn(ix: &Connection, batch: &MergeBatch) -> Result<()> {
 
 /// The merger thread: merges batches from `pending` into the index database until asked to
 /// stop, then merges what is left and checkpoints the file. A failed merge is logged, reported
-/// to the writer (see [`PendingIndex::wait_for_room`]) and tried again after a pause.
+/// to the writer (see [`PendingIndex::prune_and_wait_for_room`]) and tried again after a pause
+/// ([`PendingIndex::pause_after_failure`]).
 pub(super) fn run_merger(ix: Connection, pending: Arc<PendingIndex>) {
     while let Some(batch) = pending.take() {
         match merge(&ix, &batch) {
@@ -414,11 +415,10 @@ pub(super) fn run_merger(ix: Connection, pending: Arc<PendingIndex>) {
             Err(e) => {
                 tracing::error!(error = %e, changes = batch.entries.len(), "merging index changes failed; retrying");
                 pending.failed(e.to_string());
-                if pending.stopping() {
+                if pending.pause_after_failure() {
                     // The changes are in the log: the next open merges them.
                     break;
                 }
-                std::thread::sleep(super::pending::MERGE_IDLE);
             }
         }
     }

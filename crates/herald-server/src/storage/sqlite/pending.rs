@@ -353,9 +353,15 @@ impl PendingIndex {
         self.work.notify_all();
     }
 
-    /// Whether the merger has been asked to stop.
-    pub fn stopping(&self) -> bool {
-        self.lock().stopping
+    /// Merger, after a failed merge: waits [`MERGE_IDLE`] before the next try, or until asked
+    /// to stop; returns whether it was asked to stop.
+    pub fn pause_after_failure(&self) -> bool {
+        let w = self.lock();
+        let (w, _) = self
+            .work
+            .wait_timeout_while(w, MERGE_IDLE, |w| !w.stopping)
+            .unwrap_or_else(|e| e.into_inner());
+        w.stopping
     }
 
     /// Committed changes not merged yet.
@@ -436,5 +442,8 @@ mod tests {
         p.failed("disk full".into());
         let e = p.prune_and_wait_for_room().unwrap_err();
         assert!(e.to_string().contains("disk full"), "{e}");
+        // A merger pausing before its next try stops at once when asked to.
+        p.stop();
+        assert!(p.pause_after_failure());
     }
 }
