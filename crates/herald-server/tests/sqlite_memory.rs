@@ -73,7 +73,8 @@ fn peak() -> isize {
 
 const MIB: isize = 1 << 20;
 
-/// Small bounds: a 512 KiB, 2,000-event watch ring and a 1 MiB page cache.
+/// Small bounds: a 512 KiB, 2,000-event watch ring, a 1 MiB page cache and 1,024 unmerged
+/// index changes.
 fn options() -> SqliteOptions {
     SqliteOptions {
         history: HistoryOptions {
@@ -84,6 +85,9 @@ fn options() -> SqliteOptions {
         },
         page_cache_bytes: 1 << 20,
         reserve_bytes: 0,
+        // The index changes held in memory until merged: at most 1,024 (about 300 KB).
+        merge_index_every: 256,
+        max_pending_index: 1_024,
         ..SqliteOptions::default()
     }
 }
