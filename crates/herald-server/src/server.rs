@@ -327,7 +327,8 @@ impl Server {
                         "storage_commit_duration_seconds",
                         "Seconds per SQLite group commit, fsync included",
                         m.duration_seconds.clone(),
-                    );
+                    )
+                    .with_collector(Arc::new(b.index_metrics()));
                 let b = Arc::new(b);
                 store_closed = Some(b.closed());
                 sqlite = Some(b.clone());

@@ -192,13 +192,24 @@ async fn sqlite_group_commits_are_in_the_metrics() {
         Some(commits),
         "{metrics}"
     );
+    // Each create's index change is either waiting in memory or merged, in one snapshot.
+    let unmerged = sample(&metrics, "herald_storage_index_unmerged_changes").expect(&metrics);
+    let merged = sample(&metrics, "herald_storage_index_merged_changes_total").expect(&metrics);
+    assert_eq!(unmerged + merged, 3.0, "{metrics}");
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == r#"herald_storage_index_merges_total{outcome="failed"} 0"#),
+        "{metrics}"
+    );
     server.shutdown().await.unwrap();
 
     let (server, _) = memory().await;
     let metrics = Http::new(&server).get("/metrics").await.text();
     assert!(
-        !metrics.contains("herald_storage_commit_batch_size"),
-        "the memory store has no commits: {metrics}"
+        !metrics.contains("herald_storage_commit_batch_size")
+            && !metrics.contains("herald_storage_index_"),
+        "the memory store has no commits and no index thread: {metrics}"
     );
     server.shutdown().await.unwrap();
 }

@@ -87,7 +87,8 @@ pub use index::{INDEX_SLOTS, IndexQuery, IndexValues};
 pub use memory::MemoryBackend;
 pub use options::{DEFAULT_HISTORY_BYTES, HistoryOptions, SqliteOptions};
 pub use sqlite::{
-    CommitMetrics, DataDirLock, INDEX_FILE, LOCK_FILE, RESERVE_FILE, RETRY_READY, SqliteBackend,
+    CommitMetrics, DataDirLock, INDEX_FILE, IndexMetrics, LOCK_FILE, RESERVE_FILE, RETRY_READY,
+    SqliteBackend,
 };
 pub use sweeper::spawn_sweeper;
 pub use types::{

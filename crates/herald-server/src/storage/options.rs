@@ -115,7 +115,9 @@ pub struct SqliteOptions {
     pub merge_index_every: usize,
     /// The most index changes held in memory before they are merged (default 131,072, about
     /// 26 MiB): at this bound the writer waits for the index thread before its next batch,
-    /// and refuses writes if merging fails (the index file cannot be written).
+    /// and if merging fails (the index file cannot be written) it refuses writes with the
+    /// cause and the store reports itself not ready until a merge succeeds. The changes held
+    /// are in `/metrics` ([`IndexMetrics`](crate::storage::IndexMetrics)).
     pub max_pending_index: usize,
 }
 

@@ -33,7 +33,7 @@ use super::pending::{Change, Entry, MergeBatch, PendingIndex};
 use super::schema::{has_table, meta, revision, set_cache, use_wal};
 use crate::storage::{INDEX_SLOTS, Result, Revision, StorageError};
 
-/// The index database's file name, next to [`DB_FILE`](super::DB_FILE).
+/// The index database's file name, next to the version log's `herald.db`.
 pub const INDEX_FILE: &str = "herald-index.db";
 
 /// The schema version of the index database; a file of another version is rebuilt.
@@ -299,18 +299,16 @@ fn rebuild(
 /// (an open catching up after a lost merge) leaves the same entries.
 pub(super) fn merge(ix: &Connection, batch: &MergeBatch) -> Result<()> {
     ix.execute_batch("BEGIN IMMEDIATE")?;
-    match merge_in_txn(ix, batch) {
-        Ok(()) => {
-            ix.execute_batch("COMMIT")?;
-            Ok(())
-        }
-        Err(e) => {
-            if let Err(rb) = ix.execute_batch("ROLLBACK") {
-                tracing::debug!(error = %rb, "rolling back a failed index merge");
-            }
-            Err(e)
-        }
+    let merged = merge_in_txn(ix, batch).and_then(|()| Ok(ix.execute_batch("COMMIT")?));
+    // A failed COMMIT can leave the transaction open (SQLITE_BUSY does): end it, so that the
+    // next try begins anew.
+    if merged.is_err()
+        && !ix.is_autocommit()
+        && let Err(rb) = ix.execute_batch("ROLLBACK")
+    {
+        tracing::debug!(error = %rb, "rolling back a failed index merge");
     }
+    merged
 }
 
 fn merge_in_txn(ix: &Connection, batch: &MergeBatch) -> Result<()> {
@@ -414,7 +412,10 @@ pub(super) fn run_merger(ix: Connection, pending: Arc<PendingIndex>) {
             Ok(()) => pending.merged(&batch),
             Err(e) => {
                 tracing::error!(error = %e, changes = batch.entries.len(), "merging index changes failed; retrying");
-                pending.failed(e.to_string());
+                pending.failed(match ix.path() {
+                    Some(path) => format!("{path}: {e}"),
+                    None => e.to_string(),
+                });
                 if pending.pause_after_failure() {
                     // The changes are in the log: the next open merges them.
                     break;

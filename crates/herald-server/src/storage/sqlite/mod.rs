@@ -10,6 +10,7 @@ mod writer;
 
 pub use self::index_db::INDEX_FILE;
 pub use self::lock::{DataDirLock, LOCK_FILE};
+pub use self::pending::IndexMetrics;
 pub use self::space::RESERVE_FILE;
 pub use self::writer::CommitMetrics;
 
@@ -235,6 +236,12 @@ impl SqliteBackend {
     /// What the writer thread measures of its group commits (to register with `/metrics`).
     pub fn commit_metrics(&self) -> &CommitMetrics {
         &self.commit_metrics
+    }
+
+    /// The index thread's metrics (a collector to register with `/metrics`; see
+    /// [`IndexMetrics`]).
+    pub fn index_metrics(&self) -> IndexMetrics {
+        IndexMetrics(Arc::clone(&self.pending))
     }
 
     /// The database file.
@@ -475,15 +482,19 @@ impl Backend for SqliteBackend {
     }
 
     /// Not ready when the writer thread has stopped, while the store is out of space (see
-    /// [`SqliteOptions::reserve_bytes`]), or for [`RETRY_READY`] after a write failed in the
-    /// database. Then it is ready again, so that a load balancer sends it the
-    /// writes that show whether the store recovered (a server nobody writes to could not find
-    /// out); a write that succeeds makes it ready at once.
+    /// [`SqliteOptions::reserve_bytes`]), while writes wait for an index database that cannot
+    /// be written (see [`SqliteOptions::max_pending_index`]), or for [`RETRY_READY`] after a
+    /// write failed in the database. Then it is ready again, so that a load balancer sends it
+    /// the writes that show whether the store recovered (a server nobody writes to could not
+    /// find out); a write that succeeds makes it ready at once.
     fn health(&self) -> std::result::Result<(), String> {
         if self.tx.as_ref().is_none_or(|tx| tx.is_closed()) {
             return Err(self.writer_stopped_message());
         }
         if let Some(why) = self.space.full() {
+            return Err(why);
+        }
+        if let Some(why) = self.pending.refusal() {
             return Err(why);
         }
         let failed_at = self.failure.at_ms.load(Ordering::Relaxed);

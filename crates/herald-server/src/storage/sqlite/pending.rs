@@ -30,6 +30,12 @@ use std::ops::Bound;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+
 use super::writer::Terms;
 use crate::storage::{INDEX_SLOTS, Result, Revision, StorageError};
 
@@ -82,6 +88,11 @@ struct Window {
     /// Why the last merge failed, until one succeeds.
     failed: Option<String>,
     stopping: bool,
+    /// Changes merged since the store opened.
+    merged_changes: u64,
+    /// Merges since the store opened, by outcome.
+    merges: u64,
+    failed_merges: u64,
 }
 
 impl Window {
@@ -93,6 +104,22 @@ impl Window {
     fn unmerged_committed(&self) -> usize {
         let n = self.entries.partition_point(|e| e.rev <= self.committed);
         n - self.first_unmerged() + usize::from(self.compaction.is_some())
+    }
+
+    /// The changes added and not merged yet, committed or not.
+    fn unmerged(&self) -> usize {
+        self.entries.len() - self.first_unmerged()
+    }
+
+    /// Why a write is refused: the window is full (`max` changes) and the last merge failed.
+    fn refusal(&self, max: usize) -> Option<String> {
+        let why = self.failed.as_ref()?;
+        (self.entries.len() >= max).then(|| {
+            format!(
+                "{} index changes wait for the index database, which cannot be written: {why}",
+                self.entries.len()
+            )
+        })
     }
 
     fn entry(&self, rev: Revision) -> Option<&Arc<Entry>> {
@@ -134,6 +161,20 @@ impl Window {
             }
         }
     }
+}
+
+/// What the window holds and what the index thread has done since the store opened, read in
+/// one snapshot: a change leaves `unmerged` as `merged_changes` counts it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct IndexStats {
+    /// Changes not merged into the index database yet (committed or being committed).
+    pub unmerged: usize,
+    /// Changes merged since the store opened (an open's own catch-up not counted).
+    pub merged_changes: u64,
+    /// Merges committed since the store opened.
+    pub merges: u64,
+    /// Merges that failed since the store opened (each is tried again).
+    pub failed_merges: u64,
 }
 
 /// Which end of the window a change leaves from.
@@ -199,11 +240,8 @@ impl PendingIndex {
             if w.entries.len() < self.max {
                 return Ok(());
             }
-            if let Some(why) = &w.failed {
-                return Err(StorageError::Backend(format!(
-                    "{} index changes wait for the index database, which cannot be written: {why}",
-                    w.entries.len()
-                )));
+            if let Some(why) = w.refusal(self.max) {
+                return Err(StorageError::Backend(why));
             }
             w = self
                 .room
@@ -337,6 +375,8 @@ impl PendingIndex {
         }
         w.merged = w.merged.max(batch.upto);
         w.failed = None;
+        w.merged_changes += batch.entries.len() as u64;
+        w.merges += 1;
         self.room.notify_all();
     }
 
@@ -344,7 +384,25 @@ impl PendingIndex {
     pub fn failed(&self, why: String) {
         let mut w = self.lock();
         w.failed = Some(why);
+        w.failed_merges += 1;
         self.room.notify_all();
+    }
+
+    /// Why writes are refused, while they are: the window is full and the index database
+    /// cannot be written (the store's health).
+    pub fn refusal(&self) -> Option<String> {
+        self.lock().refusal(self.max)
+    }
+
+    /// The window's counts now, in one snapshot.
+    pub fn stats(&self) -> IndexStats {
+        let w = self.lock();
+        IndexStats {
+            unmerged: w.unmerged(),
+            merged_changes: w.merged_changes,
+            merges: w.merges,
+            failed_merges: w.failed_merges,
+        }
     }
 
     /// Asks the merger to merge what is committed and stop.
@@ -374,6 +432,58 @@ impl PendingIndex {
     #[cfg(test)]
     pub fn len(&self) -> usize {
         self.lock().entries.len()
+    }
+}
+
+/// The index thread's metrics, read from the window at every scrape (register it with a
+/// `prometheus_client` registry as a collector; the names get the registry's prefix):
+///
+/// - `storage_index_unmerged_changes` (gauge): index changes not merged into
+///   [`INDEX_FILE`](crate::storage::INDEX_FILE) yet. It rises by one per write and falls by a
+///   batch at each merge; at [`SqliteOptions::max_pending_index`](crate::storage::SqliteOptions)
+///   the writer waits for the index thread, so a value that stays near it means the index
+///   thread cannot keep up (or cannot write).
+/// - `storage_index_merged_changes_total` (counter): changes merged since the store opened.
+///   Read in the same snapshot as the gauge: the two add up to the writes since the open.
+/// - `storage_index_merges_total{outcome}` (counter): merges, `ok` or `failed`. A failed
+///   merge is logged and tried again a second later; while merges fail and the window is
+///   full, writes are refused and the store is not ready (`/readyz` says why).
+#[derive(Debug, Clone)]
+pub struct IndexMetrics(pub(super) Arc<PendingIndex>);
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: &'static str,
+}
+
+impl Collector for IndexMetrics {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> std::result::Result<(), std::fmt::Error> {
+        let stats = self.0.stats();
+        let unmerged = ConstGauge::new(i64::try_from(stats.unmerged).unwrap_or(i64::MAX));
+        unmerged.encode(encoder.encode_descriptor(
+            "storage_index_unmerged_changes",
+            "Index changes held in memory and not yet merged into herald-index.db; writes wait \
+             for the index thread at the store's max_pending_index (131,072 by default)",
+            None,
+            unmerged.metric_type(),
+        )?)?;
+        let merged = ConstCounter::new(stats.merged_changes);
+        merged.encode(encoder.encode_descriptor(
+            "storage_index_merged_changes",
+            "Index changes merged into herald-index.db since the store opened",
+            None,
+            merged.metric_type(),
+        )?)?;
+        let mut merges = encoder.encode_descriptor(
+            "storage_index_merges",
+            "Merges of index changes into herald-index.db, by outcome (a failed one is retried)",
+            None,
+            MetricType::Counter,
+        )?;
+        for (outcome, n) in [("ok", stats.merges), ("failed", stats.failed_merges)] {
+            ConstCounter::new(n).encode(merges.encode_family(&OutcomeLabels { outcome })?)?;
+        }
+        Ok(())
     }
 }
 
@@ -442,8 +552,73 @@ mod tests {
         p.failed("disk full".into());
         let e = p.prune_and_wait_for_room().unwrap_err();
         assert!(e.to_string().contains("disk full"), "{e}");
+        // The store's health says the same.
+        let StorageError::Backend(why) = e else {
+            panic!("not a backend error: {e:?}");
+        };
+        assert_eq!(p.refusal(), Some(why));
         // A merger pausing before its next try stops at once when asked to.
         p.stop();
         assert!(p.pause_after_failure());
+    }
+
+    #[test]
+    fn a_failed_merge_refuses_nothing_until_the_window_is_full() {
+        let p = PendingIndex::new(0, 1, 2);
+        p.add(vec![put(1, "a", None, None)]);
+        p.commit(1, None);
+        p.failed("disk full".into());
+        assert_eq!(p.refusal(), None);
+        p.prune_and_wait_for_room().unwrap();
+        p.add(vec![put(2, "b", None, None)]);
+        p.commit(2, None);
+        assert!(p.refusal().is_some_and(|why| why.contains("disk full")));
+        // A merge that succeeds ends it.
+        let batch = p.take().unwrap();
+        p.merged(&batch);
+        assert_eq!(p.refusal(), None);
+    }
+
+    #[test]
+    fn the_metrics_add_up_to_the_writes() {
+        let p = Arc::new(PendingIndex::new(0, 2, 100));
+        p.add(vec![put(1, "a", None, None), put(2, "b", None, None)]);
+        p.commit(2, None);
+        p.add(vec![put(3, "c", None, None)]);
+        let batch = p.take().unwrap();
+        p.failed("busy".into());
+        p.merged(&batch);
+        // Rolled back: never counted.
+        p.add(vec![put(4, "d", None, None)]);
+        p.roll_back(3);
+        assert_eq!(
+            p.len(),
+            3,
+            "the merged changes are held until the writer drops them"
+        );
+        assert_eq!(
+            p.stats(),
+            IndexStats {
+                unmerged: 1,
+                merged_changes: 2,
+                merges: 1,
+                failed_merges: 1,
+            }
+        );
+        p.prune_and_wait_for_room().unwrap();
+        assert_eq!(p.len(), 1);
+
+        let mut registry = prometheus_client::registry::Registry::with_prefix("herald");
+        registry.register_collector(Box::new(IndexMetrics(p)));
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        for line in [
+            "herald_storage_index_unmerged_changes 1",
+            "herald_storage_index_merged_changes_total 2",
+            r#"herald_storage_index_merges_total{outcome="ok"} 1"#,
+            r#"herald_storage_index_merges_total{outcome="failed"} 1"#,
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in {text}");
+        }
     }
 }
